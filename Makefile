@@ -1,0 +1,32 @@
+# The common verbs. `make run` and `make test` set up everything they need first.
+VENV := .venv
+BIN := $(VENV)/bin
+export DOCKER_HOST ?= unix:///var/run/docker.sock
+
+.PHONY: setup system python run test test-slow lint format bench
+
+setup: system python
+
+system:
+	bash scripts/setup-system.sh
+
+python: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml scripts/setup-python.sh
+	bash scripts/setup-python.sh
+	touch $@
+
+run: setup
+	$(BIN)/clawloop run
+
+test: setup
+	$(BIN)/pytest
+
+test-slow: setup
+	$(BIN)/pytest -m slow
+
+lint: python
+	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+
+format: python
+	$(BIN)/ruff format . && $(BIN)/ruff check --fix .

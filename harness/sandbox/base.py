@@ -1,0 +1,104 @@
+"""The sandbox interface: one small abstract class, two backends (docker, bubblewrap).
+
+Everything the agent or an LLM-written generator runs goes through a `Sandbox`. A sandbox has a
+fixed layout the rest of clawloop relies on:
+
+    /workspace      the task's working directory (writable; the agent's cwd)
+    /tests          the verifier (uploaded only when grading)
+    /solution       the reference solution (uploaded only for the oracle check)
+    /logs/verifier  where tests/test.sh writes reward.json
+    /tmp            scratch
+
+No network, no host paths beyond these, and limits on CPU time, memory, processes, file size and
+wall time. Commands are treated as hostile: a timeout or a crash is an `ExecResult`, not an
+exception. `SandboxError` is raised only for infrastructure faults (engine down, start failed),
+which callers may retry.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+WORKSPACE = "/workspace"
+TESTS = "/tests"
+SOLUTION = "/solution"
+VERIFIER_LOGS = "/logs/verifier"
+
+Backend = Literal["auto", "docker", "bwrap"]
+
+
+class SandboxError(RuntimeError):
+    """Infrastructure failure of a sandbox (not of the command run in it). Transient: retryable."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits applied to every command in a sandbox."""
+
+    wall_seconds: float = 60.0  # default per-exec wall clock; exec(timeout=...) overrides
+    cpu_seconds: int = 60  # RLIMIT_CPU per process
+    memory_mb: int = 1024  # address space / cgroup memory
+    pids: int = 256  # processes + threads
+    file_size_mb: int = 64  # largest single file a command may write
+    cpus: float = 1.0  # CPU share (docker nano_cpus)
+
+
+@dataclass(frozen=True)
+class SandboxConfig:
+    backend: Backend = "auto"
+    image: str = "clawloop-base:latest"  # docker only
+    limits: Limits = field(default_factory=Limits)
+
+
+@dataclass
+class ExecResult:
+    exit_code: int
+    stdout: str
+    stderr: str
+    duration_s: float
+    timed_out: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+
+class Sandbox(abc.ABC):
+    """A started, isolated environment. Use as a context manager so `stop` always runs."""
+
+    backend: str
+
+    @abc.abstractmethod
+    def start(self) -> None: ...
+
+    @abc.abstractmethod
+    def exec(
+        self,
+        cmd: list[str] | str,
+        timeout: float | None = None,
+        cwd: str = WORKSPACE,
+        env: dict[str, str] | None = None,
+    ) -> ExecResult:
+        """Run `cmd` (argv list, or a string for `bash -lc`) inside the sandbox."""
+
+    @abc.abstractmethod
+    def upload(self, local: Path, remote: str) -> None:
+        """Copy a host file or directory to `remote` (a directory's contents land in `remote`)."""
+
+    @abc.abstractmethod
+    def download(self, remote: str, local: Path) -> None:
+        """Copy `remote` (file or directory) out to the host path `local`."""
+
+    @abc.abstractmethod
+    def stop(self) -> None:
+        """Kill everything in the sandbox and remove it. Idempotent."""
+
+    def __enter__(self) -> Sandbox:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
