@@ -44,6 +44,8 @@ class Limits:
     pids: int = 256  # processes + threads
     file_size_mb: int = 64  # largest single file a command may write
     cpus: float = 1.0  # CPU share (docker nano_cpus)
+    # All files a sandbox writes, together (bwrap: its tmpfs size; docker: not capped yet).
+    disk_mb: int = 2048
 
 
 @dataclass(frozen=True)

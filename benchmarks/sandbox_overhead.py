@@ -1,0 +1,138 @@
+"""Sandbox overhead: our layer against the raw tools, measured in the same invocation.
+
+    .venv/bin/python benchmarks/sandbox_overhead.py [--n 30] [--backend all|bwrap|docker]
+
+Prints the median milliseconds of
+  bwrap:  raw `bwrap ... true` (subprocess)      vs BwrapSandbox start + exec(true) + stop
+          our exact bwrap command line, run raw  vs BwrapSandbox.exec(["true"])
+  docker: raw containers.run(image, "true")      vs DockerSandbox start + exec(true) + stop
+          raw container.exec_run("true")         vs DockerSandbox.exec(["true"])
+and the ratio ours/raw (target: <= 1.5).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from harness.sandbox import SandboxConfig, docker_available  # noqa: E402
+from harness.sandbox.bwrap import (  # noqa: E402
+    BwrapSandbox,
+    bwrap_argv,
+    find_rootfs,
+    rlimit_args,
+    system_binds,
+)
+from harness.sandbox.command import env_for  # noqa: E402
+
+RAW_BWRAP_TAIL = [
+    "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--unshare-all", "--unshare-user",
+    "--uid", "0", "--gid", "0", "--die-with-parent", "--new-session", "--clearenv",
+    "--setenv", "PATH", "/usr/bin:/bin", "true",
+]  # fmt: skip
+
+
+def median_ms(fn: Callable[[], object], n: int) -> float:
+    fn()  # warm caches (page cache, image layers) outside the measurement
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1000)
+    return statistics.median(times)
+
+
+def row(name: str, raw: float, ours: float) -> None:
+    print(f"{name:<34} raw {raw:8.1f} ms   ours {ours:8.1f} ms   ratio {ours / raw:5.2f}x")
+
+
+def bench_bwrap(n: int) -> None:
+    raw_argv = ["bwrap", *system_binds(find_rootfs()), *RAW_BWRAP_TAIL]
+    if find_rootfs() is not None:
+        raw_argv = ["bwrap", "--ro-bind", str(find_rootfs()), "/", *RAW_BWRAP_TAIL]
+
+    def raw() -> None:
+        subprocess.run(raw_argv, check=True)
+
+    def ours() -> None:
+        sb = BwrapSandbox(SandboxConfig(backend="bwrap"))
+        sb.start()
+        try:
+            if not sb.exec(["true"]).ok:
+                raise RuntimeError("exec(true) failed in the bwrap sandbox")
+        finally:
+            sb.stop()
+
+    row("bwrap start+exec+stop", median_ms(raw, n), median_ms(ours, n))
+
+    # The same isolation without our Python layer: our exact command line, run directly.
+    sb = BwrapSandbox(SandboxConfig(backend="bwrap"))
+    sb.start()
+    try:
+        same = ["prlimit", *rlimit_args(sb.limits, sb.limits.pids + 1), "--"]
+        same += bwrap_argv(sb.fs, sb.rootfs, ["true"], "/workspace", env_for(None))
+        uid = sb.uid
+
+        def raw_same() -> None:
+            subprocess.run(same, check=True, user=uid, group=uid, extra_groups=[] if uid else None)
+
+        row(
+            "bwrap same flags vs exec",
+            median_ms(raw_same, n),
+            median_ms(lambda: sb.exec(["true"]), n),
+        )
+    finally:
+        sb.stop()
+
+
+def bench_docker(n: int) -> None:
+    import docker
+    from harness.sandbox.docker import DockerSandbox
+
+    cfg = SandboxConfig(backend="docker")
+    cli = docker.from_env()
+
+    def raw_run() -> None:
+        cli.containers.run(cfg.image, "true", remove=True, network_mode="none")
+
+    def ours() -> None:
+        with DockerSandbox(cfg) as sb:
+            if not sb.exec(["true"]).ok:
+                raise RuntimeError("exec(true) failed in the docker sandbox")
+
+    row("docker run vs start+exec+stop", median_ms(raw_run, n), median_ms(ours, n))
+
+    with DockerSandbox(cfg) as sb:
+        raw_c = cli.containers.get(sb.container.id)
+        row(
+            "docker exec_run vs exec",
+            median_ms(lambda: raw_c.exec_run(["true"]), n),
+            median_ms(lambda: sb.exec(["true"]), n),
+        )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=30, help="timed repetitions per measurement")
+    parser.add_argument("--backend", choices=["all", "bwrap", "docker"], default="all")
+    args = parser.parse_args()
+    if args.backend in ("all", "bwrap"):
+        bench_bwrap(args.n)
+    if args.backend in ("all", "docker"):
+        reason = docker_available()
+        if reason:
+            print(f"docker: skipped ({reason})")
+        else:
+            bench_docker(max(5, args.n // 3))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,279 @@
+"""The Docker backend: one labelled container per sandbox, driven through the `docker` SDK.
+
+The container runs a sleeper from `clawloop-base:latest` (scripts/build-base-image.sh) with no
+network, no capabilities, no-new-privileges, cgroup memory/pids/CPU limits and RLIMIT_FSIZE/CPU
+ulimits; each exec is wrapped in `timeout -s KILL N` because the Engine API has no exec timeout,
+and guarded on the host too. Files move with put_archive/get_archive, so a remote engine
+(DOCKER_HOST=tcp://... or ssh://...) works the same as the local socket. Every container carries
+labels naming its owner process, so `sweep_docker()` can remove those a killed run left behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import posixpath
+import resource
+import socket
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from .archive import MAX_DOWNLOAD_BYTES, pack, split_remote, unpack
+from .base import WORKSPACE, ExecResult, Limits, Sandbox, SandboxConfig, SandboxError
+from .command import TIMEOUT_EXIT, CappedBuffer, argv_for, env_for, wall_timeout
+
+LABEL = "clawloop.sandbox"
+LABEL_PID = "clawloop.owner_pid"
+LABEL_START = "clawloop.owner_start"
+LABEL_HOST = "clawloop.owner_host"
+# Seconds the host waits past an exec's limit before it stops trusting `timeout` (a process that
+# escaped its process group can hold the output stream open) and kills everything in the box.
+GRACE_S = 5.0
+
+
+def client(timeout: int = 60) -> Any:
+    """docker.from_env() (honours DOCKER_HOST), or SandboxError saying how to get an engine."""
+    try:
+        import docker
+    except ImportError as exc:
+        raise SandboxError("the docker SDK is missing: pip install 'docker>=7.1'") from exc
+    try:
+        cli = docker.from_env(timeout=timeout)
+        cli.ping()
+    except Exception as exc:
+        where = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+        raise SandboxError(
+            f"no Docker engine answers at {where} ({exc}); start one with scripts/start-dockerd.sh "
+            "or use --backend bwrap"
+        ) from exc
+    return cli
+
+
+def _cap_to_hard(which: int, value: int) -> int:
+    # Docker refuses a ulimit above the engine's own hard limit (it lacks CAP_SYS_RESOURCE there).
+    hard = resource.getrlimit(which)[1]
+    return value if hard == resource.RLIM_INFINITY else min(value, hard)
+
+
+def run_kwargs(limits: Limits, owner: dict[str, str]) -> dict[str, Any]:
+    """containers.run() keyword arguments for a sandbox (pure: testable without an engine)."""
+    from docker.types import Ulimit
+
+    fsize = _cap_to_hard(resource.RLIMIT_FSIZE, limits.file_size_mb << 20)
+    cpu = _cap_to_hard(resource.RLIMIT_CPU, limits.cpu_seconds)
+    return {
+        "command": ["sleep", "infinity"],
+        "detach": True,
+        "init": True,  # reaps orphans of finished execs, which a plain sleeper would not
+        "network_mode": "none",
+        "mem_limit": f"{limits.memory_mb}m",
+        "memswap_limit": f"{limits.memory_mb}m",  # no swap on top of the memory limit
+        "pids_limit": limits.pids,
+        "nano_cpus": int(limits.cpus * 1e9),
+        "cap_drop": ["ALL"],
+        "security_opt": ["no-new-privileges"],
+        "ulimits": [
+            Ulimit(name="fsize", soft=fsize, hard=fsize),
+            Ulimit(name="cpu", soft=cpu, hard=cpu),
+            Ulimit(name="core", soft=0, hard=0),
+        ],
+        "working_dir": WORKSPACE,
+        "hostname": "sandbox",
+        "labels": {LABEL: "1", **owner},
+    }
+
+
+def owner_labels() -> dict[str, str]:
+    from .bwrap import _start_ticks
+
+    pid = os.getpid()
+    return {
+        LABEL_PID: str(pid),
+        LABEL_START: str(_start_ticks(pid) or 0),
+        LABEL_HOST: socket.gethostname(),
+    }
+
+
+class DockerSandbox(Sandbox):
+    backend = "docker"
+
+    def __init__(self, cfg: SandboxConfig | None = None) -> None:
+        self.cfg = cfg or SandboxConfig(backend="docker")
+        self.limits = self.cfg.limits
+        self.client: Any = None
+        self.container: Any = None
+
+    def start(self) -> None:
+        if self.container is not None:
+            return
+        import docker.errors
+
+        self.client = client()
+        kwargs = run_kwargs(self.limits, owner_labels())
+        try:
+            self.container = self.client.containers.run(self.cfg.image, **kwargs)
+        except docker.errors.ImageNotFound as exc:
+            raise SandboxError(
+                f"image {self.cfg.image} is missing from the engine: run scripts/build-base-image.sh"
+            ) from exc
+        except docker.errors.DockerException as exc:
+            # A container created but not started still holds our label: remove it now.
+            self._remove_leftovers()
+            raise SandboxError(f"docker sandbox start failed ({self.cfg.image}): {exc}") from exc
+
+    def _remove_leftovers(self) -> None:
+        with contextlib.suppress(Exception):
+            pid = owner_labels()[LABEL_PID]
+            for c in self.client.containers.list(
+                all=True,
+                filters={"label": [f"{LABEL}=1", f"{LABEL_PID}={pid}"], "status": "created"},
+            ):
+                c.remove(force=True, v=True)
+
+    def stop(self) -> None:
+        if self.container is None:
+            return
+        import docker.errors
+
+        with contextlib.suppress(docker.errors.NotFound):
+            try:
+                self.container.remove(force=True, v=True)
+            except docker.errors.APIError as exc:
+                # "removal already in progress" is fine; anything else is worth one retry.
+                if "in progress" not in str(exc):
+                    time.sleep(0.2)
+                    self.container.remove(force=True, v=True)
+        self.container = None
+
+    def _require(self) -> Any:
+        if self.container is None:
+            raise SandboxError("docker sandbox is not started: call start() or use `with`")
+        return self.container
+
+    def exec(
+        self,
+        cmd: list[str] | str,
+        timeout: float | None = None,
+        cwd: str = WORKSPACE,
+        env: dict[str, str] | None = None,
+    ) -> ExecResult:
+        import docker.errors
+
+        container = self._require()
+        wall = wall_timeout(timeout, self.limits)
+        argv = ["timeout", "-s", "KILL", f"{wall:g}", *argv_for(cmd)]
+        api = self.client.api
+        start = time.monotonic()
+        try:
+            exec_id = api.exec_create(
+                container.id, argv, workdir=cwd, environment=env_for(env), stdout=True, stderr=True
+            )["Id"]
+            stream = api.exec_start(exec_id, stream=True, demux=True)
+        except docker.errors.DockerException as exc:
+            raise SandboxError(f"docker exec failed in {container.short_id}: {exc}") from exc
+        out, err = CappedBuffer(), CappedBuffer()
+        reader = threading.Thread(target=_drain, args=(stream, out, err), daemon=True)
+        reader.start()
+        reader.join(wall + GRACE_S)
+        forced = reader.is_alive()
+        if forced:
+            # Something outlived `timeout` (e.g. it left the process group): kill all but init.
+            with contextlib.suppress(docker.errors.DockerException):
+                container.exec_run(["kill", "-KILL", "-1"])
+            reader.join(GRACE_S)
+            if reader.is_alive():
+                raise SandboxError(f"docker exec in {container.short_id} did not end after a kill")
+        duration = time.monotonic() - start
+        try:
+            code = api.exec_inspect(exec_id).get("ExitCode")
+        except docker.errors.DockerException as exc:
+            raise SandboxError(
+                f"docker exec_inspect failed in {container.short_id}: {exc}"
+            ) from exc
+        # `timeout -s KILL` exits 137 when it fired; a command that exits 137 on its own (an OOM
+        # kill) does so before the deadline.
+        timed_out = forced or (code == TIMEOUT_EXIT and duration >= wall * 0.98)
+        return ExecResult(
+            exit_code=TIMEOUT_EXIT if timed_out else int(code if code is not None else -1),
+            stdout=out.text(),
+            stderr=err.text(),
+            duration_s=duration,
+            timed_out=timed_out,
+        )
+
+    def upload(self, local: Path, remote: str) -> None:
+        import docker.errors
+
+        container = self._require()
+        parent, name = split_remote(remote)
+        local = Path(local)
+        # Members carry their full path and go to "/": the engine creates missing parents, so no
+        # `mkdir -p` exec is needed, and it resolves paths inside the container's root.
+        target = posixpath.join(parent, name) if local.is_dir() else parent
+        data = pack(local, name, prefix=target.lstrip("/"))
+        try:
+            ok = container.put_archive("/", data)
+        except docker.errors.DockerException as exc:
+            raise SandboxError(
+                f"docker upload to {remote} in {container.short_id} failed: {exc}"
+            ) from exc
+        if not ok:
+            raise SandboxError(f"docker upload to {remote} in {container.short_id} was refused")
+
+    def download(self, remote: str, local: Path) -> None:
+        import docker.errors
+
+        container = self._require()
+        split_remote(remote)
+        try:
+            chunks, _ = container.get_archive(remote)
+            data = bytearray()
+            for chunk in chunks:
+                data += chunk
+                if len(data) > MAX_DOWNLOAD_BYTES:
+                    raise OSError(f"download of {remote} exceeds {MAX_DOWNLOAD_BYTES} bytes")
+        except docker.errors.NotFound as exc:
+            raise FileNotFoundError(f"no such path in the docker sandbox: {remote}") from exc
+        except docker.errors.DockerException as exc:
+            raise SandboxError(
+                f"docker download of {remote} from {container.short_id} failed: {exc}"
+            ) from exc
+        unpack(bytes(data), Path(local))
+
+
+def _drain(stream: Any, out: CappedBuffer, err: CappedBuffer) -> None:
+    with contextlib.suppress(Exception):  # a broken stream ends the exec; inspect reports it
+        for stdout, stderr in stream:
+            if stdout:
+                out.write(stdout)
+            if stderr:
+                err.write(stderr)
+
+
+def sweep_docker() -> list[str]:
+    """Remove clawloop containers whose owner process on this host is gone; return their ids.
+    Containers owned by another host (a shared remote engine) are left to that host's sweep."""
+    try:
+        cli = client(timeout=30)
+    except SandboxError:
+        return []
+    from .bwrap import _start_ticks
+
+    removed: list[str] = []
+    here = socket.gethostname()
+    for c in cli.containers.list(all=True, filters={"label": f"{LABEL}=1"}):
+        labels = c.labels or {}
+        if labels.get(LABEL_HOST) != here:
+            continue
+        try:
+            pid, start = int(labels.get(LABEL_PID, "0")), int(labels.get(LABEL_START, "0"))
+        except ValueError:
+            pid, start = 0, 0
+        if pid and _start_ticks(pid) == start:
+            continue  # its owner is alive: a sandbox in use
+        with contextlib.suppress(Exception):
+            c.remove(force=True, v=True)
+            removed.append(c.short_id)
+    return removed
