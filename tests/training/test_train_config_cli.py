@@ -1,0 +1,47 @@
+"""TrainConfig validation and the CLI flags generated from it."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from training.cli import add_config_flags, config_from_args
+from training.config import TrainConfig, TrainConfigError
+
+
+def test_config_rejects_bad_values_with_the_field_name():
+    with pytest.raises(TrainConfigError, match="phases"):
+        TrainConfig(phases="ppo")
+    with pytest.raises(TrainConfigError, match="clip_eps"):
+        TrainConfig(clip_eps=1.5)
+    with pytest.raises(TrainConfigError, match="unknown train settings"):
+        TrainConfig.from_dict({"learning_rate": 1.0})
+    assert TrainConfig.from_dict({"phases": "grpo"}).run_sft is False
+    assert all(TrainConfig().help_lines().values())  # every field has help
+
+
+def test_every_field_is_a_typed_flag():
+    parser = argparse.ArgumentParser()
+    add_config_flags(parser)
+    args = parser.parse_args(
+        [
+            "--phases",
+            "sft",
+            "--lora",
+            "true",
+            "--sft-learning-rate",
+            "3e-5",
+            "--bf16",
+            "false",
+            "--gradient-accumulation-steps",
+            "4",
+            "--deepspeed",
+            "training/configs/zero3.json",
+        ]
+    )
+    cfg = config_from_args(args)
+    assert cfg.phases == "sft" and cfg.lora is True and cfg.sft_learning_rate == 3e-5
+    assert cfg.bf16 is False and cfg.gradient_accumulation_steps == 4
+    assert cfg.deepspeed == "training/configs/zero3.json"
+    assert config_from_args(parser.parse_args([])) == TrainConfig()

@@ -1,0 +1,143 @@
+"""The train stage on the tiny model, on CPU: outcomes, loss going down, every parameter moving."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pyarrow as pa
+import pytest
+import torch
+from conftest import band_frame, episode_row
+from safetensors.torch import load_file
+
+from storage.schemas import CHECKPOINT, TRAIN_METRICS
+from training.batching import SampleCollator, SampleDataset
+from training.config import TrainConfig
+from training.grpo import GRPOGroupTrainer, grpo_loss, grpo_samples, next_token_logprobs
+from training.stage import train_stage
+from training.trainer_base import PolicyRef, load_policy, training_arguments
+
+
+def _weights(folder):
+    return load_file(str(folder / "model.safetensors"))
+
+
+def _frames(groups: dict[str, list[float]], kept: dict[str, bool]):
+    rows = [
+        episode_row(t, i, r, variant=i)
+        for t, rewards in groups.items()
+        for i, r in enumerate(rewards)
+    ]
+    return pd.DataFrame(rows), band_frame(list(kept), list(kept.values()))
+
+
+def _check_artifacts(result):
+    pa.Table.from_pandas(result.metrics_frame(), schema=TRAIN_METRICS, preserve_index=False)
+    pa.Table.from_pylist([result.checkpoint_row()], schema=CHECKPOINT)
+
+
+def test_nothing_to_train_is_an_outcome(tiny_model_dir, tmp_path):
+    traj, band = _frames({"t1": [0.0, 0.0], "t2": [1.0, 1.0]}, {"t1": True, "t2": False})
+    result = train_stage(traj, band, TrainConfig(), tiny_model_dir, tmp_path)
+    assert result.status == "nothing_to_train" and result.kind == "base"
+    assert result.checkpoint_dir == tiny_model_dir and result.metrics == []
+    assert "sft: no trainable sequence" in result.reason and "1 not kept" in result.reason
+    assert "1 with equal rewards" in result.reason
+    _check_artifacts(result)
+    empty = train_stage(traj.iloc[0:0], band.iloc[0:0], TrainConfig(), tiny_model_dir, tmp_path)
+    assert empty.status == "nothing_to_train"
+
+
+def test_sft_overfits_and_moves_every_parameter(tiny_model_dir, tmp_path):
+    traj, band = _frames({"t1": [1.0, 0.0]}, {"t1": True})
+    cfg = TrainConfig(
+        phases="sft", sft_max_steps=10, sft_learning_rate=1e-2, per_device_batch_size=3
+    )
+    result = train_stage(traj, band, cfg, tiny_model_dir, tmp_path)
+    assert result.status == "trained", result.reason
+    assert result.counts["sft_episodes"] == 1 and result.counts["sft_samples"] == 3
+    losses = [r["loss"] for r in result.metrics]
+    assert len(losses) == 10 and losses[-1] < 0.5 * losses[0]
+    assert all(r["action_tokens"] > 0 and r["tokens"] > r["action_tokens"] for r in result.metrics)
+    before, after = _weights(tiny_model_dir), _weights(result.checkpoint_dir)
+    unchanged = [k for k in before if torch.equal(before[k], after[k])]
+    assert unchanged == []
+    assert (result.checkpoint_dir / "tokenizer.json").is_file()
+    _check_artifacts(result)
+
+
+def test_grpo_only_with_kl_moves_every_parameter(tiny_model_dir, tmp_path):
+    traj, band = _frames({"t1": [1.0, 0.0, 0.5], "t2": [1.0, 1.0, 1.0]}, {"t1": True, "t2": True})
+    cfg = TrainConfig(
+        phases="grpo",
+        grpo_max_steps=3,
+        grpo_learning_rate=1e-2,
+        kl_beta=0.1,
+        per_device_batch_size=3,
+    )
+    result = train_stage(traj, band, cfg, tiny_model_dir, tmp_path)
+    assert result.status == "trained", result.reason
+    assert result.counts["kept_groups"] == 1 and result.counts["dropped_zero_variance"] == 1
+    assert [r["phase"] for r in result.metrics] == ["grpo"] * 3
+    assert all(r["kept_groups"] == 1 for r in result.metrics)
+    assert result.metrics[0]["kl"] == 0.0 and result.metrics[-1]["kl"] > 0.0  # drifted from ref
+    before, after = _weights(tiny_model_dir), _weights(result.checkpoint_dir)
+    assert [k for k in before if torch.equal(before[k], after[k])] == []
+    _check_artifacts(result)
+
+
+def test_grpo_trainer_loss_equals_reference(tiny_model_dir, tiny_tokenizer, tmp_path):
+    traj, band = _frames({"t1": [1.0, 0.0, 0.0]}, {"t1": True})
+    cfg = TrainConfig(phases="grpo", per_device_batch_size=4)
+    samples, report = grpo_samples(traj, band, tiny_tokenizer, cfg)
+    # pretend the sampler recorded logprobs on part of the first sequence
+    first = samples[0]
+    idx = [i for i, m in enumerate(first.action_mask) if m][:5]
+    for i in idx:
+        first.old_logprobs[i] = -7.0
+    batch = SampleCollator(tiny_tokenizer.pad_token_id, with_rl=True)(samples[:4])
+    model = load_policy(PolicyRef(tiny_model_dir), cfg)
+    trainer = GRPOGroupTrainer(
+        model=model,
+        args=training_arguments(cfg, "grpo", tmp_path),
+        train_dataset=SampleDataset(samples),
+        cfg=cfg,
+        kept_groups=1,
+    )
+    ours = trainer.compute_loss(model, dict(batch))
+    n = batch["labels"][:, 1:].ne(-100).sum()
+    scaled = trainer.compute_loss(model, dict(batch), num_items_in_batch=n)
+    logp = next_token_logprobs(model(input_ids=batch["input_ids"]).logits, batch["input_ids"])
+    ref = grpo_loss(
+        logp,
+        batch["old_logprobs"][:, 1:],
+        batch["advantages"],
+        batch["action_mask"][:, 1:],
+        cfg.clip_eps,
+    )
+    assert ours.item() == pytest.approx(ref.item(), rel=1e-5)
+    assert scaled.item() == pytest.approx(ref.item(), rel=1e-5)
+    assert not math.isnan(ours.item())
+
+
+@pytest.mark.slow
+def test_lora_sft_then_grpo_trains_every_adapter_weight(tiny_model_dir, tmp_path):
+    traj, band = _frames({"t1": [1.0, 0.0]}, {"t1": True})
+    cfg = TrainConfig(
+        lora=True,
+        lora_r=4,
+        sft_max_steps=2,
+        grpo_max_steps=2,
+        sft_learning_rate=1e-2,
+        grpo_learning_rate=1e-2,
+        per_device_batch_size=3,
+    )
+    result = train_stage(traj, band, cfg, tiny_model_dir, tmp_path)
+    assert result.status == "trained" and result.phases_run == ["sft", "grpo"]
+    assert result.kind == "lora" and (result.adapter_dir / "adapter_model.safetensors").is_file()
+    adapter = load_file(str(result.adapter_dir / "adapter_model.safetensors"))
+    assert adapter and all("lora_" in k for k in adapter)
+    assert all(v.abs().sum() > 0 for k, v in adapter.items() if "lora_B" in k)  # B starts at 0
+    before, after = _weights(tiny_model_dir), _weights(result.checkpoint_dir)
+    assert any(not torch.equal(before[k], after[k]) for k in before)  # merged model differs

@@ -1,0 +1,60 @@
+"""Pad `TokenSample`s into the tensors both trainers read.
+
+The batch carries `labels` (input ids where the policy acted, -100 elsewhere) so the Trainer counts
+action tokens across gradient-accumulation micro-batches and devices (`num_items_in_batch`); SFT's
+cross-entropy uses them directly, GRPO divides its summed token loss by that count so the loss is a
+mean over all action tokens of the optimizer step.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch.utils.data import Dataset
+
+from training.sequences import TokenSample
+
+
+class SampleDataset(Dataset):
+    """A list of `TokenSample`s as a map-style dataset (the Trainer leaves its columns alone)."""
+
+    def __init__(self, samples: Sequence[TokenSample]):
+        self.samples = list(samples)
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def __getitem__(self, i: int) -> TokenSample:
+        return self.samples[i]
+
+
+@dataclass
+class SampleCollator:
+    """Right-pads a list of samples; `with_rl` adds advantages and sampling logprobs for GRPO."""
+
+    pad_token_id: int
+    with_rl: bool = False
+
+    def __call__(self, samples: list[TokenSample]) -> dict[str, torch.Tensor]:
+        n = max(len(s.input_ids) for s in samples)
+        ids = torch.full((len(samples), n), self.pad_token_id, dtype=torch.long)
+        attn = torch.zeros((len(samples), n), dtype=torch.long)
+        mask = torch.zeros((len(samples), n), dtype=torch.float32)
+        for i, s in enumerate(samples):
+            k = len(s.input_ids)
+            ids[i, :k] = torch.tensor(s.input_ids, dtype=torch.long)
+            attn[i, :k] = 1
+            mask[i, :k] = torch.tensor(s.action_mask, dtype=torch.float32)
+        labels = torch.where(mask.bool(), ids, torch.full_like(ids, -100))
+        batch = {"input_ids": ids, "attention_mask": attn, "labels": labels}
+        if self.with_rl:
+            old = torch.full((len(samples), n), math.nan, dtype=torch.float32)
+            for i, s in enumerate(samples):
+                old[i, : len(s.old_logprobs)] = torch.tensor(s.old_logprobs, dtype=torch.float32)
+            batch["action_mask"] = mask
+            batch["old_logprobs"] = old
+            batch["advantages"] = torch.tensor([s.advantage for s in samples], dtype=torch.float32)
+        return batch

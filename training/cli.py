@@ -1,0 +1,125 @@
+"""Command line for the train stage, outside the Prefect flow (and under `accelerate launch`).
+
+    python -m training.cli tiny-model OUT_DIR
+    python -m training.cli train --trajectories T.parquet --band B.parquet \
+        --base-model MODEL_DIR --out OUT_DIR [--phases sft --lora true ...]
+    accelerate launch --config_file training/configs/zero3.yaml -m training.cli train ...
+
+Every `TrainConfig` field is a flag (`--sft-learning-rate 1e-5`). `register(subparsers)` adds the
+same verbs to the `clawloop` command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import MISSING, fields
+from pathlib import Path
+
+from training.config import TrainConfig, TrainConfigError
+
+
+def _parse_bool(text: str) -> bool:
+    low = text.lower()
+    if low in ("1", "true", "yes", "on"):
+        return True
+    if low in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def _flag_type(annotation: str):
+    kinds = {"int": int, "float": float, "str": str, "bool": _parse_bool}
+    for name, kind in kinds.items():
+        if annotation.startswith(name):
+            return kind
+    return str
+
+
+def add_config_flags(parser: argparse.ArgumentParser) -> None:
+    for f in fields(TrainConfig):
+        default = f.default if f.default is not MISSING else None
+        parser.add_argument(
+            "--" + f.name.replace("_", "-"),
+            dest=f.name,
+            type=_flag_type(str(f.type)),
+            default=default,
+            help=f"{f.metadata.get('help', '')} (default: {default})",
+        )
+
+
+def config_from_args(args: argparse.Namespace) -> TrainConfig:
+    return TrainConfig(**{f.name: getattr(args, f.name) for f in fields(TrainConfig)})
+
+
+def _cmd_tiny_model(args: argparse.Namespace) -> int:
+    from training.tiny_model import build_tiny_model
+
+    print(build_tiny_model(Path(args.out_dir), seed=args.seed))
+    return 0
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from storage.schemas import CHECKPOINT, TRAIN_METRICS
+    from training.stage import train_stage
+
+    try:
+        cfg = config_from_args(args)
+    except TrainConfigError as exc:
+        print(f"clawloop train: {exc}", file=sys.stderr)
+        return 2
+    for p in (args.trajectories, args.band):
+        if not Path(p).is_file():
+            print(f"clawloop train: no such Parquet file {p}", file=sys.stderr)
+            return 2
+    out = Path(args.out)
+    result = train_stage(
+        pd.read_parquet(args.trajectories), pd.read_parquet(args.band), cfg, args.base_model, out
+    )
+    metrics = pa.Table.from_pandas(
+        result.metrics_frame(), schema=TRAIN_METRICS, preserve_index=False
+    )
+    pq.write_table(metrics, out / "metrics.parquet")
+    pq.write_table(
+        pa.Table.from_pylist([result.checkpoint_row()], schema=CHECKPOINT),
+        out / "checkpoint.parquet",
+    )
+    print(json.dumps({k: str(v) for k, v in result.checkpoint_row().items()}, indent=2))
+    return 0 if result.status != "failed" else 1
+
+
+def register(subparsers) -> None:
+    """Add `tiny-model` and `train` to a parent parser's subcommands."""
+    tiny = subparsers.add_parser("tiny-model", help="build the tiny offline Qwen3 model")
+    tiny.add_argument("out_dir")
+    tiny.add_argument("--seed", type=int, default=0)
+    tiny.set_defaults(func=_cmd_tiny_model)
+    train = subparsers.add_parser(
+        "train", help="SFT and/or GRPO on a rollout stage's Parquet files"
+    )
+    train.add_argument("--trajectories", required=True, help="trajectories.parquet (rollout stage)")
+    train.add_argument("--band", required=True, help="band.parquet (rollout stage)")
+    train.add_argument(
+        "--base-model", required=True, help="model folder (or hub name) to start from"
+    )
+    train.add_argument("--out", required=True, help="folder for checkpoints and metrics.parquet")
+    add_config_flags(train)
+    train.set_defaults(func=_cmd_train)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m training.cli", description=__doc__.split("\n")[0]
+    )
+    register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,107 @@
+"""The train stage's settings: one dataclass, one line of help per field, defaults for the CPU demo.
+
+Every field becomes a CLI flag of `python -m training.cli train` (the help text is the flag's help),
+and a run's YAML `train:` block maps onto it by field name. GPU cluster values are in the README.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+PHASES = ("sft", "grpo", "sft+grpo")
+
+
+class TrainConfigError(ValueError):
+    """A train setting is out of range; the message names the field and the allowed values."""
+
+
+def _f(default: Any, help: str) -> Any:
+    return field(default=default, metadata={"help": help})
+
+
+@dataclass
+class TrainConfig:
+    """Settings of the train stage (SFT on successes, then GRPO on rollout groups)."""
+
+    phases: str = _f(
+        "sft+grpo", "what to run: sft | grpo | sft+grpo (SFT first, GRPO on its result)"
+    )
+    # --- data
+    split: str = _f("train", "only trajectories of this split are trained on")
+    max_seq_len: int = _f(4096, "longest token sequence; longer ones are cut at the right end")
+    use_recorded_tokens: bool = _f(
+        True, "build sequences from recorded token ids when present (else re-render the chat text)"
+    )
+    # --- optimisation (shared)
+    per_device_batch_size: int = _f(2, "sequences per device per micro-batch")
+    gradient_accumulation_steps: int = _f(1, "micro-batches per optimizer step")
+    max_grad_norm: float = _f(1.0, "gradient clipping norm (0 disables)")
+    weight_decay: float = _f(0.0, "AdamW weight decay")
+    warmup_ratio: float = _f(0.0, "fraction of steps with linear learning-rate warm-up")
+    lr_scheduler_type: str = _f(
+        "constant", "transformers scheduler name: constant | linear | cosine"
+    )
+    seed: int = _f(0, "seed for data order and initialisation of LoRA weights")
+    bf16: bool | None = _f(None, "bf16 mixed precision; None = on when CUDA supports bf16")
+    gradient_checkpointing: bool = _f(False, "recompute activations to save memory (big models)")
+    deepspeed: str | None = _f(
+        None,
+        "DeepSpeed JSON for the Trainer (e.g. training/configs/zero3.json); or use accelerate launch",
+    )
+    # --- SFT
+    sft_learning_rate: float = _f(1e-4, "SFT learning rate (GPU profile: 1e-5 full, 1e-4 LoRA)")
+    sft_epochs: float = _f(1.0, "passes over the successful trajectories")
+    sft_max_steps: int = _f(-1, "stop SFT after this many optimizer steps (-1: epochs decide)")
+    # --- GRPO
+    grpo_learning_rate: float = _f(1e-5, "GRPO learning rate (GPU profile: 1e-6 full, 1e-5 LoRA)")
+    grpo_epochs: float = _f(1.0, "passes over the kept rollout groups")
+    grpo_max_steps: int = _f(-1, "stop GRPO after this many optimizer steps (-1: epochs decide)")
+    clip_eps: float = _f(0.2, "PPO clip range: ratio is clipped to [1-clip_eps, 1+clip_eps]")
+    adv_eps: float = _f(1e-4, "epsilon in (r - mean) / (std + eps)")
+    min_group_std: float = _f(1e-6, "groups whose reward std is at or below this are dropped")
+    kl_beta: float = _f(0.0, "weight of the KL penalty to the reference (start) model; 0 = no KL")
+    # --- LoRA
+    lora: bool = _f(False, "train a LoRA adapter (peft) instead of all weights")
+    lora_r: int = _f(16, "LoRA rank")
+    lora_alpha: int = _f(32, "LoRA alpha")
+    lora_dropout: float = _f(0.0, "LoRA dropout")
+    lora_target_modules: str = _f("all-linear", "peft target modules (comma list or all-linear)")
+    merge_lora: bool = _f(
+        True, "also write the merged full model (servable by any server); the adapter is kept too"
+    )
+    # --- logging
+    logging_steps: int = _f(1, "one metrics row every this many optimizer steps")
+
+    def __post_init__(self) -> None:
+        if self.phases not in PHASES:
+            raise TrainConfigError(f"TrainConfig.phases={self.phases!r}: use one of {PHASES}")
+        for name in ("per_device_batch_size", "gradient_accumulation_steps", "max_seq_len"):
+            if getattr(self, name) < 1:
+                raise TrainConfigError(
+                    f"TrainConfig.{name} must be >= 1, got {getattr(self, name)}"
+                )
+        if not 0 < self.clip_eps < 1:
+            raise TrainConfigError(f"TrainConfig.clip_eps must be in (0, 1), got {self.clip_eps}")
+        if self.kl_beta < 0:
+            raise TrainConfigError(f"TrainConfig.kl_beta must be >= 0, got {self.kl_beta}")
+
+    @property
+    def run_sft(self) -> bool:
+        return "sft" in self.phases
+
+    @property
+    def run_grpo(self) -> bool:
+        return "grpo" in self.phases
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
+        """Build from a YAML/JSON mapping; unknown keys are an error that lists the known ones."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise TrainConfigError(f"unknown train settings {unknown}; known: {sorted(known)}")
+        return cls(**data)
+
+    def help_lines(self) -> dict[str, str]:
+        return {f.name: f.metadata.get("help", "") for f in fields(self)}

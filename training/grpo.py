@@ -1,0 +1,212 @@
+"""GRPO on pre-collected rollout groups: the math as small pure functions, and a Trainer for it.
+
+For each kept task the N rollouts form a group. A rollout's advantage is its reward normalised
+against its group, A = (r - mean) / (std + eps) (std with Bessel's correction, as TRL); a group whose
+rewards all agree carries no signal and is dropped. Every action token of a rollout gets its
+rollout's advantage. The per-token objective is PPO's clipped surrogate,
+    -min(ratio * A, clip(ratio, 1 - eps, 1 + eps) * A),   ratio = exp(logp - logp_sampling),
+where logp_sampling is the sampler's recorded logprob (importance correction for data produced by
+an older or differently-quantised policy) or, when none was recorded, the detached current logprob
+(on-policy: ratio 1, gradient A * grad logp). An optional KL penalty to a reference model uses the
+k3 estimator exp(ref - logp) - (ref - logp) - 1. The loss is the mean over all action tokens of the
+optimizer step (summed here, divided by the Trainer's action-token count across micro-batches).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import pandas as pd
+import torch
+from transformers import Trainer
+
+from training.config import TrainConfig
+from training.sequences import EncodeReport, TokenSample, encode_episode
+from training.trainer_base import MetricsMixin
+
+
+# ---------------------------------------------------------------------------- pure math
+def group_advantages(
+    rewards: Sequence[float], eps: float = 1e-4, min_std: float = 1e-6
+) -> list[float] | None:
+    """(r - mean) / (std + eps) per rollout; None for a group too small or with no reward spread."""
+    n = len(rewards)
+    if n < 2:
+        return None
+    mean = sum(rewards) / n
+    std = math.sqrt(sum((r - mean) ** 2 for r in rewards) / (n - 1))
+    if std <= min_std:
+        return None
+    return [(r - mean) / (std + eps) for r in rewards]
+
+
+def selective_logprobs(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """log softmax(logits)[target] per position, without keeping a full-vocab log-prob tensor."""
+    if logits.dtype in (torch.float32, torch.float64):
+        return logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, -1)
+    # Half precision: log_softmax row by row in float32, bounding the extra memory to one row.
+    rows = [
+        torch.log_softmax(row.float(), -1).gather(-1, t.unsqueeze(-1)).squeeze(-1)
+        for row, t in zip(logits, targets, strict=True)
+    ]
+    return torch.stack(rows)
+
+
+def next_token_logprobs(logits: torch.Tensor, input_ids: torch.Tensor) -> torch.Tensor:
+    """Log-prob of token j given tokens < j, for j = 1..L-1 (shape [B, L-1])."""
+    return selective_logprobs(logits[:, :-1, :], input_ids[:, 1:])
+
+
+def grpo_token_loss(
+    logp: torch.Tensor,
+    old_logp: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    clip_eps: float,
+    ref_logp: torch.Tensor | None = None,
+    beta: float = 0.0,
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """Per-token loss [B, T] (zero off the mask) and detached stats.
+
+    `old_logp` holds NaN where the sampling logprob is unknown; there the ratio is taken against
+    the detached current logprob. `advantages` is one value per sequence [B].
+    """
+    mask = mask.to(logp.dtype)
+    known = torch.isfinite(old_logp)
+    base = torch.where(known, old_logp.to(logp.dtype), logp.detach())
+    ratio = torch.exp(logp - base)
+    adv = advantages.to(logp.dtype).unsqueeze(-1)
+    unclipped = -ratio * adv
+    clipped = -torch.clamp(ratio, 1.0 - clip_eps, 1.0 + clip_eps) * adv
+    per_token = torch.maximum(unclipped, clipped)
+    kl = torch.zeros_like(logp)
+    if ref_logp is not None and beta > 0:
+        delta = ref_logp.detach() - logp
+        kl = torch.exp(delta) - delta - 1.0
+        per_token = per_token + beta * kl
+    per_token = per_token * mask
+    n = mask.sum().clamp(min=1.0)
+    stats = {
+        "clip_frac": (((clipped > unclipped).to(logp.dtype) * mask).sum() / n).detach(),
+        "ratio_mean": ((ratio * mask).sum() / n).detach(),
+        "kl": ((kl * mask).sum() / n).detach(),
+        "offpolicy_frac": ((known.to(logp.dtype) * mask).sum() / n).detach(),
+    }
+    return per_token, stats
+
+
+def grpo_loss(
+    logp: torch.Tensor,
+    old_logp: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    clip_eps: float,
+    ref_logp: torch.Tensor | None = None,
+    beta: float = 0.0,
+) -> torch.Tensor:
+    """Mean per-token loss over the action tokens of the batch."""
+    per_token, _ = grpo_token_loss(logp, old_logp, advantages, mask, clip_eps, ref_logp, beta)
+    return per_token.sum() / mask.sum().clamp(min=1.0)
+
+
+# ---------------------------------------------------------------------------- data
+@dataclass
+class GroupReport:
+    """How many groups the GRPO phase trains on, and why the others were left out."""
+
+    groups_seen: int = 0
+    kept_groups: int = 0
+    dropped_zero_variance: int = 0
+    dropped_not_kept: int = 0
+    episodes: int = 0
+    samples: int = 0
+    encode: EncodeReport = field(default_factory=EncodeReport)
+
+
+def grpo_samples(
+    trajectories: pd.DataFrame, band: pd.DataFrame, tokenizer, cfg: TrainConfig
+) -> tuple[list[TokenSample], GroupReport]:
+    """Sequences of every rollout in kept, non-degenerate groups, each carrying its advantage."""
+    report = GroupReport()
+    kept = set(band.loc[band["kept"].astype(bool), "task_id"]) if len(band) else set()
+    df = trajectories
+    if "split" in df.columns and len(df):
+        df = df[df["split"] == cfg.split]
+    if "end_reason" in df.columns and len(df):
+        # A server error says nothing about the policy; its reward would be noise in the group.
+        df = df[df["end_reason"] != "server_error"]
+    samples: list[TokenSample] = []
+    for task_id, group in df.groupby("task_id", sort=True) if len(df) else []:
+        report.groups_seen += 1
+        if task_id not in kept:
+            report.dropped_not_kept += 1
+            continue
+        rows = group.sort_values("attempt").to_dict("records")
+        adv = group_advantages(
+            [float(r["reward"]) for r in rows], eps=cfg.adv_eps, min_std=cfg.min_group_std
+        )
+        if adv is None:
+            report.dropped_zero_variance += 1
+            continue
+        report.kept_groups += 1
+        for row, a in zip(rows, adv, strict=True):
+            seqs, enc = encode_episode(tokenizer, row, cfg.max_seq_len, cfg.use_recorded_tokens)
+            report.encode.add(enc)
+            report.episodes += 1
+            for s in seqs:
+                s.advantage = a
+                samples.append(s)
+    report.samples = len(samples)
+    return samples, report
+
+
+# ---------------------------------------------------------------------------- trainer
+class GRPOGroupTrainer(MetricsMixin, Trainer):
+    """Trainer whose loss is the clipped GRPO objective over the batch's action tokens."""
+
+    def __init__(self, *args, cfg: TrainConfig, kept_groups: int, ref_model=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.cfg = cfg
+        self.ref_model = ref_model
+        self._init_metrics("grpo", kept_groups)
+
+    def _ref_logprobs(self, model, ids: torch.Tensor, attn: torch.Tensor) -> torch.Tensor | None:
+        if self.cfg.kl_beta <= 0:
+            return None
+        with torch.no_grad():
+            if self.ref_model is not None:
+                logits = self.ref_model(input_ids=ids, attention_mask=attn).logits
+            else:  # LoRA: the reference is the same network with its adapter switched off
+                unwrapped = self.accelerator.unwrap_model(model)
+                with unwrapped.disable_adapter():
+                    logits = model(input_ids=ids, attention_mask=attn).logits
+            return next_token_logprobs(logits, ids)
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        self._count(inputs)
+        ids, attn = inputs["input_ids"], inputs["attention_mask"]
+        out = model(input_ids=ids, attention_mask=attn)
+        logp = next_token_logprobs(out.logits, ids)
+        mask = inputs["action_mask"][:, 1:]
+        per_token, stats = grpo_token_loss(
+            logp,
+            inputs["old_logprobs"][:, 1:],
+            inputs["advantages"],
+            mask,
+            self.cfg.clip_eps,
+            self._ref_logprobs(model, ids, attn),
+            self.cfg.kl_beta,
+        )
+        if num_items_in_batch is not None:
+            # Mean over every action token of the optimizer step (all micro-batches, all ranks).
+            loss = per_token.sum() / num_items_in_batch
+            if self.args.average_tokens_across_devices and self.args.world_size > 1:
+                loss = loss * self.args.world_size  # DDP averages gradients over ranks
+            self.loss_is_scaled_for_ga = True
+        else:
+            loss = per_token.sum() / mask.sum().clamp(min=1.0)
+            self.loss_is_scaled_for_ga = False
+        self._note(**{k: float(v) for k, v in stats.items()})
+        return (loss, out) if return_outputs else loss

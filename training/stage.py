@@ -1,0 +1,212 @@
+"""The train stage: trajectories + band filter in, a servable checkpoint and metrics rows out.
+
+    result = train_stage(trajectories, band, TrainConfig(), base_model, out_dir)
+
+Runs SFT on successful episodes of kept tasks, then GRPO on the kept groups (or either alone, per
+`cfg.phases`). Each phase starts from the previous phase's folder and writes its own:
+`out_dir/sft/model`, `out_dir/grpo/model` (full weights, servable by vLLM or `transformers serve`)
+and, with LoRA, `.../adapter`. `result.checkpoint_dir` is the last one written. Nothing to train on
+is an outcome, not an error: status "nothing_to_train", a reason, and the base model as checkpoint.
+A phase that crashes gives status "failed" with the error, and the base model, so the loop can go on.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from training.config import TrainConfig
+from training.sequences import EncodeReport, TokenSample
+from training.trainer_base import PolicyRef, load_tokenizer
+
+METRIC_EXTRAS = ("clip_frac", "ratio_mean", "kl", "offpolicy_frac")
+
+
+@dataclass
+class TrainResult:
+    """What the train stage made: where the next policy is, how training went, and why."""
+
+    status: str  # trained | nothing_to_train | failed
+    reason: str
+    checkpoint_dir: Path  # servable model folder; the base model when nothing was trained
+    adapter_dir: Path | None
+    base_model: str
+    kind: str  # full | lora | base
+    phases_run: list[str] = field(default_factory=list)
+    metrics: list[dict[str, Any]] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+    duration_s: float = 0.0
+
+    def metrics_frame(self) -> pd.DataFrame:
+        """Rows for the TRAIN_METRICS Parquet file (GRPO-only columns are NaN for SFT rows)."""
+        cols = [
+            "step",
+            "phase",
+            "loss",
+            "tokens",
+            "action_tokens",
+            "kept_groups",
+            "grad_norm",
+            "lr",
+        ]
+        cols += list(METRIC_EXTRAS)
+        rows = [{c: r.get(c, math.nan) for c in cols} for r in self.metrics]
+        return pd.DataFrame(rows, columns=cols)
+
+    def checkpoint_row(self) -> dict[str, Any]:
+        """The one row of the CHECKPOINT Parquet file."""
+        c = self.counts
+        return {
+            "status": self.status,
+            "reason": self.reason,
+            "checkpoint_path": str(self.checkpoint_dir),
+            "adapter_path": str(self.adapter_dir) if self.adapter_dir else "",
+            "base_model": self.base_model,
+            "kind": self.kind,
+            "phases": ",".join(self.phases_run),
+            "sft_episodes": c.get("sft_episodes", 0),
+            "sft_samples": c.get("sft_samples", 0),
+            "grpo_samples": c.get("grpo_samples", 0),
+            "kept_groups": c.get("kept_groups", 0),
+            "dropped_zero_variance": c.get("dropped_zero_variance", 0),
+            "steps": len(self.metrics),
+            "duration_s": self.duration_s,
+        }
+
+
+def _encode_counts(prefix: str, enc: EncodeReport) -> dict[str, int]:
+    return {
+        f"{prefix}_turns_recorded": enc.turns_recorded,
+        f"{prefix}_turns_rendered": enc.turns_rendered,
+        f"{prefix}_turns_skipped": enc.turns_skipped,
+        f"{prefix}_prefix_breaks": enc.prefix_breaks,
+        f"{prefix}_truncated": enc.truncated,
+    }
+
+
+def _reference_model(start: PolicyRef, cfg: TrainConfig, device):
+    """Frozen copy of the phase's start model for the KL term (LoRA uses its disabled adapter)."""
+    if cfg.kl_beta <= 0 or cfg.lora:
+        return None
+    from transformers import AutoModelForCausalLM
+
+    ref = AutoModelForCausalLM.from_pretrained(str(start.model_dir), dtype="auto")
+    ref.requires_grad_(False)
+    return ref.eval().to(device)
+
+
+def run_phase(
+    phase: str,
+    samples: list[TokenSample],
+    start: PolicyRef,
+    tokenizer,
+    cfg: TrainConfig,
+    out_dir: Path,
+    kept_groups: int = 0,
+) -> tuple[PolicyRef, list[dict[str, Any]]]:
+    """Train one phase from `start` on `samples`; returns the written policy and metrics rows."""
+    from transformers import set_seed
+
+    from training.batching import SampleCollator, SampleDataset
+    from training.grpo import GRPOGroupTrainer
+    from training.sft import MaskedSFTTrainer
+    from training.trainer_base import load_policy, save_policy, training_arguments
+
+    set_seed(cfg.seed)
+    phase_dir = out_dir / phase
+    args = training_arguments(cfg, phase, phase_dir)
+    model = load_policy(start, cfg)
+    common = {
+        "model": model,
+        "args": args,
+        "train_dataset": SampleDataset(samples),
+        "data_collator": SampleCollator(tokenizer.pad_token_id, with_rl=phase == "grpo"),
+        "processing_class": tokenizer,
+    }
+    if phase == "sft":
+        trainer = MaskedSFTTrainer(**common)
+    else:
+        ref = _reference_model(start, cfg, args.device)
+        trainer = GRPOGroupTrainer(**common, cfg=cfg, kept_groups=kept_groups, ref_model=ref)
+    trainer.train()
+    policy = save_policy(trainer, tokenizer, phase_dir, cfg)
+    return policy, trainer.metric_rows
+
+
+def train_stage(
+    trajectories: pd.DataFrame,
+    band: pd.DataFrame,
+    cfg: TrainConfig,
+    base_model: str | Path,
+    out_dir: Path,
+) -> TrainResult:
+    """SFT and/or GRPO on one iteration's rollouts; see the module docstring for the outcomes."""
+    from training.grpo import grpo_samples
+    from training.sft import sft_samples
+
+    t0 = time.monotonic()
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    base = str(base_model)
+    result = TrainResult("nothing_to_train", "", Path(base), None, base, "base")
+    tokenizer = load_tokenizer(Path(base))
+    policy = PolicyRef(Path(base))
+    reasons: list[str] = []
+    try:
+        if cfg.run_sft:
+            samples, rep = sft_samples(trajectories, band, tokenizer, cfg)
+            result.counts.update(sft_episodes=rep.episodes, sft_samples=rep.samples)
+            result.counts.update(_encode_counts("sft", rep.encode))
+            if samples:
+                policy, rows = run_phase("sft", samples, policy, tokenizer, cfg, out_dir)
+                result.metrics += rows
+                result.phases_run.append("sft")
+            else:
+                reasons.append(
+                    f"sft: no trainable sequence ({rep.episodes} passed episodes of kept tasks "
+                    f"in split {cfg.split!r})"
+                )
+        if cfg.run_grpo:
+            samples, grep = grpo_samples(trajectories, band, tokenizer, cfg)
+            result.counts.update(
+                grpo_samples=grep.samples,
+                kept_groups=grep.kept_groups,
+                dropped_zero_variance=grep.dropped_zero_variance,
+                groups_not_kept=grep.dropped_not_kept,
+            )
+            result.counts.update(_encode_counts("grpo", grep.encode))
+            if samples:
+                policy, rows = run_phase(
+                    "grpo", samples, policy, tokenizer, cfg, out_dir, grep.kept_groups
+                )
+                result.metrics += rows
+                result.phases_run.append("grpo")
+            else:
+                reasons.append(
+                    f"grpo: no kept group with reward spread ({grep.groups_seen} groups: "
+                    f"{grep.dropped_not_kept} not kept by the band, "
+                    f"{grep.dropped_zero_variance} with equal rewards)"
+                )
+    except Exception as exc:  # failures are data: the loop records this and serves the base model
+        tb = traceback.format_exc(limit=-4)
+        result.status, result.reason = "failed", f"{type(exc).__name__}: {exc}\n{tb}"
+        result.checkpoint_dir, result.adapter_dir, result.kind = Path(base), None, "base"
+        result.duration_s = time.monotonic() - t0
+        return result
+    if result.phases_run:
+        result.status = "trained"
+        result.checkpoint_dir = policy.model_dir
+        result.adapter_dir = policy.adapter_dir
+        if cfg.lora:
+            result.adapter_dir = out_dir / result.phases_run[-1] / "adapter"
+        result.kind = "lora" if cfg.lora else "full"
+        reasons.insert(0, f"trained {'+'.join(result.phases_run)}")
+    result.reason = "; ".join(reasons)
+    result.duration_s = time.monotonic() - t0
+    return result
