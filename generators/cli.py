@@ -1,0 +1,195 @@
+"""CLI verbs for task forging: forge, verify, export, import (registered into flows/cli.py).
+
+    clawloop forge GENERATOR.py --seed N --out DIR [--backend auto|bwrap|docker]
+    clawloop verify TASK_DIR [--json] [--backend ...]     exit 0 kept, 1 dropped, 2 error
+    clawloop export harbor --tasks tasks.parquet --out DIR
+    clawloop import harbor DIR... --out tasks.parquet
+
+Errors are one line on stderr, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+EXIT_KEPT, EXIT_DROPPED, EXIT_ERROR = 0, 1, 2
+INFRA_PREFIX = "could not run:"  # verify's reason for a check the sandbox could not run
+
+
+class CliError(Exception):
+    """A usage or infrastructure problem: printed as one line, exit 2."""
+
+
+def _sandbox(backend: str) -> Any:
+    from harness.sandbox import resolve_backend
+    from harness.sandbox.base import SandboxConfig, SandboxError
+
+    try:
+        resolve_backend(backend)
+    except (SandboxError, ValueError) as exc:
+        raise CliError(str(exc)) from exc
+    return SandboxConfig(backend=backend)
+
+
+def _add_backend(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--backend", choices=("auto", "bwrap", "docker"), default="auto",
+        help="sandbox backend (auto: docker when an engine answers, else bubblewrap)",
+    )  # fmt: skip
+
+
+def cmd_forge(args: argparse.Namespace) -> int:
+    from generators.forge import forge_to_folder
+
+    path = Path(args.generator)
+    if not path.is_file():
+        raise CliError(f"generator file {path} does not exist")
+    out = Path(args.out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise CliError(f"--out {out} already exists and is not an empty folder; choose another")
+    row = forge_to_folder(
+        path.read_text(), args.seed, out, _sandbox(args.backend), origin=f"user:{path}"
+    )
+    if row["status"] != "ok":
+        msg = row["error"].splitlines()[0] if row["error"] else "unknown error"
+        print(f"clawloop forge: failed ({row['error_kind']}): {msg}", file=sys.stderr)
+        detail = "\n".join(row["error"].splitlines()[1:])
+        if detail:
+            print(detail, file=sys.stderr)
+        return EXIT_ERROR if row["error_kind"] == "sandbox" else EXIT_DROPPED
+    note = (
+        "" if row["task_sha256"] == row["rebuild_sha256"] else " (warning: a second build differed)"
+    )
+    print(f"forged task {row['task_id']} -> {out} (sha256 {row['task_sha256'][:12]}){note}")
+    return EXIT_KEPT
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from generators.taskfolder import TaskFolderError, import_folder
+    from generators.verify import verify_task
+
+    task_dir = Path(args.task_dir)
+    try:
+        row = import_folder(task_dir)
+    except TaskFolderError as exc:
+        raise CliError(str(exc)) from exc
+    checks, verdict = verify_task(row, _sandbox(args.backend))
+    infra = [c for c in checks if c["reason"].startswith(INFRA_PREFIX)]
+    if args.json:
+        print(json.dumps({"verdict": verdict, "checks": checks}, indent=2))
+    else:
+        for c in checks:
+            mark = "PASS" if c["passed"] else "FAIL"
+            print(f"{mark}  {c['check']:<22} {c['reason']}")
+        print(("KEPT" if verdict["kept"] else "DROPPED") + f": {verdict['reason']}")
+    if infra:
+        print(f"clawloop verify: {infra[0]['check']} {infra[0]['reason']}", file=sys.stderr)
+        return EXIT_ERROR
+    return EXIT_KEPT if verdict["kept"] else EXIT_DROPPED
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from generators.taskfolder import TaskFolderError, export_rows
+
+    src = Path(args.tasks)
+    if not src.is_file():
+        raise CliError(f"--tasks {src} does not exist")
+    try:
+        rows = pq.read_table(src).to_pylist()
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise CliError(f"--tasks {src} is not a readable Parquet file ({exc})") from exc
+    if rows and "task_tar" not in rows[0]:
+        raise CliError(f"--tasks {src} has no task_tar column; pass a forge stage's tasks.parquet")
+    try:
+        written = export_rows(rows, Path(args.out))
+    except TaskFolderError as exc:
+        raise CliError(str(exc)) from exc
+    skipped = len(rows) - len(written)
+    print(
+        f"exported {len(written)} task folder(s) to {args.out}"
+        + (f" ({skipped} failed rows skipped)" if skipped else "")
+    )
+    return EXIT_KEPT
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from generators.taskfolder import TaskFolderError, import_folder
+    from storage.artifacts import SchemaError, parquet_bytes
+    from storage.schemas import FORGED
+
+    rows = []
+    for d in args.dirs:
+        try:
+            rows.append(import_folder(Path(d)))
+        except TaskFolderError as exc:
+            raise CliError(str(exc)) from exc
+    try:
+        data, n = parquet_bytes(rows, FORGED, where="import harbor")
+    except SchemaError as exc:
+        raise CliError(str(exc)) from exc
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    # Temp + rename: a killed import never leaves a half-written Parquet under the real name.
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=out.parent)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    os.replace(tmp, out)
+    print(f"imported {n} task folder(s) into {out}")
+    return EXIT_KEPT
+
+
+def _guard(fn: Any) -> Any:
+    """Turn expected failures into one clear line and exit 2."""
+
+    def run(args: argparse.Namespace) -> int:
+        from generators.taskfolder import TaskFolderError
+        from harness.sandbox.base import SandboxError
+
+        try:
+            return fn(args)
+        except (CliError, SandboxError, TaskFolderError, OSError) as exc:
+            print(f"clawloop {args.command}: {exc}", file=sys.stderr)
+            return EXIT_ERROR
+
+    return run
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add this module's subcommands to the `clawloop` parser."""
+    p = sub.add_parser("forge", help="forge one task folder from a generator file and a seed")
+    p.add_argument(
+        "generator", help="generator .py file (GENERATOR, build(seed), solve(workspace))"
+    )
+    p.add_argument("--seed", type=int, required=True, help="seed passed to build()")
+    p.add_argument("--out", required=True, help="task folder to write (must not exist or be empty)")
+    _add_backend(p)
+    p.set_defaults(func=_guard(cmd_forge))
+
+    p = sub.add_parser("verify", help="run the agent-free checks on a task folder")
+    p.add_argument("task_dir", help="a Harbor-format task folder written by `clawloop forge`")
+    p.add_argument("--json", action="store_true", help="print the verdict and checks as JSON")
+    _add_backend(p)
+    p.set_defaults(func=_guard(cmd_verify))
+
+    p = sub.add_parser("export", help="export forged tasks to plain folders")
+    fmt = p.add_subparsers(dest="format", required=True, metavar="FORMAT")
+    h = fmt.add_parser("harbor", help="one Harbor task folder per forged task")
+    h.add_argument("--tasks", required=True, help="a forge stage's tasks.parquet")
+    h.add_argument("--out", required=True, help="folder to write <task_id>/ folders into")
+    h.set_defaults(func=_guard(cmd_export))
+
+    p = sub.add_parser("import", help="import plain task folders as forged-task rows")
+    fmt = p.add_subparsers(dest="format", required=True, metavar="FORMAT")
+    h = fmt.add_parser("harbor", help="Harbor task folders written by clawloop")
+    h.add_argument("dirs", nargs="+", help="task folders")
+    h.add_argument("--out", required=True, help="Parquet file to write (FORGED schema)")
+    h.set_defaults(func=_guard(cmd_import))

@@ -1,0 +1,190 @@
+"""Forge: a candidate (generator code + seed) -> a Harbor task folder, kept as a FORGED row.
+
+The generator is built twice with its seed in one sandbox (two interpreters, so hash-order bugs
+show up) and the two digests are recorded for verify's determinism check. Transient sandbox
+faults are retried up to `retries` times; a generator bug (exception, timeout, wrong shape) is a
+failed row carrying its error, never retried.
+
+    row = forge_candidate(candidate_row, SandboxConfig(backend="auto"))
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from generators.contract import ContractError
+from generators.runner import GeneratorError, build_in, code_sha256, parse_meta, stage_generator
+from generators.taskfolder import TaskFolderError, TaskInfo, pack_dir, unpack_tar, write_task_folder
+from harness.sandbox.base import SandboxConfig, SandboxError
+
+RETRY_BACKOFF_S = 0.5
+
+
+def task_id_for(generator_sha256: str, seed: int) -> str:
+    """Stable id of (generator, seed): the same candidate always forges to the same task id."""
+    return hashlib.sha256(f"{generator_sha256}:{seed}".encode()).hexdigest()[:16]
+
+
+def candidate_from_code(
+    code: str, seed: int, origin: str = "user", split: str = "train"
+) -> dict[str, Any]:
+    """A storage.schemas.CANDIDATES row for generator code (metadata read with `ast`, not run)."""
+    gen = parse_meta(code)
+    return {
+        "task_id": task_id_for(gen.sha256, seed),
+        "generator_code": code,
+        "generator_sha256": gen.sha256,
+        "seed": int(seed),
+        "capability": gen.meta.capability,
+        "domain": gen.meta.domain,
+        "multihop": gen.meta.multihop,
+        "dirtiness": gen.meta.dirtiness,
+        "output_format": gen.meta.output_format,
+        "split": split,
+        "origin": origin,
+    }
+
+
+def _row(cand: dict[str, Any], **values: Any) -> dict[str, Any]:
+    row = {
+        "task_id": str(cand.get("task_id", "")),
+        "status": "failed",
+        "error": "",
+        "error_kind": "",
+        "attempts": 0,
+        "build_log": "",
+        "task_sha256": "",
+        "rebuild_sha256": "",
+        "task_tar": b"",
+        "capability": str(cand.get("capability", "")),
+        "domain": str(cand.get("domain", "")),
+        "split": str(cand.get("split", "")),
+        "duration_s": 0.0,
+    }
+    row.update(values)
+    return row
+
+
+def _forge_once(cand: dict[str, Any], sandbox: SandboxConfig, timeout: float) -> dict[str, Any]:
+    """One attempt: both builds in one sandbox, then the task folder on the host.
+    Raises SandboxError (retryable) or GeneratorError (not)."""
+    from harness.sandbox import open_sandbox
+
+    code, seed = cand["generator_code"], int(cand["seed"])
+    try:
+        gen = parse_meta(code)
+    except ContractError as exc:
+        raise GeneratorError("contract", str(exc)) from exc
+    with open_sandbox(sandbox) as sb:
+        stage_generator(sb, code)
+        first, log = build_in(sb, gen, seed, timeout, "build-0.json")
+        try:
+            second, _ = build_in(sb, gen, seed, timeout, "build-1.json")
+            rebuild = second.digest()
+        except GeneratorError as exc:
+            rebuild = ""
+            log += f"\nsecond build with the same seed failed ({exc.kind}): {exc.message}"
+    digest = first.digest()
+    info = TaskInfo(
+        task_id=str(cand["task_id"]),
+        capability=gen.meta.capability,
+        domain=gen.meta.domain,
+        seed=seed,
+        multihop=gen.meta.multihop,
+        dirtiness=gen.meta.dirtiness,
+        output_format=gen.meta.output_format,
+        generator_sha256=gen.sha256,
+        origin=str(cand.get("origin", "")),
+        title=gen.title,
+        split=str(cand.get("split", "train")),
+        task_sha256=digest,
+    )
+    with tempfile.TemporaryDirectory(prefix="clawloop-forge-") as tmp:
+        folder = write_task_folder(Path(tmp, info.task_id), first, code, info)
+        blob = pack_dir(folder)
+    return {
+        "status": "ok",
+        "build_log": log.strip(),
+        "task_sha256": digest,
+        "rebuild_sha256": rebuild,
+        "task_tar": blob,
+        "capability": gen.meta.capability,
+        "domain": gen.meta.domain,
+    }
+
+
+def forge_candidate(
+    row: dict[str, Any], sandbox: SandboxConfig, retries: int = 3, timeout: float = 30.0
+) -> dict[str, Any]:
+    """A CANDIDATES row -> a FORGED row (status ok, or failed with error and error_kind)."""
+    t0 = time.monotonic()
+    cand = dict(row)
+    if not cand.get("task_id") and cand.get("generator_code") is not None:
+        cand["task_id"] = task_id_for(code_sha256(cand["generator_code"]), int(cand.get("seed", 0)))
+    attempts = 0
+    last = ""
+    while attempts < max(1, retries):
+        attempts += 1
+        try:
+            values = _forge_once(cand, sandbox, timeout)
+        except SandboxError as exc:
+            last = f"sandbox failed on attempt {attempts}/{retries}: {exc}"
+            if attempts < retries:
+                time.sleep(RETRY_BACKOFF_S * attempts)
+            continue
+        except GeneratorError as exc:
+            kind = exc.kind
+            return _row(
+                cand,
+                error=exc.message,
+                error_kind=kind,
+                attempts=attempts,
+                duration_s=time.monotonic() - t0,
+            )
+        except TaskFolderError as exc:
+            return _row(
+                cand,
+                error=str(exc),
+                error_kind="contract",
+                attempts=attempts,
+                duration_s=time.monotonic() - t0,
+            )
+        except Exception as exc:  # one odd candidate must not stop a stage of thousands
+            label = f"generator sha256 {str(cand.get('generator_sha256', ''))[:12]}, seed {cand.get('seed')}"
+            return _row(
+                cand,
+                error=f"{label}: internal error while forging: {type(exc).__name__}: {exc}",
+                error_kind="crash",
+                attempts=attempts,
+                duration_s=time.monotonic() - t0,
+            )
+        return _row(cand, attempts=attempts, duration_s=time.monotonic() - t0, **values)
+    label = (
+        f"generator sha256 {str(cand.get('generator_sha256', ''))[:12]}, seed {cand.get('seed')}"
+    )
+    return _row(
+        cand,
+        error=f"{label}: {last}",
+        error_kind="sandbox",
+        attempts=attempts,
+        duration_s=time.monotonic() - t0,
+    )
+
+
+def forge_to_folder(
+    code: str, seed: int, out: Path, sandbox: SandboxConfig, origin: str = "user"
+) -> dict[str, Any]:
+    """Forge one generator + seed and write the task folder to `out` (CLI `clawloop forge`).
+    Returns the FORGED row; the folder is written only when status is ok."""
+    try:
+        cand = candidate_from_code(code, seed, origin=origin)
+    except ContractError as exc:
+        return _row({"task_id": ""}, error=str(exc), error_kind="contract")
+    row = forge_candidate(cand, sandbox)
+    if row["status"] == "ok":
+        unpack_tar(row["task_tar"], Path(out))
+    return row

@@ -1,0 +1,337 @@
+"""Harbor-format task folders: write one from a build result, pack it to a deterministic tar for
+the Parquet blob, unpack it safely, and export/import sets of rows as plain folders.
+
+Layout (fixed, docs/design.md):
+
+    <task>/task.toml             [task] name; [metadata] + [metadata.clawloop]; [agent]/[verifier]
+                                 timeout_sec; [environment] cpus, memory_mb, network_mode
+    <task>/instruction.md        instruction + the contract, rendered for a reader
+    <task>/environment/          Dockerfile (FROM clawloop-base) + workspace/ (the starting files)
+    <task>/solution/solve.sh     runs solution/generator.py's solve("/workspace")
+    <task>/tests/test.sh         grades /workspace with tests/grader.py -> /logs/verifier/reward.json
+    <task>/tests/{grader.py,answer.json,contract.json}   the hidden answer key and its grader
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import posixpath
+import tarfile
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from generators.contract import BuildResult, Contract, OutputSpec
+
+GRADER_PATH = Path(__file__).with_name("grader.py")
+BASE_IMAGE = "clawloop-base:latest"
+MAX_UNPACKED_BYTES = 64 * 1024 * 1024
+
+TEST_SH = """#!/bin/bash
+# Verifier: grade /workspace against the hidden answer key in /tests; always leaves a reward.
+mkdir -p /logs/verifier
+rm -f /logs/verifier/reward.*
+python3 -I -S /tests/grader.py --tests-dir /tests --workspace /workspace \\
+    --out /logs/verifier/reward.json
+status=$?
+if [ ! -s /logs/verifier/reward.json ]; then
+    echo "{\\"reward\\": 0.0, \\"error\\": \\"grader exited $status without writing a reward\\"}" \\
+        > /logs/verifier/reward.json
+fi
+exit 0
+"""
+
+SOLVE_SH = """#!/bin/bash
+# Reference solution: the generator's own solve(), run against the task's workspace.
+set -euo pipefail
+cd /workspace
+python3 -I -S -c '
+import importlib.util as u
+spec = u.spec_from_file_location("generator", "/solution/generator.py")
+mod = u.module_from_spec(spec)
+spec.loader.exec_module(mod)
+mod.solve("/workspace")
+'
+"""
+
+DOCKERFILE = f"""FROM {BASE_IMAGE}
+COPY workspace/ /workspace/
+WORKDIR /workspace
+"""
+
+
+class TaskFolderError(ValueError):
+    """A task folder or tar is malformed or unsafe (path escape, missing file, oversize)."""
+
+
+@dataclass(frozen=True)
+class TaskInfo:
+    """The [metadata.clawloop] table of task.toml: where a task came from."""
+
+    task_id: str
+    capability: str
+    domain: str
+    seed: int
+    multihop: int
+    dirtiness: int
+    output_format: str
+    generator_sha256: str
+    origin: str
+    title: str = ""
+    split: str = "train"
+    task_sha256: str = ""  # digest of the build result the folder was written from
+    agent_timeout_sec: float = 600.0
+    verifier_timeout_sec: float = 120.0
+    cpus: int = 1
+    memory_mb: int = 2048
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int | float):
+        return repr(v)
+    if isinstance(v, list):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    # JSON string escapes are valid TOML basic-string escapes.
+    return json.dumps(str(v), ensure_ascii=False)
+
+
+def render_task_toml(info: TaskInfo) -> str:
+    """task.toml with Harbor's field names plus clawloop's provenance under [metadata.clawloop]."""
+    claw = {
+        k: getattr(info, k)
+        for k in (
+            "capability",
+            "domain",
+            "seed",
+            "multihop",
+            "dirtiness",
+            "output_format",
+            "generator_sha256",
+            "origin",
+            "title",
+            "split",
+            "task_sha256",
+        )
+    }
+    difficulty = ("easy", "medium", "medium", "hard", "hard", "hard", "hard")[
+        info.multihop + info.dirtiness
+    ]
+    lines = [
+        'version = "1.0"',
+        "",
+        "[task]",
+        f"name = {_toml_value(info.task_id)}",
+        "",
+        "[metadata]",
+        'author_name = "clawloop"',
+        f"difficulty = {_toml_value(difficulty)}",
+        f"category = {_toml_value(info.capability)}",
+        f"tags = {_toml_value([info.capability, info.domain, info.output_format])}",
+        "",
+        "[metadata.clawloop]",
+        *(f"{k} = {_toml_value(v)}" for k, v in claw.items()),
+        "",
+        "[agent]",
+        f"timeout_sec = {float(info.agent_timeout_sec)!r}",
+        "",
+        "[verifier]",
+        f"timeout_sec = {float(info.verifier_timeout_sec)!r}",
+        "",
+        "[environment]",
+        "build_timeout_sec = 600.0",
+        f"cpus = {int(info.cpus)}",
+        f"memory_mb = {int(info.memory_mb)}",
+        'network_mode = "no-network"',
+        "allow_internet = false",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def read_task_info(task_dir: Path) -> TaskInfo:
+    """Parse task.toml back into a TaskInfo (raises TaskFolderError if it is not a clawloop task)."""
+    path = Path(task_dir, "task.toml")
+    try:
+        doc = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise TaskFolderError(f"{path}: cannot read task.toml ({exc})") from exc
+    claw = doc.get("metadata", {}).get("clawloop")
+    if not isinstance(claw, dict):
+        raise TaskFolderError(f"{path}: no [metadata.clawloop] table; not a clawloop task folder")
+    name = doc.get("task", {}).get("name") or Path(task_dir).name
+    fields = set(TaskInfo.__dataclass_fields__)
+    known = {k: v for k, v in claw.items() if k in fields}
+    try:
+        return TaskInfo(
+            task_id=str(name),
+            agent_timeout_sec=float(doc.get("agent", {}).get("timeout_sec", 600.0)),
+            verifier_timeout_sec=float(doc.get("verifier", {}).get("timeout_sec", 120.0)),
+            cpus=int(doc.get("environment", {}).get("cpus", 1)),
+            memory_mb=int(doc.get("environment", {}).get("memory_mb", 2048)),
+            **known,
+        )
+    except TypeError as exc:
+        raise TaskFolderError(f"{path}: [metadata.clawloop] is incomplete ({exc})") from exc
+
+
+def _render_output(o: OutputSpec) -> list[str]:
+    lines = [f"- `{o.path}` ({o.format})"]
+    if o.columns:
+        lines.append(f"  - columns, in this order: {', '.join(f'`{c}`' for c in o.columns)}")
+    if o.key:
+        lines.append(f"  - one row per: {', '.join(f'`{c}`' for c in o.key)}")
+    if o.sidecar:
+        lines.append(f"  - machine-checkable facts go in the sidecar JSON `{o.sidecar}`")
+    if o.schema:
+        schema = json.dumps(o.schema, indent=2, sort_keys=True)
+        lines.append("  - JSON schema:\n\n```json\n" + schema + "\n```")
+    return lines
+
+
+def render_contract(contract: Contract) -> str:
+    """The answer contract as readable markdown (outputs, schema, tolerance, decisions)."""
+    parts = ["## Outputs", ""]
+    for o in contract.outputs:
+        parts.extend(_render_output(o))
+    tol = contract.tolerance
+    parts += [
+        "",
+        "## Numeric tolerance",
+        "",
+        f"Numbers are accepted within an absolute difference of {tol.get('abs', 0.0):g}"
+        f" or a relative difference of {tol.get('rel', 0.0):g}.",
+    ]
+    if contract.decisions:
+        parts += ["", "## Decisions", ""] + [f"- {d}" for d in contract.decisions]
+    return "\n".join(parts) + "\n"
+
+
+def render_instruction(build: BuildResult) -> str:
+    """instruction.md: the generator's instruction followed by the contract."""
+    return build.instruction.rstrip() + "\n\n" + render_contract(build.contract)
+
+
+def _write(path: Path, text: str, executable: bool = False) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    if executable:
+        path.chmod(0o755)
+
+
+def write_task_folder(dest: Path, build: BuildResult, code: str, info: TaskInfo) -> Path:
+    """Write the Harbor task folder for one build result into `dest` (created; must not exist)."""
+    if not GRADER_PATH.is_file():
+        raise TaskFolderError(f"{GRADER_PATH} is missing: the generic grader must be installed")
+    dest = Path(dest)
+    if dest.exists() and any(dest.iterdir()):
+        raise TaskFolderError(f"{dest} already exists and is not empty; choose another --out")
+    dest.mkdir(parents=True, exist_ok=True)
+    _write(dest / "task.toml", render_task_toml(info))
+    _write(dest / "instruction.md", render_instruction(build))
+    _write(dest / "environment" / "Dockerfile", DOCKERFILE)
+    for rel, text in sorted(build.files.items()):
+        _write(dest / "environment" / "workspace" / rel, text)
+    _write(dest / "solution" / "solve.sh", SOLVE_SH, executable=True)
+    _write(dest / "solution" / "generator.py", code)
+    _write(dest / "tests" / "test.sh", TEST_SH, executable=True)
+    _write(dest / "tests" / "grader.py", GRADER_PATH.read_text())
+    _write(
+        dest / "tests" / "answer.json", json.dumps(build.answer, indent=2, sort_keys=True) + "\n"
+    )
+    contract = json.dumps(build.contract.to_dict(), indent=2, sort_keys=True)
+    _write(dest / "tests" / "contract.json", contract + "\n")
+    return dest
+
+
+def pack_dir(root: Path) -> bytes:
+    """A deterministic tar of `root`'s contents: sorted names, mtime 0, owner root, fixed modes.
+    Equal folders give byte-equal tars, so the blob's sha256 identifies the task."""
+    root = Path(root)
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tar:
+        for path in sorted(root.rglob("*"), key=lambda p: p.relative_to(root).as_posix()):
+            rel = path.relative_to(root).as_posix()
+            if path.is_symlink():
+                raise TaskFolderError(f"{path}: symlinks are not allowed in a task folder")
+            info = tarfile.TarInfo(rel)
+            info.mtime = 0
+            info.uid = info.gid = 0
+            info.uname = info.gname = "root"
+            if path.is_dir():
+                info.type = tarfile.DIRTYPE
+                info.mode = 0o755
+                tar.addfile(info)
+            else:
+                data = path.read_bytes()
+                info.size = len(data)
+                info.mode = 0o755 if (path.stat().st_mode & 0o111) else 0o644
+                tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def unpack_tar(blob: bytes, dest: Path) -> Path:
+    """Extract a task tar into `dest`, refusing links, devices, absolute or escaping paths."""
+    dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    total = 0
+    with tarfile.open(fileobj=io.BytesIO(blob), mode="r:") as tar:
+        for m in tar.getmembers():
+            norm = posixpath.normpath(m.name)
+            if m.name.startswith("/") or norm.startswith("..") or norm == ".":
+                raise TaskFolderError(f"task tar member {m.name!r} escapes the task folder")
+            target = dest / norm
+            if m.isdir():
+                target.mkdir(parents=True, exist_ok=True)
+                continue
+            if not m.isfile():
+                raise TaskFolderError(f"task tar member {m.name!r} is not a regular file or folder")
+            total += m.size
+            if total > MAX_UNPACKED_BYTES:
+                raise TaskFolderError(f"task tar unpacks to over {MAX_UNPACKED_BYTES} bytes")
+            src = tar.extractfile(m)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(src.read() if src else b"")
+            target.chmod(0o755 if m.mode & 0o111 else 0o644)
+    return dest
+
+
+def export_rows(rows: list[dict[str, Any]], out_dir: Path) -> list[Path]:
+    """Write each forged-ok row's tar as out_dir/<task_id>/; returns the folders written."""
+    out_dir = Path(out_dir)
+    written = []
+    for row in rows:
+        if row.get("status") != "ok" or not row.get("task_tar"):
+            continue
+        task_id = str(row["task_id"])
+        if "/" in task_id or task_id in ("", ".", ".."):
+            raise TaskFolderError(f"task_id {task_id!r} cannot be used as a folder name")
+        written.append(unpack_tar(row["task_tar"], out_dir / task_id))
+    return written
+
+
+def import_folder(task_dir: Path) -> dict[str, Any]:
+    """A forged row (storage.schemas.FORGED columns) from a clawloop task folder on disk."""
+    task_dir = Path(task_dir)
+    for need in ("task.toml", "instruction.md", "tests/test.sh", "environment"):
+        if not (task_dir / need).exists():
+            raise TaskFolderError(f"{task_dir}: missing {need}; not a Harbor task folder")
+    info = read_task_info(task_dir)
+    return {
+        "task_id": info.task_id,
+        "status": "ok",
+        "error": "",
+        "error_kind": "",
+        "attempts": 0,
+        "build_log": f"imported from {task_dir}",
+        "task_sha256": info.task_sha256,
+        "rebuild_sha256": "",
+        "task_tar": pack_dir(task_dir),
+        "capability": info.capability,
+        "domain": info.domain,
+        "split": info.split,
+        "duration_s": 0.0,
+    }

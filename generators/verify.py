@@ -1,0 +1,341 @@
+"""Agent-free verification of a forged task: every check is a row with its reason.
+
+Checks (storage.schemas.CHECKS `check` names):
+    determinism      two builds with one seed gave the same task digest
+    leak             no non-trivial answer value appears in instruction.md or the contract
+    oracle           solution/solve.sh then tests/test.sh in a fresh sandbox gives reward 1.0
+    noop             tests/test.sh on the untouched workspace must not pass (else a false positive)
+    trivial:<probe>  each probe from generators/probes.py (empty, copied, constant outputs) fails
+
+A task is kept only if every check passes. Oracle, no-op and probes share one fresh sandbox and
+two execs (solve first, before the answer key is uploaded; then test.sh and one Python process
+grading the pristine workspace and every probe) because sandbox starts and interpreter starts
+dominate the cost.
+
+    checks, verdict = verify_task(forged_row, SandboxConfig(backend="bwrap"))
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from generators.runner import GeneratorError, build_in, parse_meta, stage_generator
+from generators.taskfolder import TaskFolderError, read_task_info, unpack_tar
+from harness.sandbox.base import TESTS, VERIFIER_LOGS, SandboxConfig, SandboxError
+from harness.taskenv import open_task, parse_reward, read_remote_text, run_solution, task_timeouts
+
+PROBE_STAGE_NAME = ".clawloop-probes"
+PROBE_STAGE = f"{TESTS}/{PROBE_STAGE_NAME}"
+PROBE_RESULTS = f"{VERIFIER_LOGS}/probes.json"
+
+# Runs inside the sandbox after test.sh: grades a copy of the pristine starting workspace (the
+# no-op) and copies with each probe's files written over it, by importing the task's own grader
+# (the same code test.sh runs), so one interpreter grades them all.
+PROBE_DRIVER = r"""
+import importlib.util, json, os, shutil, sys, traceback
+stage, out = sys.argv[1], sys.argv[2]
+spec = importlib.util.spec_from_file_location("grader", "/tests/grader.py")
+grader = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(grader)
+contract = json.load(open("/tests/contract.json"))
+answer = json.load(open("/tests/answer.json"))
+probes = json.load(open(os.path.join(stage, "probes.json")))
+pristine = os.path.join(stage, "workspace")
+results = {}
+for i, (name, files) in enumerate([("noop", {})] + sorted(probes.items())):
+    ws = "/tmp/clawloop-probe-%d" % i
+    key = name if name == "noop" else "trivial:" + name
+    try:
+        shutil.copytree(pristine, ws, symlinks=True)
+        for rel, text in files.items():
+            path = os.path.join(ws, rel)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w") as f:
+                f.write(text)
+        g = grader.grade(contract, answer, ws)
+        results[key] = {"reward": float(g.get("reward", 0.0)), "passed": bool(g.get("passed"))}
+    except Exception as exc:
+        results[key] = {"reward": 0.0, "error": "%s: %s" % (type(exc).__name__, exc)}
+    finally:
+        shutil.rmtree(ws, ignore_errors=True)
+with open(out, "w") as f:
+    json.dump(results, f)
+"""
+
+# ---- leak check: pure ----------------------------------------------------------------------
+
+_WORDY = re.compile(r"^[A-Za-z]+$")
+_NUMERIC = re.compile(r"^-?\d+(\.\d+)?$")
+
+
+def _leaves(value: Any) -> Iterator[Any]:
+    """Scalar leaves of an answer value (dict values, list items), not dict keys."""
+    if isinstance(value, dict):
+        for v in value.values():
+            yield from _leaves(v)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            yield from _leaves(v)
+    else:
+        yield value
+
+
+def _significant_digits(text: str) -> int:
+    """Digits that carry information: 3.00 has 1, 250 has 2 (a round number, likely a threshold
+    in the instruction rather than a computed answer), 23.47 has 4."""
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return len(text.lstrip("-").replace(".", "").strip("0"))
+
+
+def number_forms(x: float, tolerance: dict[str, float]) -> set[str]:
+    """The ways a non-trivial number could be written so that a reader learns it within the
+    tolerance: its plain form and roundings to 0-4 decimals that are still within tolerance.
+    Trivial numbers (fewer than 3 significant digits: 0, 1, 12, 0.5, 250) give no forms."""
+    if isinstance(x, bool) or not math.isfinite(float(x)):
+        return set()
+    slack = max(float(tolerance.get("abs", 0.0)), float(tolerance.get("rel", 0.0)) * abs(x), 1e-9)
+    forms = set()
+    candidates = [str(int(x))] if float(x).is_integer() else [repr(float(x))]
+    candidates += [f"{x:.{d}f}" for d in range(0, 5)]
+    for text in candidates:
+        if abs(float(text) - x) <= slack and _significant_digits(text) >= 3:
+            forms.add(text)
+    return forms
+
+
+def is_revealing_string(s: str, inputs_text: str) -> bool:
+    """A string answer value worth protecting: not an everyday word (single alphabetic token),
+    at least 4 characters, and computed rather than copied — a value found verbatim in the
+    starting workspace (an id, a name) tells the reader nothing the files do not."""
+    s = s.strip()
+    if len(s) < 4 or _WORDY.match(s):
+        return False
+    return s not in inputs_text
+
+
+def find_leaks(
+    answer: Any, texts: dict[str, str], inputs_text: str, tolerance: dict[str, float]
+) -> list[str]:
+    """Each non-trivial answer value that appears in one of `texts` (name -> text), as
+    "VALUE in NAME". Numbers match on token boundaries so 1234 is not found inside 112345."""
+    found: list[str] = []
+    seen: set[str] = set()
+    for leaf in _leaves(answer):
+        patterns: list[str] = []
+        if isinstance(leaf, int | float) and not isinstance(leaf, bool):
+            patterns = sorted(number_forms(leaf, tolerance))
+        elif isinstance(leaf, str) and _NUMERIC.match(leaf.strip()):
+            patterns = sorted(number_forms(float(leaf), tolerance))
+        elif isinstance(leaf, str) and is_revealing_string(leaf, inputs_text):
+            patterns = [leaf.strip()]
+        for p in patterns:
+            if p in seen:
+                continue
+            rx = re.compile(r"(?<![\w.])" + re.escape(p) + r"(?![\w]|\.\d)")
+            for name, text in texts.items():
+                if rx.search(text):
+                    seen.add(p)
+                    found.append(f"{p!r} in {name}")
+                    break
+    return found
+
+
+# ---- the checks ----------------------------------------------------------------------------
+
+
+def _check(task_id: str, name: str, passed: bool, reason: str, t0: float) -> dict[str, Any]:
+    return {
+        "task_id": task_id,
+        "check": name,
+        "passed": bool(passed),
+        "reason": reason,
+        "duration_s": round(time.monotonic() - t0, 4),
+    }
+
+
+def check_determinism(
+    row: dict[str, Any], task_dir: Path, sandbox: SandboxConfig
+) -> tuple[bool, str]:
+    """Compare forge's two digests; a row without a second digest (imported) is rebuilt here."""
+    first, second = row.get("task_sha256") or "", row.get("rebuild_sha256") or ""
+    if not first:
+        return False, "no build digest recorded for this task; cannot check determinism"
+    if not second:
+        gen_path = task_dir / "solution" / "generator.py"
+        if not gen_path.is_file():
+            return False, "no second build and no solution/generator.py to rebuild from"
+        code = gen_path.read_text()
+        try:
+            from harness.sandbox import open_sandbox
+
+            info = read_task_info(task_dir)
+            gen = parse_meta(code)
+            with open_sandbox(sandbox) as sb:
+                stage_generator(sb, code)
+                result, _ = build_in(sb, gen, info.seed, 30.0, "rebuild.json")
+            second = result.digest()
+        except (GeneratorError, TaskFolderError) as exc:
+            return False, f"rebuild failed: {exc}"
+    if first != second:
+        return False, f"two builds with one seed differ (sha256 {first[:12]} vs {second[:12]})"
+    return True, f"two builds with one seed agree (sha256 {first[:12]})"
+
+
+def check_leak(task_dir: Path) -> tuple[bool, str]:
+    answer = json.loads((task_dir / "tests" / "answer.json").read_text())
+    contract = json.loads((task_dir / "tests" / "contract.json").read_text())
+    ws = task_dir / "environment" / "workspace"
+    inputs = "\n".join(p.read_text(errors="replace") for p in sorted(ws.rglob("*")) if p.is_file())
+    texts = {
+        "instruction.md": (task_dir / "instruction.md").read_text(),
+        "the contract": json.dumps(contract, ensure_ascii=False),
+    }
+    leaks = find_leaks(answer, texts, inputs, contract.get("tolerance", {}))
+    if leaks:
+        return False, "answer values visible to the agent: " + "; ".join(leaks[:5])
+    return True, "no non-trivial answer value appears in the instruction or contract"
+
+
+def workspace_files(task_dir: Path) -> dict[str, str]:
+    ws = task_dir / "environment" / "workspace"
+    return {
+        p.relative_to(ws).as_posix(): p.read_text(errors="replace")
+        for p in sorted(ws.rglob("*"))
+        if p.is_file()
+    }
+
+
+def _stage_tests(task_dir: Path, dest: Path) -> None:
+    """What goes to /tests after the solution ran: the task's tests/ plus the probe stage
+    (driver, probes, a pristine copy of the starting workspace for the no-op and the probes)."""
+    from generators.probes import trivial_probes
+
+    contract = json.loads((task_dir / "tests" / "contract.json").read_text())
+    shutil.copytree(task_dir / "tests", dest)
+    stage = dest / PROBE_STAGE_NAME
+    stage.mkdir()
+    (stage / "driver.py").write_text(PROBE_DRIVER)
+    (stage / "probes.json").write_text(
+        json.dumps(trivial_probes(contract, workspace_files(task_dir)))
+    )
+    shutil.copytree(task_dir / "environment" / "workspace", stage / "workspace")
+
+
+def run_sandbox_checks(task_dir: Path, sandbox: SandboxConfig) -> dict[str, tuple[bool, str]]:
+    """Oracle, no-op and trivial probes in one fresh sandbox with two execs:
+    1. solution/solve.sh on the starting workspace (the answer key is not in the sandbox yet);
+    2. upload tests/, run tests/test.sh (the oracle's reward), then grade the pristine workspace
+       (no-op) and each probe over a copy of it with the task's own grader, in one process.
+    Raises SandboxError when the sandbox itself fails."""
+    _, verifier_timeout = task_timeouts(task_dir)
+    out: dict[str, tuple[bool, str]] = {}
+    with tempfile.TemporaryDirectory(prefix="clawloop-verify-tests-") as tmp:
+        tests = Path(tmp, "tests")
+        _stage_tests(task_dir, tests)
+        with open_task(task_dir, sandbox) as sb:
+            solved = run_solution(sb, task_dir)
+            sb.upload(tests, TESTS)
+            script = (
+                f"bash {TESTS}/test.sh >{VERIFIER_LOGS}/test.log 2>&1; "
+                f"python3 -I -S {PROBE_STAGE}/driver.py {PROBE_STAGE} {PROBE_RESULTS}"
+            )
+            res = sb.exec(script, timeout=2 * verifier_timeout)
+            oracle = parse_reward(read_remote_text(sb, f"{VERIFIER_LOGS}/reward.json"))
+            probes_text = read_remote_text(sb, PROBE_RESULTS)
+    if not solved.ok:
+        why = "timed out" if solved.timed_out else f"exited {solved.exit_code}"
+        tail = "\n".join((solved.stderr or solved.stdout).strip().splitlines()[-4:])
+        out["oracle"] = (False, f"solution/solve.sh {why}: {tail}".strip())
+    elif oracle.passed:
+        out["oracle"] = (True, "reference solution scores 1.0")
+    else:
+        out["oracle"] = (False, f"reference solution scores {oracle.reward:.3f}: {oracle.reason}")
+    if probes_text is None:
+        why = (
+            "timed out" if res.timed_out else f"exited {res.exit_code}: {res.stderr.strip()[-300:]}"
+        )
+        raise SandboxError(f"grading the no-op and probes produced no results ({why})")
+    results = json.loads(probes_text)
+    ok, reason = _probe_verdict(results.pop("noop", {}), "the untouched workspace")
+    out["noop"] = (ok, reason if ok else "false positive: " + reason)
+    for name, result in sorted(results.items()):
+        out[name] = _probe_verdict(result, f"probe {name.split(':', 1)[1]!r}")
+    return out
+
+
+def _probe_verdict(result: dict[str, Any], what: str) -> tuple[bool, str]:
+    reward = result.get("reward", 0.0)
+    if "error" in result and not reward:
+        return True, f"{what} not accepted (grader: {result['error'][:200]})"
+    if isinstance(reward, int | float) and reward >= 1.0:
+        return False, f"{what} scores {reward:.3f}: the verifier accepts it"
+    return True, f"{what} scores {float(reward):.3f}, below 1.0"
+
+
+def verify_task(
+    forged_row: dict[str, Any], sandbox: SandboxConfig
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """CHECKS rows and one VERDICTS row for a FORGED row. Sandbox faults become failed checks
+    with their reason (the stage goes on); the verdict names the first failed check."""
+    task_id = str(forged_row.get("task_id", ""))
+    verdict = {
+        "task_id": task_id,
+        "kept": False,
+        "reason": "",
+        "capability": forged_row.get("capability", ""),
+        "domain": forged_row.get("domain", ""),
+        "split": forged_row.get("split", ""),
+    }
+    t0 = time.monotonic()
+    if forged_row.get("status") != "ok" or not forged_row.get("task_tar"):
+        err = forged_row.get("error") or "no task folder"
+        checks = [_check(task_id, "forge", False, f"forge failed: {err}", t0)]
+        verdict["reason"] = f"forge: {err}"
+        return checks, verdict
+    checks: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="clawloop-verify-") as tmp:
+        task_dir = Path(tmp, "task")
+        try:
+            unpack_tar(forged_row["task_tar"], task_dir)
+        except TaskFolderError as exc:
+            checks.append(_check(task_id, "unpack", False, str(exc), t0))
+            verdict["reason"] = f"unpack: {exc}"
+            return checks, verdict
+
+        def run(name: str, fn: Any) -> None:
+            start = time.monotonic()
+            try:
+                ok, reason = fn()
+            except (SandboxError, OSError, ValueError) as exc:
+                ok, reason = False, f"could not run: {type(exc).__name__}: {exc}"
+            checks.append(_check(task_id, name, ok, reason, start))
+
+        run("determinism", lambda: check_determinism(forged_row, task_dir, sandbox))
+        run("leak", lambda: check_leak(task_dir))
+        start = time.monotonic()
+        try:
+            results = run_sandbox_checks(task_dir, sandbox)
+        except (SandboxError, OSError, ValueError, ImportError) as exc:
+            checks.append(
+                _check(
+                    task_id, "oracle", False, f"could not run: {type(exc).__name__}: {exc}", start
+                )
+            )
+        else:
+            for name, (ok, reason) in results.items():
+                checks.append(_check(task_id, name, ok, reason, start))
+    failed = [c for c in checks if not c["passed"]]
+    verdict["kept"] = not failed
+    verdict["reason"] = (
+        f"{failed[0]['check']}: {failed[0]['reason']}" if failed else "all checks passed"
+    )
+    return checks, verdict

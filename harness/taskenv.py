@@ -1,0 +1,139 @@
+"""Open a Harbor task folder in a sandbox, run its reference solution, and grade it.
+
+Equivalent to building `environment/Dockerfile` (FROM the base image, COPY workspace/ /workspace)
+without a docker build per task: the sandbox starts from the base image and the workspace files
+are uploaded. Used by verify (oracle, no-op) and by rollouts (grading an agent's episode).
+
+    with open_task(task_dir, SandboxConfig(backend="bwrap")) as sb:
+        run_solution(sb, task_dir)
+        grade = run_tests(sb, task_dir)
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tempfile
+import tomllib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.sandbox.base import (
+    SOLUTION,
+    TESTS,
+    VERIFIER_LOGS,
+    WORKSPACE,
+    ExecResult,
+    Sandbox,
+    SandboxConfig,
+    SandboxError,
+)
+
+REWARD_FILE = f"{VERIFIER_LOGS}/reward.json"
+MAX_REWARD_BYTES = 1024 * 1024
+LOG_TAIL = 4000
+
+
+@dataclass
+class Grade:
+    """The verifier's outcome. A missing or garbled reward is reward 0 with `reason` saying why."""
+
+    reward: float
+    passed: bool
+    checks: list[dict[str, Any]] = field(default_factory=list)
+    log: str = ""
+    reason: str = ""
+
+
+def task_timeouts(task_dir: Path) -> tuple[float, float]:
+    """(agent timeout_sec, verifier timeout_sec) from task.toml, with Harbor's usual defaults."""
+    try:
+        doc = tomllib.loads(Path(task_dir, "task.toml").read_text())
+    except (OSError, tomllib.TOMLDecodeError):
+        return 600.0, 120.0
+    return (
+        float(doc.get("agent", {}).get("timeout_sec", 600.0)),
+        float(doc.get("verifier", {}).get("timeout_sec", 120.0)),
+    )
+
+
+def load_workspace(sb: Sandbox, task_dir: Path) -> None:
+    """Put environment/workspace/* into /workspace (what the task's Dockerfile COPY does)."""
+    ws = Path(task_dir, "environment", "workspace")
+    if ws.is_dir() and any(ws.iterdir()):
+        sb.upload(ws, WORKSPACE)
+
+
+@contextmanager
+def open_task(task_dir: Path, config: SandboxConfig) -> Iterator[Sandbox]:
+    """A fresh sandbox holding the task's starting workspace; stopped on exit."""
+    from harness.sandbox import open_sandbox
+
+    with open_sandbox(config) as sb:
+        load_workspace(sb, Path(task_dir))
+        yield sb
+
+
+def run_solution(sb: Sandbox, task_dir: Path, timeout: float | None = None) -> ExecResult:
+    """Upload solution/ to /solution and run `bash /solution/solve.sh` in /workspace."""
+    sb.upload(Path(task_dir, "solution"), SOLUTION)
+    limit = timeout if timeout is not None else task_timeouts(task_dir)[0]
+    return sb.exec(["bash", f"{SOLUTION}/solve.sh"], timeout=limit, cwd=WORKSPACE)
+
+
+def parse_reward(text: str | None) -> Grade:
+    """A Grade from reward.json's text; anything unusable is reward 0 with the reason."""
+    if text is None:
+        return Grade(0.0, False, reason="the verifier wrote no reward.json")
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return Grade(0.0, False, reason=f"reward.json is not JSON ({exc})")
+    if not isinstance(doc, dict) or "reward" not in doc:
+        return Grade(0.0, False, reason="reward.json has no 'reward' field")
+    reward = doc["reward"]
+    if isinstance(reward, bool) or not isinstance(reward, int | float) or not math.isfinite(reward):
+        return Grade(0.0, False, reason=f"reward {reward!r} is not a finite number")
+    reward = float(reward)
+    if not 0.0 <= reward <= 1.0:
+        return Grade(0.0, False, reason=f"reward {reward} is outside [0, 1]")
+    checks = doc.get("checks") if isinstance(doc.get("checks"), list) else []
+    passed = reward >= 1.0
+    reason = str(doc.get("error", "")) or ("" if passed else _first_failed(checks))
+    return Grade(reward, passed, checks, reason=reason)
+
+
+def _first_failed(checks: list[Any]) -> str:
+    for c in checks:
+        if isinstance(c, dict) and not c.get("passed", True):
+            return str(c.get("detail") or c.get("reason") or c.get("name") or c)[:500]
+    return "reward below 1.0"
+
+
+def read_remote_text(sb: Sandbox, remote: str, cap: int = MAX_REWARD_BYTES) -> str | None:
+    """Download one small file; None when it does not exist, is unreadable or is over `cap`."""
+    with tempfile.TemporaryDirectory(prefix="clawloop-dl-") as tmp:
+        local = Path(tmp, Path(remote).name)
+        try:
+            sb.download(remote, local)
+        except (SandboxError, OSError):
+            return None
+        if not local.is_file() or local.stat().st_size > cap:
+            return None
+        return local.read_text(errors="replace")
+
+
+def run_tests(sb: Sandbox, task_dir: Path, timeout: float | None = None) -> Grade:
+    """Upload tests/ to /tests, run `bash /tests/test.sh`, and read /logs/verifier/reward.json."""
+    sb.upload(Path(task_dir, "tests"), TESTS)
+    limit = timeout if timeout is not None else task_timeouts(task_dir)[1]
+    res = sb.exec(["bash", f"{TESTS}/test.sh"], timeout=limit, cwd=WORKSPACE)
+    log = (res.stdout + res.stderr)[-LOG_TAIL:]
+    if res.timed_out:
+        return Grade(0.0, False, log=log, reason=f"the verifier ran past {limit:g}s and was killed")
+    grade = parse_reward(read_remote_text(sb, REWARD_FILE))
+    grade.log = log
+    return grade

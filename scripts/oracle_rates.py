@@ -1,0 +1,125 @@
+"""Oracle pass rate and no-op fail rate of every built-in generator, on every sandbox backend.
+
+Every built-in capability x one domain each (rotating through the domain list) x SEEDS seeds x
+every output format x each backend is forged and verified. Both rates must be 100%: the reference
+solution passes its own verifier, and the untouched workspace never does. Docker is skipped, with
+the reason, when no engine answers.
+
+    .venv/bin/python scripts/oracle_rates.py [--seeds 3] [--backends bwrap,docker] [--workers 2]
+Exit status 0 only when both rates are 100% on every backend that ran.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import sys
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from generators.contract import OUTPUT_FORMATS  # noqa: E402
+from generators.forge import candidate_from_code, forge_candidate  # noqa: E402
+from generators.library import capabilities, domains, render_generator  # noqa: E402
+from generators.verify import verify_task  # noqa: E402
+from harness.sandbox import docker_available  # noqa: E402
+from harness.sandbox.base import SandboxConfig  # noqa: E402
+
+
+def candidates(n_seeds: int) -> tuple[list[dict], list[str]]:
+    """One candidate per capability x format x seed (difficulty knobs rotate with the seed)."""
+    doms = domains()
+    rows, problems = [], []
+    for i, cap in enumerate(capabilities()):
+        domain = doms[(i * 7) % len(doms)]
+        try:
+            render_generator(cap, domain)
+        except Exception as exc:  # a broken built-in is a finding to print, not a crash
+            problems.append(f"{cap}/{domain}: cannot render: {type(exc).__name__}: {exc}")
+            continue
+        for fmt in OUTPUT_FORMATS:
+            for seed in range(n_seeds):
+                try:
+                    code = render_generator(
+                        cap, domain, multihop=seed % 4, dirtiness=(seed + 1) % 4, output_format=fmt
+                    )
+                    rows.append(candidate_from_code(code, 1000 + seed, origin="builtin"))
+                except Exception as exc:
+                    problems.append(
+                        f"{cap}/{domain}/{fmt}: cannot render: {type(exc).__name__}: {exc}"
+                    )
+    return rows, problems
+
+
+def run_one(cand: dict, sb: SandboxConfig) -> tuple[dict, bool, bool, str, str]:
+    """(candidate, oracle passed, noop failed, first oracle/noop problem, verdict reason)."""
+    row = forge_candidate(cand, sb)
+    if row["status"] != "ok":
+        why = f"forge {row['error_kind']}: {row['error'].splitlines()[0]}"
+        return cand, False, False, why, why
+    checks, verdict = verify_task(row, sb)
+    by = {c["check"]: c for c in checks}
+    oracle = by.get("oracle", {}).get("passed", False)
+    noop = by.get("noop", {}).get("passed", False)
+    bad = [
+        f"{c['check']}: {c['reason']}"
+        for c in checks
+        if c["check"] in ("oracle", "noop") and not c["passed"]
+    ]
+    return cand, oracle, noop, bad[0] if bad else "", verdict["reason"]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", type=int, default=3, help="seeds per capability x format")
+    ap.add_argument("--backends", default="bwrap,docker", help="comma-separated: bwrap, docker")
+    ap.add_argument("--workers", type=int, default=2, help="tasks forged+verified at once")
+    args = ap.parse_args()
+
+    cands, problems = candidates(args.seeds)
+    print(
+        f"{len(capabilities())} capabilities x {len(OUTPUT_FORMATS)} formats x {args.seeds} seeds "
+        f"= {len(cands)} tasks per backend"
+    )
+    for p in problems:
+        print(f"  RENDER FAILED {p}")
+    all_ok = not problems
+    for backend in [b.strip() for b in args.backends.split(",") if b.strip()]:
+        if backend == "docker":
+            why = docker_available()
+            if why is not None:
+                print(f"[docker] skipped: {why}")
+                continue
+        sb = SandboxConfig(backend=backend)
+        t0 = time.monotonic()
+        with ThreadPoolExecutor(args.workers) as pool:
+            results = list(pool.map(run_one, cands, itertools.repeat(sb)))
+        took = time.monotonic() - t0
+        n = len(results)
+        oracle = sum(r[1] for r in results)
+        noop = sum(r[2] for r in results)
+        print(
+            f"[{backend}] oracle pass rate {oracle}/{n} = {100 * oracle / max(n, 1):.1f}%   "
+            f"no-op fail rate {noop}/{n} = {100 * noop / max(n, 1):.1f}%   ({took:.1f}s)"
+        )
+        per_cap = Counter(r[0]["capability"] for r in results if r[1] and r[2])
+        for cap in capabilities():
+            total = sum(1 for r in results if r[0]["capability"] == cap)
+            print(f"    {cap:<24} {per_cap[cap]}/{total} tasks pass both")
+        kept = Counter(r[4].split(":")[0] for r in results)
+        print("    verdicts (all checks): " + ", ".join(f"{k}: {v}" for k, v in kept.most_common()))
+        for cand, _o, _n, why, _v in results:
+            if why:
+                print(
+                    f"    FAIL {cand['capability']}/{cand['domain']}/{cand['output_format']} "
+                    f"seed {cand['seed']}: {why[:300]}"
+                )
+        all_ok = all_ok and oracle == n and noop == n
+    return 0 if all_ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,193 @@
+"""Verification checks: the pure leak detector here; sandbox checks on planted generators."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from generators.verify import _probe_verdict, find_leaks, is_revealing_string, number_forms
+
+TOL = {"abs": 0.01, "rel": 0.0}
+
+
+def leaks(answer, text: str, inputs: str = "", tol=TOL) -> list[str]:
+    return find_leaks(answer, {"instruction.md": text}, inputs, tol)
+
+
+def test_computed_number_in_instruction_is_a_leak() -> None:
+    answer = {"output/totals.json": {"HV-101": 23.47, "HV-202": 8.1}}
+    assert leaks(answer, "Report totals per hive. Hint: HV-101 has 23.47 kg.") == [
+        "'23.47' in instruction.md"
+    ]
+
+
+def test_number_rounded_within_tolerance_is_a_leak() -> None:
+    answer = {"out.json": {"mean": 123.4449}}
+    assert leaks(answer, "The mean is about 123.44.")
+    # Outside the tolerance it tells the reader nothing exact.
+    assert not leaks(answer, "The mean is about 123.3.")
+
+
+def test_trivial_numbers_are_not_flagged() -> None:
+    answer = {
+        "out.json": {"count": 1, "flag": 0, "small": 12, "half": 0.5, "round": 250, "ok": True}
+    }
+    text = "Use 0 or 1 flags; 12 readings per hive, 0.5 kg steps; ignore hives above 250 kg; True."
+    assert leaks(answer, text) == []
+
+
+def test_numbers_match_whole_tokens_only() -> None:
+    answer = {"out.json": {"total": 1234}}
+    assert leaks(answer, "id 112345 and 1234.5 and 12345") == []
+    assert leaks(answer, "the total is 1234.") == ["'1234' in instruction.md"]
+
+
+def test_numeric_strings_count_as_numbers() -> None:
+    answer = {"out.csv": [{"hive": "HV-101", "kg": "731.25"}]}
+    assert leaks(answer, "expect 731.25 kg", inputs="HV-101") == ["'731.25' in instruction.md"]
+
+
+def test_everyday_words_and_copied_ids_are_not_flagged() -> None:
+    answer = {"out.csv": [{"status": "active", "hive": "HV-101", "apiary": "North Ridge"}]}
+    inputs = "hive,apiary,status\nHV-101,North Ridge,active\n"
+    text = "Count only active hives; HV-101 sits on North Ridge."
+    assert leaks(answer, text, inputs) == []
+
+
+def test_computed_strings_are_flagged() -> None:
+    # A derived label that appears nowhere in the inputs gives the answer away.
+    answer = {"out.json": {"busiest_week": "2024-W27", "verdict": "over budget"}}
+    found = leaks(
+        answer, "Hint: it is 2024-W27, and the verdict is over budget.", inputs="date\n2024-07-01\n"
+    )
+    assert found == ["'2024-W27' in instruction.md", "'over budget' in instruction.md"]
+
+
+def test_number_forms_and_string_rules() -> None:
+    assert number_forms(23.47, TOL) >= {"23.47"}
+    assert number_forms(3, TOL) == set()
+    assert number_forms(float("nan"), TOL) == set()
+    assert not is_revealing_string("retired", "")
+    assert not is_revealing_string("N/A", "")
+    assert is_revealing_string("HV-101", "")
+    assert not is_revealing_string("HV-101", "HV-101,3\n")
+
+
+def test_probe_verdicts() -> None:
+    assert _probe_verdict({"reward": 0.0}, "probe")[0]
+    assert _probe_verdict({"reward": 0.5}, "probe")[0]
+    ok, reason = _probe_verdict({"reward": 1.0}, "probe 'empty'")
+    assert not ok and "accepts" in reason
+    assert _probe_verdict({"reward": 0.0, "error": "boom"}, "probe")[0]
+
+
+# ---- sandbox checks on planted generators, both backends -------------------------------------
+
+from generators.forge import candidate_from_code, forge_candidate  # noqa: E402
+from generators.taskfolder import pack_dir, unpack_tar  # noqa: E402
+from generators.verify import verify_task  # noqa: E402
+from harness.sandbox.base import SandboxConfig  # noqa: E402
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "generators"
+BACKENDS = [
+    pytest.param(
+        "bwrap", marks=pytest.mark.skipif(shutil.which("bwrap") is None, reason="no bwrap")
+    ),
+    pytest.param("docker", marks=pytest.mark.docker),
+]
+
+
+@pytest.fixture(params=BACKENDS)
+def sandbox(request: pytest.FixtureRequest) -> SandboxConfig:
+    return SandboxConfig(backend=request.param)
+
+
+def forged(name: str, sandbox: SandboxConfig, seed: int = 4) -> dict:
+    row = forge_candidate(candidate_from_code((FIXTURES / f"{name}.py").read_text(), seed), sandbox)
+    assert row["status"] == "ok", row["error"]
+    return row
+
+
+def by_name(checks: list[dict]) -> dict[str, dict]:
+    return {c["check"]: c for c in checks}
+
+
+def test_good_task_is_kept_with_every_check(sandbox: SandboxConfig) -> None:
+    checks, verdict = verify_task(forged("good", sandbox), sandbox)
+    names = by_name(checks)
+    assert verdict["kept"], verdict["reason"]
+    assert verdict["reason"] == "all checks passed"
+    assert {"determinism", "leak", "oracle", "noop"} <= set(names)
+    assert any(n.startswith("trivial:") for n in names)
+    assert all(c["passed"] and c["reason"] for c in checks)
+
+
+@pytest.mark.parametrize(
+    "name, check, needle",
+    [
+        ("bad_solve", "oracle", "reference solution scores"),
+        ("leaky", "leak", "answer values visible"),
+        ("nondeterministic", "determinism", "differ"),
+    ],
+)
+def test_planted_bad_task_is_dropped_with_reason(
+    sandbox: SandboxConfig, name: str, check: str, needle: str
+) -> None:
+    checks, verdict = verify_task(forged(name, sandbox), sandbox)
+    failed = {c["check"]: c["reason"] for c in checks if not c["passed"]}
+    assert not verdict["kept"]
+    assert check in failed and needle in failed[check], failed
+    assert verdict["reason"].startswith(next(iter(failed)))
+
+
+def _edited(row: dict, tmp_path: Path, edit) -> dict:
+    folder = unpack_tar(row["task_tar"], tmp_path / "task")
+    edit(folder)
+    return dict(row, task_tar=pack_dir(folder))
+
+
+def test_noop_false_positive_is_dropped(tmp_path: Path) -> None:
+    sb = SandboxConfig(backend="bwrap")
+    row = forged("good", sb)
+
+    def plant_answer(folder: Path) -> None:
+        answer = json.loads((folder / "tests/answer.json").read_text())
+        out = folder / "environment/workspace/output/totals.json"
+        out.parent.mkdir(parents=True)
+        out.write_text(json.dumps(answer["output/totals.json"]))
+
+    checks, verdict = verify_task(_edited(row, tmp_path, plant_answer), sb)
+    noop = by_name(checks)["noop"]
+    assert not noop["passed"] and "false positive" in noop["reason"]
+    assert not verdict["kept"]
+
+
+def test_verifier_accepting_a_trivial_probe_is_dropped(tmp_path: Path) -> None:
+    sb = SandboxConfig(backend="bwrap")
+    row = forged("good", sb)
+
+    def empty_answer(folder: Path) -> None:
+        (folder / "tests/answer.json").write_text(json.dumps({"output/totals.json": {}}))
+
+    checks, verdict = verify_task(_edited(row, tmp_path, empty_answer), sb)
+    accepted = [c for c in checks if c["check"].startswith("trivial:") and not c["passed"]]
+    assert accepted and "accepts" in accepted[0]["reason"]
+    assert not verdict["kept"]
+
+
+def test_failed_forge_row_gets_a_verdict_without_sandbox() -> None:
+    row = {
+        "task_id": "x",
+        "status": "failed",
+        "error": "generator 'g', seed 1: boom",
+        "task_tar": b"",
+        "capability": "c",
+        "domain": "d",
+        "split": "train",
+    }
+    checks, verdict = verify_task(row, SandboxConfig(backend="bwrap"))
+    assert [c["check"] for c in checks] == ["forge"] and not checks[0]["passed"]
+    assert not verdict["kept"] and "boom" in verdict["reason"]
