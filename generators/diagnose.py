@@ -1,0 +1,271 @@
+"""The diagnose stage: held-out eval trajectories -> failure summaries, clusters, report, guidance.
+
+The eval rollouts of the updated policy (rollout_stage on the eval split, wired by flows/) are this
+stage's input. For each failed episode the policy writes a structured failure summary
+(harness/failure_summary.py); summaries are clustered by root cause within each capability
+(generators/feedback.py); the report (markdown + PNG plot of pass rate per capability per
+iteration) and the guidance for the next synthesize (guidance.json) land in `out_dir`.
+
+    res = diagnose_stage(eval_df, prev_pass_rates_df, DiagnoseConfig(), endpoint, Path(out), iteration=1)
+    res.tables()   # {"failure_summaries": (schema, rows), "clusters": ..., "pass_rates": ..., "guidance": ...}
+
+Failures are data: a dead policy endpoint gives heuristic summaries (marked fallback), a model
+that cannot load gives lexical clustering; both are said in the report's notes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import pandas as pd
+import pyarrow as pa
+from pydantic import BaseModel, ConfigDict, Field
+
+from generators import feedback
+from harness.failure_summary import SummaryConfig, circuit_breaker, endpoint_chat, summarize_failure
+from harness.llm import LLMEndpoint
+from storage import schemas
+
+log = logging.getLogger("clawloop.diagnose")
+
+REPORT_NAME = "report.md"
+PLOT_NAME = "pass_rates.png"
+GUIDANCE_NAME = "guidance.json"
+
+
+class DiagnoseConfig(BaseModel):
+    """Options of the diagnose stage (the `diagnose:` section of the run config)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    workers: int = Field(2, ge=1, description="failure summaries requested concurrently")
+    max_summaries: int = Field(
+        256,
+        ge=0,
+        description="failed episodes summarised per iteration (the rest are counted only)",
+    )
+    summary_attempts: int = Field(
+        3, ge=1, le=10, description="policy calls per summary before the heuristic fallback"
+    )
+    max_endpoint_errors: int = Field(
+        3,
+        ge=1,
+        description="endpoint errors in a row after which the remaining summaries use the heuristic",
+    )
+    max_transcript_chars: int = Field(
+        12_000, ge=1000, description="transcript length shown to the summariser"
+    )
+    embedder: Literal["minilm", "hashed"] = Field(
+        "minilm",
+        description="minilm: sentence-transformers all-MiniLM-L6-v2 (offline); hashed: lexical, no model",
+    )
+    cluster_distance: float = Field(
+        0.5,
+        gt=0.0,
+        le=2.0,
+        description="average cosine distance above which failure patterns stay apart",
+    )
+    weight_floor: float = Field(
+        0.05, ge=0.0, le=1.0, description="least raw sampling weight of any capability"
+    )
+    mastery_threshold: float = Field(
+        0.8,
+        ge=0.0,
+        le=1.0,
+        description="eval pass rate at which a capability's difficulty rises one level",
+    )
+    min_episodes_for_mastery: int = Field(
+        2, ge=1, description="eval episodes needed before mastery counts"
+    )
+    start_multihop: int = Field(
+        0,
+        ge=0,
+        le=3,
+        description="difficulty assumed when no earlier guidance exists (match synthesize.multihop)",
+    )
+    start_dirtiness: int = Field(
+        0,
+        ge=0,
+        le=3,
+        description="difficulty assumed when no earlier guidance exists (match synthesize.dirtiness)",
+    )
+    patterns_per_capability: int = Field(
+        3, ge=0, description="failure patterns quoted per capability in the writer prompt"
+    )
+
+
+@dataclass
+class DiagnoseResult:
+    summaries: list[dict[str, Any]]  # FAILURE_SUMMARIES rows
+    clusters: list[dict[str, Any]]  # CLUSTERS rows
+    pass_rates: list[dict[str, Any]]  # PASS_RATES rows of this iteration
+    all_pass_rates: (
+        pd.DataFrame
+    )  # previous iterations' rows + this iteration's (the table and plot)
+    guidance: dict[str, Any]  # what the next synthesize takes (also guidance.json)
+    report_path: Path
+    plot_path: Path
+    guidance_path: Path
+    notes: list[str] = field(default_factory=list)
+    summary: dict[str, Any] = field(default_factory=dict)  # counts for the manifest
+
+    def tables(self) -> dict[str, tuple[pa.Schema, list[dict[str, Any]]]]:
+        """The stage's Parquet tables as {name: (schema, rows)} for storage.artifacts.write_table."""
+        return {
+            "failure_summaries": (schemas.FAILURE_SUMMARIES, self.summaries),
+            "clusters": (schemas.CLUSTERS, self.clusters),
+            "pass_rates": (schemas.PASS_RATES, self.pass_rates),
+            "guidance": (schemas.GUIDANCE, feedback.guidance_rows(self.guidance)),
+        }
+
+
+def _known_capabilities() -> list[str]:
+    try:
+        from generators.catalog import capability_names
+    except ImportError:
+        return []
+    return list(capability_names())
+
+
+def _embedder(cfg: DiagnoseConfig, notes: list[str]) -> feedback.Embedder:
+    if cfg.embedder == "minilm":
+        try:
+            return feedback.minilm_embedder()
+        except (ImportError, OSError, RuntimeError, ValueError) as exc:
+            notes.append(
+                f"sentence-transformers model unavailable ({type(exc).__name__}: {exc}); clustered with lexical embeddings"
+            )
+    return feedback.hashed_bow_embedder()
+
+
+def _summaries(
+    failed: list[dict[str, Any]],
+    llm: LLMEndpoint | None,
+    cfg: DiagnoseConfig,
+    iteration: int,
+    notes: list[str],
+) -> list[dict[str, Any]]:
+    scfg = SummaryConfig(
+        max_attempts=cfg.summary_attempts, max_transcript_chars=cfg.max_transcript_chars
+    )
+    chat = None
+    if llm is not None:
+        raw = endpoint_chat(llm, max_tokens=scfg.max_tokens, temperature=scfg.temperature)
+        chat = circuit_breaker(raw, cfg.max_endpoint_errors)
+    if chat is None:
+        notes.append("no policy endpoint: every failure summary is the heuristic fallback")
+    name = llm.model if llm else ""
+
+    def one(row: dict[str, Any]) -> dict[str, Any]:
+        return summarize_failure(row, chat, scfg, iteration=iteration, summarizer=name)
+
+    with ThreadPoolExecutor(max_workers=cfg.workers) as pool:
+        return list(pool.map(one, failed))
+
+
+def diagnose_stage(
+    eval_trajectories: pd.DataFrame,
+    prev_pass_rates: pd.DataFrame | None,
+    cfg: DiagnoseConfig,
+    llm: LLMEndpoint | None,
+    out_dir: Path,
+    iteration: int,
+    *,
+    prev_guidance: dict[str, Any] | None = None,
+    capabilities: list[str] | None = None,
+) -> DiagnoseResult:
+    """Diagnose one iteration's held-out episodes; writes report.md, pass_rates.png, guidance.json.
+
+    `prev_guidance` carries the difficulty levels reached so far (guidance.json of iteration-1);
+    `capabilities` (default: the catalog) keeps every capability in the weights, with eval data or not.
+    """
+    t0 = time.monotonic()
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    notes: list[str] = []
+    evals = eval_trajectories
+    if "split" in evals.columns and not evals.empty:
+        evals = evals[evals["split"].fillna("eval") == "eval"]
+    rates = feedback.pass_rates(evals, iteration)
+    prev = (
+        prev_pass_rates
+        if prev_pass_rates is not None
+        else pd.DataFrame(columns=schemas.PASS_RATES.names)
+    )
+    prev = prev[prev["iteration"] != iteration] if not prev.empty else prev
+    all_rates = pd.concat(
+        [prev, pd.DataFrame(rates, columns=schemas.PASS_RATES.names)], ignore_index=True
+    )
+    all_rates = all_rates.astype(
+        {"iteration": int, "n_episodes": int, "n_passed": int, "pass_rate": float}
+    )
+
+    failed = [r for r in evals.to_dict("records") if not bool(r.get("passed"))]
+    if len(failed) > cfg.max_summaries:
+        notes.append(f"{len(failed)} failed episodes; summarised the first {cfg.max_summaries}")
+        failed = failed[: cfg.max_summaries]
+    if evals.empty:
+        notes.append(
+            "no eval episodes: pass rates and clusters are empty; guidance keeps the previous weights"
+        )
+    summaries = _summaries(failed, llm, cfg, iteration, notes) if failed else []
+    embed = _embedder(cfg, notes) if summaries else feedback.hashed_bow_embedder()
+    summaries, clusters = feedback.cluster_summaries(
+        summaries, embed, iteration, feedback.ClusterConfig(distance_threshold=cfg.cluster_distance)
+    )
+    gcfg = feedback.GuidanceConfig(
+        weight_floor=cfg.weight_floor,
+        mastery_threshold=cfg.mastery_threshold,
+        min_episodes_for_mastery=cfg.min_episodes_for_mastery,
+        start_multihop=cfg.start_multihop,
+        start_dirtiness=cfg.start_dirtiness,
+        patterns_per_capability=cfg.patterns_per_capability,
+    )
+    caps = capabilities if capabilities is not None else _known_capabilities()
+    guidance = feedback.compute_guidance(
+        rates, clusters, prev_guidance, gcfg, iteration, capabilities=caps
+    )
+
+    plot_path = feedback.plot_pass_rates(all_rates, out_dir / PLOT_NAME)
+    report = feedback.render_report(
+        iteration, all_rates, summaries, clusters, guidance, PLOT_NAME, notes
+    )
+    report_path = out_dir / REPORT_NAME
+    _write_text(report_path, report)
+    guidance_path = out_dir / GUIDANCE_NAME
+    _write_text(guidance_path, json.dumps(guidance, indent=2, sort_keys=True, allow_nan=False))
+    for n in notes:
+        log.info("diagnose iteration %d: %s", iteration, n)
+    n_fb = sum(bool(s["fallback"]) for s in summaries)
+    return DiagnoseResult(
+        summaries=summaries,
+        clusters=clusters,
+        pass_rates=rates,
+        all_pass_rates=all_rates,
+        guidance=guidance,
+        report_path=report_path,
+        plot_path=plot_path,
+        guidance_path=guidance_path,
+        notes=notes,
+        summary={
+            "eval_episodes": len(evals),
+            "failed": len(failed),
+            "summaries": len(summaries),
+            "fallback_summaries": n_fb,
+            "clusters": len(clusters),
+            "duration_s": round(time.monotonic() - t0, 3),
+        },
+    )
+
+
+def _write_text(path: Path, text: str) -> None:
+    """Atomic write (temp + rename): a killed run never leaves a half report that looks complete."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)

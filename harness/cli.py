@@ -1,0 +1,147 @@
+"""`clawloop rollout`: run N episodes of one task folder against a policy endpoint.
+
+    clawloop rollout TASK_DIR --base-url http://127.0.0.1:8000/v1 --model policy -n 8 --json
+    clawloop rollout TASK_DIR --serve-tiny -n 2       # build + serve the tiny offline model
+
+Prints the pass count (`passes`), the rewards, end reasons, and where the trajectories
+(trajectories.parquet, band.parquet) were written. Registered into flows/cli.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from contextlib import ExitStack
+from pathlib import Path
+
+from harness.rollout import (
+    PolicyConfig,
+    RolloutConfig,
+    band_filter,
+    pass_rates,
+    rollout_task,
+    task_row_from_folder,
+    write_rollout_tables,
+)
+from harness.sandbox.base import SandboxConfig
+from harness.serve import ServeError
+from training.tiny_model import TinyModelError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "rollout",
+        help="run N agent episodes of one task folder against a policy endpoint",
+        description="Run N episodes of a Harbor task folder with an OpenAI-compatible policy, "
+        "grade each with the task's verifier, and write the trajectories.",
+    )
+    p.add_argument(
+        "task_dir", type=Path, help="a Harbor task folder (task.toml, instruction.md, ...)"
+    )
+    p.add_argument("--base-url", help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1")
+    p.add_argument("--model", help="served model name")
+    p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="variable holding the API key")
+    p.add_argument(
+        "--tokenizer", default="", help="served model's tokenizer folder (exact token budget)"
+    )
+    p.add_argument("-n", type=int, default=8, help="episodes (default 8)")
+    p.add_argument("--concurrency", type=int, default=2, help="episodes in flight (default 2)")
+    p.add_argument("--max-turns", type=int, default=30, help="assistant replies per episode")
+    p.add_argument("--episode-timeout", type=float, default=600.0, help="seconds per episode")
+    p.add_argument("--max-tokens", type=int, default=1024, help="completion tokens per reply")
+    p.add_argument("--context-len", type=int, default=32768, help="the model's context window")
+    p.add_argument("--temperature", type=float, default=1.0)
+    p.add_argument("--backend", choices=["auto", "bwrap", "docker"], default="auto", help="sandbox")
+    p.add_argument("--out", type=Path, help="output folder (default runs/adhoc/rollout-<time>)")
+    p.add_argument(
+        "--serve-tiny",
+        action="store_true",
+        help="build (if missing) and serve the tiny offline model with `transformers serve` "
+        "(plumbing check only: it has no skill)",
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=run)
+
+
+def _fail(msg: str) -> int:
+    print(f"clawloop rollout: {msg}", file=sys.stderr)
+    return 2
+
+
+def run(args: argparse.Namespace) -> int:
+    task_dir: Path = args.task_dir
+    if not (task_dir / "instruction.md").is_file():
+        return _fail(
+            f"{task_dir} is not a task folder (no instruction.md); pass a Harbor task folder"
+        )
+    if not args.serve_tiny and not (args.base_url and args.model):
+        return _fail("give --base-url and --model (or --serve-tiny for the local tiny model)")
+    if args.n < 1 or args.concurrency < 1:
+        return _fail("-n and --concurrency must be >= 1")
+    out = args.out or Path("runs", "adhoc", time.strftime("rollout-%Y%m%d-%H%M%S"))
+    cfg = RolloutConfig(
+        n=args.n,
+        band_lo=min(1, args.n),
+        band_hi=min(5, args.n),
+        max_turns=args.max_turns,
+        episode_timeout_s=args.episode_timeout,
+        max_tokens=args.max_tokens,
+        context_len=args.context_len,
+        temperature=args.temperature,
+        concurrency=args.concurrency,
+    )
+    try:
+        rows = _rollout(args, task_dir, cfg)
+    except (ServeError, TinyModelError) as exc:
+        return _fail(str(exc))
+    band = band_filter(rows, cfg.n, cfg.band_lo, cfg.band_hi)
+    paths = write_rollout_tables(out, rows, band, pass_rates(rows, band))
+    result = {
+        "task_dir": str(task_dir),
+        "n": len(rows),
+        "passes": sum(bool(r["passed"]) for r in rows),
+        "rewards": [r["reward"] for r in rows],
+        "end_reasons": [r["end_reason"] for r in rows],
+        "errors": [r["error"] for r in rows],
+        "trajectories": paths["trajectories"],
+        "band": paths["band"],
+    }
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(f"{result['passes']}/{result['n']} episodes passed")
+        print("rewards:     " + " ".join(f"{r:.2f}" for r in result["rewards"]))
+        print("end reasons: " + " ".join(result["end_reasons"]))
+        first_error = next((e for e in result["errors"] if e), "")
+        if first_error:
+            print(f"first error: {first_error}")
+        print(f"trajectories: {paths['trajectories']}")
+    return 0
+
+
+def _rollout(args: argparse.Namespace, task_dir: Path, cfg: RolloutConfig) -> list[dict]:
+    """Run the episodes, first starting the tiny local model server when asked to."""
+    with ExitStack() as stack:
+        base_url, model, tokenizer = args.base_url, args.model, args.tokenizer
+        if args.serve_tiny:
+            from harness.serve import local_policy_server
+            from training.tiny_model import ensure_tiny_model
+
+            model_dir = ensure_tiny_model(Path.home() / ".cache" / "clawloop" / "models")
+            base_url = stack.enter_context(local_policy_server(model_dir))
+            model = model or str(model_dir)
+            tokenizer = tokenizer or str(model_dir)
+        policy = PolicyConfig(
+            base_url=base_url, model=model, api_key_env=args.api_key_env, tokenizer=tokenizer
+        )
+        return rollout_task(
+            task_dir,
+            task_row_from_folder(task_dir),
+            policy,
+            args.n,
+            SandboxConfig(backend=args.backend),
+            args.concurrency,
+            cfg,
+        )

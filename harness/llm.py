@@ -1,0 +1,230 @@
+"""The one OpenAI-compatible client every LLM role goes through (policy, generator writer, judge).
+
+`LLMEndpoint` says where a model is served (base URL, model name, the *name* of the environment
+variable holding the API key — the key itself is never stored). `chat()` sends one chat completion
+and returns a `ChatReply`: the assistant message as plain dicts, and, when the server is vLLM, the
+exact prompt/completion token ids and sampling logprobs (asked for with `return_token_ids` and
+`logprobs`). Servers that ignore those fields (transformers serve, hosted APIs) simply leave them
+empty and the reply says `needs_retokenize`.
+
+Server faults are raised as `LLMError` with a `kind` (timeout, connection, context_full, http,
+bad_response) so callers can record them as data.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import openai
+
+# Base URLs whose server rejected `return_token_ids` (HTTP 422): asked plainly from then on.
+_NO_TOKEN_IDS: set[str] = set()
+_LOCK = threading.Lock()
+
+ErrorKind = Literal["timeout", "connection", "context_full", "http", "bad_response"]
+
+
+class LLMError(RuntimeError):
+    """A chat call that produced no usable reply; `kind` says why."""
+
+    def __init__(self, kind: ErrorKind, message: str) -> None:
+        super().__init__(message)
+        self.kind: ErrorKind = kind
+
+
+class _TokenFieldsRejected(Exception):
+    """The server refused the request because of the token-id fields (HTTP 422)."""
+
+
+@dataclass(frozen=True)
+class LLMEndpoint:
+    """Where a model is served. `api_key_env` names a variable; its value never enters artifacts."""
+
+    base_url: str  # e.g. http://127.0.0.1:8000/v1
+    model: str  # the served model name (also recorded as the policy id)
+    api_key_env: str = "OPENAI_API_KEY"  # read at call time; a missing variable means "EMPTY"
+    request_timeout_s: float = 120.0  # per HTTP request
+    max_retries: int = 1  # transient connection retries inside the openai client
+
+    def api_key(self) -> str:
+        return os.environ.get(self.api_key_env, "") or "EMPTY"
+
+
+@dataclass
+class ChatReply:
+    message: dict[str, Any]  # OpenAI-format assistant message: role, content, tool_calls?
+    finish_reason: str
+    latency_s: float
+    prompt_tokens: int | None = None  # from usage
+    completion_tokens: int | None = None
+    prompt_token_ids: list[int] | None = None  # vLLM return_token_ids
+    completion_token_ids: list[int] | None = None
+    logprobs: list[float] | None = None  # one per completion token, the sampled token's logprob
+    raw_tool_calls: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def needs_retokenize(self) -> bool:
+        return self.prompt_token_ids is None or self.completion_token_ids is None
+
+
+def make_client(endpoint: LLMEndpoint) -> openai.OpenAI:
+    return openai.OpenAI(
+        base_url=endpoint.base_url,
+        api_key=endpoint.api_key(),
+        timeout=endpoint.request_timeout_s,
+        max_retries=endpoint.max_retries,
+    )
+
+
+def _is_context_error(exc: openai.APIStatusError) -> bool:
+    text = str(exc).lower()
+    return exc.status_code == 400 and any(
+        s in text for s in ("context length", "maximum context", "context_length", "too long")
+    )
+
+
+def chat(
+    client: openai.OpenAI,
+    model: str,
+    messages: list[dict[str, Any]],
+    *,
+    tools: list[dict[str, Any]] | None = None,
+    max_tokens: int = 1024,
+    temperature: float = 1.0,
+    want_token_ids: bool = True,
+    timeout_s: float | None = None,
+) -> ChatReply:
+    """One chat completion. Raises `LLMError` on any server-side failure."""
+    kwargs: dict[str, Any] = {
+        "model": model,
+        "messages": messages,
+        "max_tokens": max_tokens,
+        "temperature": temperature,
+    }
+    if tools:
+        kwargs["tools"] = tools
+    options: dict[str, Any] = {} if timeout_s is None else {"timeout": timeout_s}
+    base = str(client.base_url)
+    ask_tokens = want_token_ids and base not in _NO_TOKEN_IDS
+    start = time.monotonic()
+    try:
+        data = _create(client, kwargs, options, ask_tokens)
+    except _TokenFieldsRejected:
+        # Servers with strict request schemas (transformers serve) refuse vLLM's extra field:
+        # remember that and ask plainly; the trajectory will say needs_retokenize.
+        with _LOCK:
+            _NO_TOKEN_IDS.add(base)
+        data = _create(client, kwargs, options, False)
+    latency = time.monotonic() - start
+    if not isinstance(data, dict):
+        raise LLMError("bad_response", f"{base} answered with non-JSON-object {str(data)[:200]!r}")
+    return reply_from_response(data, latency)
+
+
+def _create(
+    client: openai.OpenAI, body: dict[str, Any], options: dict[str, Any], ask_tokens: bool
+) -> Any:
+    body = dict(body)
+    if ask_tokens:
+        # vLLM: token ids of prompt and completion; logprobs of the sampled tokens (GRPO needs them).
+        body["logprobs"] = True
+        body["return_token_ids"] = True
+    try:
+        # The client's documented low-level `post` keeps its retries, timeouts and error types but
+        # skips `chat.completions.create`'s per-message type transform, whose cost grows with the
+        # conversation (~0.8 ms per message measured) and dominated long episodes.
+        return client.post("/chat/completions", cast_to=object, body=body, options=options)
+    except openai.APITimeoutError as exc:
+        raise LLMError("timeout", f"chat request to {client.base_url} timed out: {exc}") from exc
+    except openai.APIConnectionError as exc:
+        raise LLMError("connection", f"cannot reach {client.base_url}: {exc}") from exc
+    except openai.APIStatusError as exc:
+        if ask_tokens and exc.status_code == 422:
+            raise _TokenFieldsRejected from exc
+        kind: ErrorKind = "context_full" if _is_context_error(exc) else "http"
+        body = _response_text(exc)
+        raise LLMError(
+            kind, f"server {client.base_url} answered {exc.status_code}: {body or exc}"
+        ) from exc
+
+
+def _response_text(exc: openai.APIStatusError, limit: int = 500) -> str:
+    """The error body the server sent (what it says went wrong), cut to `limit` characters."""
+    try:
+        return exc.response.text[:limit]
+    except Exception:  # a streamed or closed response has no text to give; the status will do
+        return ""
+
+
+def reply_from_response(data: dict[str, Any], latency_s: float = 0.0) -> ChatReply:
+    """Turn a chat-completion JSON body (as a dict) into a `ChatReply`; pure, for tests too."""
+    choices = data.get("choices") or []
+    if not choices:
+        raise LLMError("bad_response", f"response has no choices: {json.dumps(data)[:300]}")
+    choice = choices[0]
+    msg = choice.get("message") or {}
+    tool_calls = []
+    for tc in msg.get("tool_calls") or []:
+        fn = tc.get("function") or {}
+        tool_calls.append(
+            {
+                "id": tc.get("id") or f"call_{len(tool_calls)}",
+                "type": "function",
+                "function": {"name": fn.get("name") or "", "arguments": fn.get("arguments") or ""},
+            }
+        )
+    message: dict[str, Any] = {"role": "assistant", "content": msg.get("content") or ""}
+    if tool_calls:
+        message["tool_calls"] = tool_calls
+    usage = data.get("usage") or {}
+    lp = choice.get("logprobs") or {}
+    content_lp = lp.get("content") if isinstance(lp, dict) else None
+    logprobs = [float(t["logprob"]) for t in content_lp] if content_lp else None
+    return ChatReply(
+        message=message,
+        finish_reason=choice.get("finish_reason") or "",
+        latency_s=latency_s,
+        prompt_tokens=usage.get("prompt_tokens"),
+        completion_tokens=usage.get("completion_tokens"),
+        prompt_token_ids=data.get("prompt_token_ids") or choice.get("prompt_token_ids"),
+        completion_token_ids=choice.get("token_ids"),
+        logprobs=logprobs,
+        raw_tool_calls=tool_calls,
+    )
+
+
+def chat_token_counter(
+    tokenizer_dir: str | Path, tools: list[dict[str, Any]] | None = None
+) -> Callable[[list[dict[str, Any]]], int]:
+    """An exact prompt-size counter from the served model's own tokenizer and chat template.
+
+    Gives the agent loop's token budget exact numbers instead of a chars-per-token estimate.
+    Offline only (`local_files_only`); calls are serialised because a Rust tokenizer shared
+    between threads can refuse concurrent use."""
+    from transformers import AutoTokenizer
+
+    try:
+        tok = AutoTokenizer.from_pretrained(str(tokenizer_dir), local_files_only=True)
+    except (OSError, ValueError) as exc:
+        raise LLMError(
+            "bad_response",
+            f"cannot load a tokenizer from {tokenizer_dir}: {exc}; pass the served model's folder",
+        ) from exc
+    lock = threading.Lock()
+
+    def count(messages: list[dict[str, Any]]) -> int:
+        with lock:
+            out = tok.apply_chat_template(
+                messages, tools=tools, add_generation_prompt=True, tokenize=True
+            )
+        ids = out["input_ids"] if isinstance(out, Mapping) else out
+        return len(ids)
+
+    return count

@@ -1,0 +1,363 @@
+"""The rollout stage: N fresh-sandbox episodes per task, graded, then the pass-band filter.
+
+    rows = rollout_task(task_dir, task_row, policy, n=8, sandbox=SandboxConfig(), concurrency=4)
+    band = band_filter(rows, n=8, lo=1, hi=5)
+    traj, band, rates = rollout_stage(tasks, policy, RolloutConfig(), SandboxConfig())
+
+Each episode opens the task folder in its own sandbox (`harness.taskenv.open_task`), runs the agent
+loop, then the task's verifier in the same sandbox. Every episode yields a TRAJECTORIES row, also
+when the server or the sandbox fails (the row says so), so a group is never silently short. The
+band filter keeps tasks the policy sometimes but not always solves: lo <= passes <= hi.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import tomllib
+from collections import defaultdict
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import openai
+
+from harness.agent import AgentConfig, Episode, run_episode
+from harness.llm import LLMEndpoint, chat_token_counter, make_client
+from harness.prompts import initial_messages
+from harness.sandbox.base import SandboxConfig, SandboxError
+from harness.taskenv import Grade, open_task, run_tests, task_timeouts
+from harness.tools import TOOLS
+from harness.trajectory import trajectory_row
+
+log = logging.getLogger(__name__)
+# End reasons that say nothing about the policy (the agent loop's own are in harness.agent).
+INFRA_END_REASONS = frozenset({"server_error", "sandbox_error", "harness_error"})
+SANDBOX_START_ATTEMPTS = 2  # a sandbox that fails to start is a transient fault: retry once
+
+
+@dataclass(frozen=True)
+class PolicyConfig:
+    """The policy endpoint. The API key is read from `api_key_env` at call time, never stored."""
+
+    base_url: str  # OpenAI-compatible, e.g. http://127.0.0.1:8000/v1 (vLLM, transformers serve)
+    model: str  # served model name
+    api_key_env: str = "OPENAI_API_KEY"  # name of the variable holding the key ("" = none)
+    policy_id: str = ""  # checkpoint id recorded in trajectories; defaults to `model`
+    request_timeout_s: float = 120.0  # per chat request
+    max_retries: int = 1  # transient connection retries per request
+    tokenizer: str = ""  # local folder of the served model's tokenizer: exact token budget
+
+    def endpoint(self) -> LLMEndpoint:
+        return LLMEndpoint(
+            self.base_url, self.model, self.api_key_env, self.request_timeout_s, self.max_retries
+        )
+
+    @property
+    def id(self) -> str:
+        return self.policy_id or self.model
+
+
+@dataclass(frozen=True)
+class RolloutConfig:
+    n: int = 8  # episodes per task (the GRPO group size)
+    band_lo: int = 1  # keep tasks with at least this many passes (drops what the agent never does)
+    band_hi: int = 5  # ... and at most this many (drops what it always does)
+    max_turns: int = 30  # assistant replies per episode
+    episode_timeout_s: float = 600.0  # wall time per episode (capped by task.toml [agent])
+    max_tokens: int = 1024  # completion tokens per reply
+    context_len: int = 32768  # the served model's context window
+    temperature: float = 1.0  # on-policy sampling
+    concurrency: int = 4  # episodes in flight across the whole stage
+    salt: str = ""  # makes episode ids differ between runs of the same policy
+
+    @classmethod
+    def from_settings(cls, settings: dict[str, Any]) -> RolloutConfig:
+        """From the run YAML's `rollout:` section: `band: [lo, hi]` and `workers` (= concurrency)
+        are accepted beside this class's own field names."""
+        values = dict(settings)
+        if "band" in values:
+            values["band_lo"], values["band_hi"] = values.pop("band")
+        if "workers" in values:
+            values["concurrency"] = values.pop("workers")
+        known = set(cls.__dataclass_fields__)
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(
+                f"unknown rollout option(s) {unknown} in the run config; known: {sorted(known)}"
+            )
+        return cls(**values)
+
+    def agent_config(self) -> AgentConfig:
+        return AgentConfig(
+            max_turns=self.max_turns,
+            episode_timeout_s=self.episode_timeout_s,
+            max_tokens=self.max_tokens,
+            context_len=self.context_len,
+            temperature=self.temperature,
+        )
+
+
+def task_row_from_folder(task_dir: Path) -> dict[str, Any]:
+    """task_id / capability / split of a Harbor task folder, from task.toml ([task] name and
+    [metadata.clawloop]); the folder name and empty values where task.toml does not say."""
+    try:
+        doc = tomllib.loads(Path(task_dir, "task.toml").read_text())
+    except (OSError, tomllib.TOMLDecodeError):
+        doc = {}
+    claw = doc.get("metadata", {}).get("clawloop", {})
+    claw = claw if isinstance(claw, dict) else {}
+    return {
+        "task_id": str(doc.get("task", {}).get("name") or Path(task_dir).name),
+        "capability": str(claw.get("capability") or doc.get("metadata", {}).get("category") or ""),
+        "split": str(claw.get("split") or "train"),
+    }
+
+
+def _instruction(task_dir: Path) -> str:
+    path = Path(task_dir, "instruction.md")
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found: {task_dir} is not a Harbor task folder")
+    return path.read_text()
+
+
+def run_attempt(
+    task_dir: Path,
+    task_row: dict[str, Any],
+    policy: PolicyConfig,
+    client: openai.OpenAI,
+    attempt: int,
+    sandbox: SandboxConfig,
+    cfg: RolloutConfig,
+    count_tokens: Callable[[list[dict]], int] | None = None,
+) -> dict[str, Any]:
+    """One episode in a fresh sandbox, graded; always returns a TRAJECTORIES row."""
+    instruction = _instruction(task_dir)
+    agent_timeout, _ = task_timeouts(task_dir)
+    agent_cfg = replace(
+        cfg.agent_config(),
+        episode_timeout_s=min(cfg.episode_timeout_s, agent_timeout),
+        request_timeout_s=policy.request_timeout_s,
+    )
+    episode: Episode | None = None
+    grade = Grade(0.0, False, reason="not graded")
+    verifier_error = ""
+    for start_try in range(SANDBOX_START_ATTEMPTS):
+        try:
+            with open_task(task_dir, sandbox) as sb:
+                episode = run_episode(
+                    sb, instruction, client, policy.model, agent_cfg, count_tokens
+                )
+                grade = run_tests(sb, task_dir)
+                if grade.reason and not grade.passed:
+                    verifier_error = "" if grade.checks else f"verifier: {grade.reason}"
+            break
+        except SandboxError as exc:
+            if episode is None and start_try + 1 < SANDBOX_START_ATTEMPTS:
+                log.warning("sandbox start failed for %s (retrying): %s", task_dir, exc)
+                continue
+            if episode is None:
+                episode = Episode(messages=initial_messages(instruction))
+                episode.end_reason = "sandbox_error"
+                episode.error = f"sandbox failed: {exc}"
+            else:
+                verifier_error = f"sandbox failed while grading: {exc}"
+                grade = Grade(0.0, False, reason=verifier_error)
+            break
+    if episode is None:  # every loop path sets it; kept for type checkers
+        raise RuntimeError(f"no episode recorded for {task_dir} attempt {attempt}")
+    return trajectory_row(
+        task_id=str(task_row.get("task_id") or Path(task_dir).name),
+        capability=str(task_row.get("capability") or ""),
+        split=str(task_row.get("split") or "train"),
+        attempt=attempt,
+        policy_id=policy.id,
+        episode=episode,
+        reward=grade.reward,
+        passed=grade.passed,
+        checks={"checks": grade.checks, "reason": grade.reason, "log": grade.log},
+        error=verifier_error,
+        salt=cfg.salt,
+    )
+
+
+def safe_attempt(
+    task_dir: Path,
+    task_row: dict[str, Any],
+    policy: PolicyConfig,
+    client: openai.OpenAI,
+    attempt: int,
+    sandbox: SandboxConfig,
+    cfg: RolloutConfig,
+    count_tokens: Callable[[list[dict]], int] | None = None,
+) -> dict[str, Any]:
+    """`run_attempt`, but an unexpected fault (a broken task folder, a bug) becomes a row with
+    end_reason `harness_error` instead of taking the whole stage down."""
+    try:
+        return run_attempt(task_dir, task_row, policy, client, attempt, sandbox, cfg, count_tokens)
+    except Exception as exc:
+        log.exception("episode %d of %s failed in the harness", attempt, task_dir)
+        episode = Episode(messages=[], end_reason="harness_error")
+        episode.error = f"{type(exc).__name__}: {exc}"
+        return trajectory_row(
+            task_id=str(task_row.get("task_id") or Path(task_dir).name),
+            capability=str(task_row.get("capability") or ""),
+            split=str(task_row.get("split") or "train"),
+            attempt=attempt,
+            policy_id=policy.id,
+            episode=episode,
+            reward=0.0,
+            passed=False,
+            checks={"checks": [], "reason": "not graded", "log": ""},
+            salt=cfg.salt,
+        )
+
+
+def rollout_task(
+    task_dir: Path,
+    task_row: dict[str, Any],
+    policy: PolicyConfig,
+    n: int,
+    sandbox: SandboxConfig,
+    concurrency: int,
+    cfg: RolloutConfig | None = None,
+) -> list[dict[str, Any]]:
+    """N episodes of one task (attempts 0..n-1), at most `concurrency` at a time, in attempt order."""
+    cfg = replace(cfg or RolloutConfig(), n=n, concurrency=concurrency)
+    rows, _, _ = rollout_stage([(Path(task_dir), task_row)], policy, cfg, sandbox)
+    return rows
+
+
+def band_filter(
+    trajectory_rows: list[dict[str, Any]], n: int, lo: int = 1, hi: int = 5
+) -> list[dict[str, Any]]:
+    """One BAND row per task: kept when lo <= passes <= hi over a complete, clean group of n."""
+    if not 0 <= lo <= hi or n < 1:
+        raise ValueError(f"band [{lo}, {hi}] with n={n} must satisfy 0 <= lo <= hi and n >= 1")
+    groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in trajectory_rows:
+        groups[row["task_id"]].append(row)
+    out = []
+    for task_id, rows in groups.items():
+        passes = sum(bool(r["passed"]) for r in rows)
+        infra = sum(r["end_reason"] in INFRA_END_REASONS for r in rows)
+        if len(rows) != n:
+            kept, reason = False, f"{len(rows)} episodes recorded, expected {n}"
+        elif infra:
+            # Failures of the server or sandbox say nothing about the policy: the count is unreliable.
+            kept, reason = False, f"{infra} of {n} episodes hit server/sandbox errors"
+        elif passes < lo:
+            kept, reason = False, f"too hard: {passes}/{n} passes < {lo}"
+        elif passes > hi:
+            kept, reason = False, f"too easy: {passes}/{n} passes > {hi}"
+        else:
+            kept, reason = True, f"in band: {lo} <= {passes}/{n} <= {hi}"
+        out.append(
+            {
+                "task_id": task_id,
+                "capability": rows[0].get("capability", ""),
+                "n": len(rows),
+                "passes": passes,
+                "kept": kept,
+                "reason": reason,
+            }
+        )
+    return out
+
+
+def pass_rates(
+    trajectory_rows: list[dict[str, Any]], band_rows: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """ROLLOUT_PASS_RATES rows: per capability, episodes, passes, pass rate, mean reward, tasks kept."""
+    by_cap: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in trajectory_rows:
+        by_cap[row.get("capability", "")].append(row)
+    kept: dict[str, int] = defaultdict(int)
+    tasks: dict[str, int] = defaultdict(int)
+    for b in band_rows:
+        tasks[b["capability"]] += 1
+        kept[b["capability"]] += bool(b["kept"])
+    out = []
+    for cap in sorted(by_cap):
+        rows = by_cap[cap]
+        passes = sum(bool(r["passed"]) for r in rows)
+        out.append(
+            {
+                "capability": cap,
+                "tasks": tasks[cap],
+                "episodes": len(rows),
+                "passes": passes,
+                "pass_rate": passes / len(rows),
+                "mean_reward": sum(float(r["reward"]) for r in rows) / len(rows),
+                "kept_tasks": kept[cap],
+            }
+        )
+    return out
+
+
+def rollout_stage(
+    tasks: list[tuple[Path, dict[str, Any]]],
+    policy: PolicyConfig,
+    cfg: RolloutConfig,
+    sandbox: SandboxConfig,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """Roll out every task cfg.n times with at most cfg.concurrency episodes in flight.
+
+    Returns (trajectory rows ordered by task then attempt, band rows, pass-rate rows)."""
+    if cfg.n < 1 or cfg.concurrency < 1:
+        raise ValueError(f"n={cfg.n} and concurrency={cfg.concurrency} must both be >= 1")
+    client = make_client(policy.endpoint())
+    count = chat_token_counter(policy.tokenizer, TOOLS) if policy.tokenizer else None
+    jobs = [(Path(d), row, a) for d, row in tasks for a in range(cfg.n)]
+    start = time.monotonic()
+    log.info(
+        "rollout: %d tasks x %d episodes, concurrency %d, policy %s at %s",
+        len(tasks),
+        cfg.n,
+        cfg.concurrency,
+        policy.id,
+        policy.base_url,
+    )
+    with ThreadPoolExecutor(max_workers=cfg.concurrency, thread_name_prefix="rollout") as pool:
+        futures = [
+            pool.submit(safe_attempt, d, row, policy, client, a, sandbox, cfg, count)
+            for d, row, a in jobs
+        ]
+        rows = [f.result() for f in futures]
+    band = band_filter(rows, cfg.n, cfg.band_lo, cfg.band_hi)
+    rates = pass_rates(rows, band)
+    log.info(
+        "rollout: %d episodes in %.1fs, %d passed, %d/%d tasks kept by band [%d, %d]",
+        len(rows),
+        time.monotonic() - start,
+        sum(r["passed"] for r in rows),
+        sum(b["kept"] for b in band),
+        len(band),
+        cfg.band_lo,
+        cfg.band_hi,
+    )
+    return rows, band, rates
+
+
+def write_rollout_tables(
+    out_dir: str | Path,
+    trajectory_rows: list[dict[str, Any]],
+    band_rows: list[dict[str, Any]],
+    rate_rows: list[dict[str, Any]] | None = None,
+) -> dict[str, str]:
+    """Write trajectories/band/rollout_pass_rates Parquet files atomically; returns name -> path."""
+    from storage import fs
+    from storage.artifacts import write_table
+    from storage.schemas import BAND, ROLLOUT_PASS_RATES, TRAJECTORIES
+
+    out = str(out_dir)
+    tables = [("trajectories", trajectory_rows, TRAJECTORIES), ("band", band_rows, BAND)]
+    if rate_rows is not None:
+        tables.append(("rollout_pass_rates", rate_rows, ROLLOUT_PASS_RATES))
+    paths = {}
+    for name, rows, schema in tables:
+        write_table(out, name, rows, schema)
+        paths[name] = fs.join(out, f"{name}.parquet")
+    return paths

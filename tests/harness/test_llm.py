@@ -1,0 +1,102 @@
+"""The OpenAI-compatible client wrapper: reply parsing, vLLM token ids, errors as LLMError kinds."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.fake_openai import FakeOpenAI
+from harness.llm import LLMEndpoint, LLMError, chat, make_client, reply_from_response
+
+MESSAGES = [{"role": "system", "content": "s"}, {"role": "user", "content": "do it"}]
+
+
+def test_reply_from_vllm_shaped_body_keeps_token_ids_and_logprobs():
+    body = {
+        "prompt_token_ids": [1, 2, 3],
+        "choices": [
+            {
+                "message": {"role": "assistant", "content": "hi", "tool_calls": None},
+                "finish_reason": "stop",
+                "token_ids": [7, 8],
+                "logprobs": {
+                    "content": [{"token": "h", "logprob": -0.5}, {"token": "i", "logprob": -1.0}]
+                },
+            }
+        ],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 2},
+    }
+    r = reply_from_response(body, 0.1)
+    assert r.prompt_token_ids == [1, 2, 3]
+    assert r.completion_token_ids == [7, 8]
+    assert r.logprobs == [-0.5, -1.0]
+    assert not r.needs_retokenize
+    assert r.message == {"role": "assistant", "content": "hi"}
+
+
+def test_reply_without_token_ids_needs_retokenize():
+    body = {
+        "choices": [
+            {
+                "message": {
+                    "content": None,
+                    "tool_calls": [{"id": "c1", "function": {"name": "finish", "arguments": "{}"}}],
+                },
+                "finish_reason": "tool_calls",
+            }
+        ]
+    }
+    r = reply_from_response(body)
+    assert r.needs_retokenize and r.logprobs is None
+    assert r.raw_tool_calls[0]["function"]["name"] == "finish"
+    assert r.message["content"] == ""
+
+
+def test_reply_without_choices_is_bad_response():
+    with pytest.raises(LLMError) as e:
+        reply_from_response({"choices": []})
+    assert e.value.kind == "bad_response"
+
+
+def test_chat_over_http_requests_token_ids_and_gets_them():
+    with FakeOpenAI("chatty", vllm_tokens=True) as fake:
+        client = make_client(
+            LLMEndpoint(fake.base_url, "fake-policy", api_key_env="CLAWLOOP_NO_SUCH_KEY")
+        )
+        r = chat(client, "fake-policy", MESSAGES, max_tokens=64)
+    assert fake.requests[0]["return_token_ids"] is True
+    assert fake.requests[0]["logprobs"] is True
+    assert r.completion_token_ids and len(r.logprobs) == len(r.completion_token_ids)
+    assert r.prompt_token_ids and r.prompt_tokens == len(r.prompt_token_ids)
+
+
+def test_api_key_comes_from_the_named_variable(monkeypatch):
+    monkeypatch.setenv("CLAWLOOP_TEST_KEY", "sk-secret")
+    assert LLMEndpoint("http://x/v1", "m", api_key_env="CLAWLOOP_TEST_KEY").api_key() == "sk-secret"
+    assert LLMEndpoint("http://x/v1", "m", api_key_env="CLAWLOOP_UNSET_KEY").api_key() == "EMPTY"
+
+
+@pytest.mark.parametrize("mode,kind", [("drop", "connection"), ("stall", "timeout")])
+def test_server_faults_become_llm_error_kinds(mode, kind):
+    with FakeOpenAI(mode, stall_s=5) as fake:
+        client = make_client(LLMEndpoint(fake.base_url, "m", request_timeout_s=0.5, max_retries=0))
+        with pytest.raises(LLMError) as e:
+            chat(client, "m", MESSAGES)
+    assert e.value.kind == kind
+
+
+def test_unreachable_server_is_connection_error():
+    client = make_client(
+        LLMEndpoint("http://127.0.0.1:9/v1", "m", request_timeout_s=1, max_retries=0)
+    )
+    with pytest.raises(LLMError) as e:
+        chat(client, "m", MESSAGES)
+    assert e.value.kind == "connection"
+
+
+def test_server_refusing_token_id_fields_is_asked_plainly_from_then_on():
+    with FakeOpenAI("chatty", rejects_token_ids=True) as fake:
+        client = make_client(LLMEndpoint(fake.base_url, "m", max_retries=0))
+        first = chat(client, "m", MESSAGES)
+        second = chat(client, "m", MESSAGES)
+    assert first.needs_retokenize and second.needs_retokenize
+    assert ["return_token_ids" in r for r in fake.requests] == [True, False, False]
