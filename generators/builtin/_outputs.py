@@ -1,0 +1,179 @@
+"""Output formats for rendered built-in generators: contract entries, answer key, files, instruction.
+
+Pasted after _prelude.py by generators/library.py (everything below the marker). A skeleton describes
+its result once with `result_spec` (a keyed table plus a summary object); these functions turn it
+into the contract outputs, the answer key and the written files for each output format:
+json (one file with a schema), csv (columns + key), multi (a csv and a summary json) and report
+(markdown for people plus a sidecar JSON holding the graded facts).
+"""
+
+# ruff: noqa: F821  (GENERATOR, V, TOLERANCE and to_csv come from the header and _prelude.py)
+# --- prelude ---
+import json
+import os
+
+# ---------------------------------------------------------------- outputs in four formats
+
+
+def result_spec(stem, collection, columns, types, key, summary_types, title):
+    return {
+        "stem": stem,
+        "collection": collection,
+        "columns": list(columns),
+        "types": dict(types),
+        "key": list(key),
+        "summary_types": dict(summary_types),
+        "title": title,
+    }
+
+
+def _schema(spec):
+    item = {
+        "type": "object",
+        "required": spec["columns"],
+        "properties": {c: {"type": spec["types"][c]} for c in spec["columns"]},
+    }
+    summ = {
+        "type": "object",
+        "required": list(spec["summary_types"]),
+        "properties": {k: {"type": t} for k, t in spec["summary_types"].items()},
+    }
+    return {
+        "type": "object",
+        "required": [spec["collection"], "summary"],
+        "properties": {
+            spec["collection"]: {"type": "array", "key": spec["key"], "items": item},
+            "summary": summ,
+        },
+    }
+
+
+def _paths(spec):
+    fmt, stem = GENERATOR["output_format"], spec["stem"]
+    return {
+        "json": {"json": f"output/{stem}.json"},
+        "csv": {"csv": f"output/{stem}.csv"},
+        "multi": {"csv": f"output/{stem}.csv", "summary": "output/summary.json"},
+        "report": {"report": "output/report.md", "sidecar": "output/report_facts.json"},
+    }[fmt]
+
+
+def contract_outputs(spec):
+    p, fmt = _paths(spec), GENERATOR["output_format"]
+    if fmt == "json":
+        return [{"path": p["json"], "format": "json", "schema": _schema(spec)}]
+    csv_out = {
+        "path": p.get("csv", ""),
+        "format": "csv",
+        "columns": spec["columns"],
+        "key": spec["key"],
+    }
+    if fmt == "csv":
+        return [csv_out]
+    if fmt == "multi":
+        return [
+            csv_out,
+            {
+                "path": p["summary"],
+                "format": "json",
+                "schema": _schema(spec)["properties"]["summary"],
+            },
+        ]
+    return [
+        {"path": p["report"], "format": "report", "sidecar": p["sidecar"], "schema": _schema(spec)}
+    ]
+
+
+def answer_of(spec, rows, summary):
+    p, fmt = _paths(spec), GENERATOR["output_format"]
+    rows = sorted(rows, key=lambda r: [str(r[k]) for k in spec["key"]])
+    doc = {spec["collection"]: rows, "summary": summary}
+    if fmt == "json":
+        return {p["json"]: doc}
+    if fmt == "csv":
+        return {p["csv"]: rows}
+    if fmt == "multi":
+        return {p["csv"]: rows, p["summary"]: summary}
+    return {p["sidecar"]: doc}
+
+
+def _cell_text(v):
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return "" if v is None else str(v)
+
+
+def write_result(ws, spec, rows, summary):
+    """Write every output the contract names (the reference solution's last step)."""
+    p = _paths(spec)
+    os.makedirs(os.path.join(ws, "output"), exist_ok=True)
+    for rel, value in answer_of(spec, rows, summary).items():
+        with open(os.path.join(ws, rel), "w", encoding="utf-8", newline="") as f:
+            if rel.endswith(".csv"):
+                f.write(
+                    to_csv(
+                        spec["columns"],
+                        [[_cell_text(r[c]) for c in spec["columns"]] for r in value],
+                    )
+                )
+            else:
+                json.dump(value, f, indent=2)
+    if "report" in p:
+        rows = answer_of(spec, rows, summary)[p["sidecar"]][spec["collection"]]
+        lines = [
+            f"# {spec['title']}",
+            "",
+            "| " + " | ".join(spec["columns"]) + " |",
+            "|" + "---|" * len(spec["columns"]),
+        ]
+        lines += ["| " + " | ".join(_cell_text(r[c]) for c in spec["columns"]) + " |" for r in rows]
+        lines += ["", "## Summary", ""] + [f"- {k}: {_cell_text(v)}" for k, v in summary.items()]
+        with open(os.path.join(ws, p["report"]), "w", encoding="utf-8") as f:
+            f.write("\n".join(lines) + "\n")
+
+
+def output_instruction(spec):
+    fmt = GENERATOR["output_format"]
+    what = "one row per " + " and ".join(spec["key"]) + (" pair" if len(spec["key"]) == 2 else "")
+    if fmt == "json":
+        return (
+            f"Write {_paths(spec)['json']}: a JSON object with a list `{spec['collection']}` ({what}) and a "
+            "`summary` object, as the schema in the contract says."
+        )
+    if fmt == "csv":
+        return f"Write {_paths(spec)['csv']} with the contract's columns ({what}) and a header row."
+    if fmt == "multi":
+        return (
+            f"Write {_paths(spec)['csv']} with the contract's columns ({what}) and output/summary.json with "
+            "the summary object the contract describes."
+        )
+    return (
+        "Write a short markdown report to output/report.md for a human reader, and put the facts it states "
+        f"in output/report_facts.json: a list `{spec['collection']}` ({what}) and a `summary` object, as the "
+        "contract's schema says."
+    )
+
+
+def finish(intro, files, spec, rows, summary, decisions):
+    """The dict build() returns: instruction, files, answer key, contract (no answer values)."""
+    rounding = (
+        "Round every computed non-integer number in the outputs to two decimal places, half up, "
+        "as the last step; compute and compare with unrounded values unless a rule says otherwise."
+    )
+    instruction = "\n\n".join(
+        [
+            intro,
+            output_instruction(spec),
+            "Only files under output/ are graded; do not change the input files.",
+        ]
+    )
+    return {
+        "instruction": instruction,
+        "files": dict(sorted(files.items())),
+        "answer": answer_of(spec, rows, summary),
+        "contract": {
+            "outputs": contract_outputs(spec),
+            "tolerance": dict(TOLERANCE),
+            "decisions": list(dict.fromkeys(list(decisions) + [rounding])),
+        },
+    }

@@ -1,0 +1,493 @@
+"""Shared standard-library helpers pasted into every rendered built-in generator (the prelude).
+
+A generator must be one self-contained file, so generators/library.py concatenates a header
+(docstring, GENERATOR, the domain vocabulary V), everything below the `# --- prelude ---` marker,
+and one capability skeleton. Nothing here runs on import in the pipeline: these functions read the
+module globals GENERATOR and V that the header defines.
+
+What lives here: seeded ids and a small world (entities in groups), the multi-hop entity registry
+(flat file / index + detail files / cross-reference register / legacy code aliases) with its reader,
+controlled dirtiness on record tables (test rows, orphan rows, an archive distractor, a legacy
+schema, unit and id noise) with its cleaner. The four output formats are in _outputs.py.
+"""
+
+# ruff: noqa: F821  (GENERATOR and V come from the rendered header)
+# --- prelude ---
+import csv
+import io
+import json
+import os
+import random
+import string
+from decimal import ROUND_HALF_UP, Decimal
+
+TOLERANCE = {"abs": 0.01, "rel": 0.0}
+NUMBER_WORDS = {0: "zero", 1: "one", 2: "two", 3: "three"}
+
+
+def places(n):
+    """Rounding precision in words: digits in rule text could collide with answer values."""
+    return (
+        "a whole number" if n == 0 else f"{NUMBER_WORDS[n]} decimal place" + ("s" if n > 1 else "")
+    )
+
+
+UNITS_PATH = "reference/unit_conversions.csv"
+
+
+def conversion_file():
+    """The factor lives in the workspace, not the contract, so no rule text carries a number."""
+    return {
+        UNITS_PATH: to_csv(
+            ["from_unit", "to_unit", "divide_by"],
+            [[V["alt_unit"], V["unit"], repr(V["alt_factor"])]],
+        )
+    }
+
+
+def conversion_rule():
+    return (
+        f"Convert {V['alt_unit']} to {V['unit']} by dividing by the divide_by factor in {UNITS_PATH}, then round "
+        f"the result to {places(V['decimals'])} before using it."
+    )
+
+
+def conversion_factor(ws):
+    for r in read_csv(ws, UNITS_PATH):
+        if r["from_unit"].strip() == V["alt_unit"] and r["to_unit"].strip() == V["unit"]:
+            return float(r["divide_by"])
+    raise ValueError(f"{UNITS_PATH} has no {V['alt_unit']} -> {V['unit']} row")
+
+
+def hop():
+    return int(GENERATOR["multihop"])
+
+
+def dirt():
+    return int(GENERATOR["dirtiness"])
+
+
+def rng_for(seed, salt=""):
+    # A str seed goes through sha512 in random.seed: stable across processes (no hash randomisation).
+    return random.Random(f"{GENERATOR['capability']}|{V['name']}|{seed}|{salt}")
+
+
+def rnd(x, n=2):
+    """Round half up (not Python's half-even), so any tool that rounds the usual way agrees."""
+    return (
+        float(Decimal(repr(float(x))).quantize(Decimal(1).scaleb(-n), rounding=ROUND_HALF_UP)) + 0.0
+    )
+
+
+def fmt_num(x, n):
+    return f"{x:.{n}f}"
+
+
+def make_ids(rng, pattern, n, taken=()):
+    seen, out = set(taken), []
+    while len(out) < n:
+        s = "".join(
+            rng.choice(string.digits)
+            if c == "#"
+            else rng.choice(string.ascii_uppercase)
+            if c == "@"
+            else c
+            for c in pattern
+        )
+        if s not in seen:
+            seen.add(s)
+            out.append(s)
+    return out
+
+
+def norm_id(s):
+    return str(s).strip().upper()
+
+
+def id_col():
+    return V["entity"] + "_id"
+
+
+def group_col():
+    return V["group"]
+
+
+def date_col():
+    return V["event"] + "_date"
+
+
+def ent_noun(plural=False):
+    return (V["entities"] if plural else V["entity"]).replace("_", " ")
+
+
+def reading(lo=None, hi=None, rng=None):
+    lo = V["low"] if lo is None else lo
+    hi = V["high"] if hi is None else hi
+    return rnd(rng.uniform(lo, hi), V["decimals"])
+
+
+def iso_date(rng, year, start_day=0, span=150):
+    import datetime
+
+    d = datetime.date(year, 1, 1) + datetime.timedelta(days=start_day + rng.randrange(span))
+    return d.isoformat()
+
+
+# ---------------------------------------------------------------- the world and its registry
+
+
+def make_world(rng, n_min=8, n_max=11):
+    """Entities spread over groups; one or two carry the excluded status (never a whole group)."""
+    k = min(len(V["groups"]), rng.randint(3, 4))
+    gnames = rng.sample(V["groups"], k)
+    codes = make_ids(rng, V["group_code_pattern"], k)
+    aliases = make_ids(rng, "L-####", k)
+    groups = [
+        {"name": g, "code": c, "alias": a} for g, c, a in zip(gnames, codes, aliases, strict=True)
+    ]
+    n = rng.randint(n_min, n_max)
+    ids = make_ids(rng, V["id_pattern"], n)
+    names = rng.sample(V["names"], n)
+    ordinary = [s for s in V["statuses"] if s != V["excluded_status"]]
+    ents = []
+    for i, (eid, name) in enumerate(zip(ids, names, strict=True)):
+        g = groups[i % k]
+        status = ordinary[0] if rng.random() < 0.6 else rng.choice(ordinary)
+        ents.append(
+            {
+                "id": eid,
+                "name": name,
+                "group": g["name"],
+                "group_code": g["code"],
+                "group_alias": g["alias"],
+                "category": rng.choice(V["categories"]),
+                "status": status,
+            }
+        )
+    # Exclusions land on the first member of distinct groups, so every group keeps live members.
+    for i in range(1 if n < 10 else 2):
+        ents[i]["status"] = V["excluded_status"]
+    rng.shuffle(ents)
+    return {"groups": groups, "entities": ents}
+
+
+def registry_files(rng, world):
+    """The entity registry, spread over more files as multihop grows; returns {relpath: text}."""
+    ic, gc, h, files = id_col(), group_col(), hop(), {}
+    ents = sorted(world["entities"], key=lambda e: e["id"])
+    if h == 0:
+        rows = [[e["id"], e["name"], e["group"], e["category"], e["status"]] for e in ents]
+        files[f"data/{V['entities']}.csv"] = to_csv([ic, "name", gc, V["category"], "status"], rows)
+        return files
+    index = [[e["id"], e["name"], f"data/{V['entities']}/{e['id']}.json"] for e in ents]
+    files["data/index.csv"] = to_csv([ic, "name", "detail_file"], index)
+    for e in ents:
+        d = {ic: e["id"], "name": e["name"], V["category"]: e["category"], "status": e["status"]}
+        if h == 1:
+            d[gc] = e["group"]
+        elif h == 2:
+            d[gc + "_code"] = e["group_code"]
+        else:
+            d["legacy_" + gc + "_code"] = e["group_alias"]
+        files[f"data/{V['entities']}/{e['id']}.json"] = json.dumps(d, indent=2) + "\n"
+    if h >= 2:
+        grows = sorted([g["code"], g["name"]] for g in world["groups"])
+        files[f"reference/{gc}_register.csv"] = to_csv(["code", "name"], grows)
+    if h >= 3:
+        arows = sorted([g["alias"], g["code"]] for g in world["groups"])
+        files[f"reference/{gc}_code_aliases.csv"] = to_csv(["legacy_code", "code"], arows)
+    if dirt() >= 1:
+        # A stale detail file for an entity that is not in the index.
+        ghost = make_ids(rng, V["id_pattern"], 1, taken=[e["id"] for e in ents])[0]
+        g = world["groups"][0]
+        d = {
+            ic: ghost,
+            "name": "(withdrawn)",
+            V["category"]: V["categories"][0],
+            "status": V["statuses"][0],
+            gc: g["name"],
+            gc + "_code": g["code"],
+        }
+        files[f"data/{V['entities']}/{ghost}.json"] = json.dumps(d, indent=2) + "\n"
+    return files
+
+
+def registry_decisions():
+    ic, gc, h, out = id_col(), group_col(), hop(), []
+    if h == 0:
+        out.append(
+            f"The registry of {ent_noun(True)} is data/{V['entities']}.csv; join other sources to it on {ic}."
+        )
+    else:
+        out.append(
+            f"The registry of {ent_noun(True)} is data/index.csv; each listed {ent_noun()} has its attributes "
+            f"in the detail_file it names. Join other sources to it on {ic}."
+        )
+    if h >= 1 and dirt() >= 1:
+        out.append(
+            f"Detail files of {ent_noun(True)} that data/index.csv does not list are stale: ignore them."
+        )
+    if h == 2:
+        out.append(
+            f"A detail file gives the {gc} only as {gc}_code; the {gc} name is the name in "
+            f"reference/{gc}_register.csv for that code."
+        )
+    if h == 3:
+        out.append(
+            f"A detail file gives the {gc} only as legacy_{gc}_code; map it to a code with "
+            f"reference/{gc}_code_aliases.csv, then to the {gc} name with reference/{gc}_register.csv."
+        )
+    out.append(
+        f"{ent_noun(True).capitalize()} whose status is {V['excluded_status']} are out of scope: leave them "
+        "and all their records out of every output, count and total."
+    )
+    return out
+
+
+def load_registry(ws):
+    """{id: {"name", "group", "category", "status"}} read back from any multihop layout."""
+    ic, gc, h, reg = id_col(), group_col(), hop(), {}
+    if h == 0:
+        for r in read_csv(ws, f"data/{V['entities']}.csv"):
+            reg[norm_id(r[ic])] = {
+                "name": r["name"],
+                "group": r[gc],
+                "category": r[V["category"]],
+                "status": r["status"],
+            }
+        return reg
+    names = {}
+    if h >= 2:
+        names = {r["code"].strip(): r["name"] for r in read_csv(ws, f"reference/{gc}_register.csv")}
+    alias = {}
+    if h >= 3:
+        alias = {
+            r["legacy_code"].strip(): r["code"].strip()
+            for r in read_csv(ws, f"reference/{gc}_code_aliases.csv")
+        }
+    for row in read_csv(ws, "data/index.csv"):
+        with open(os.path.join(ws, row["detail_file"].strip()), encoding="utf-8") as f:
+            d = json.load(f)
+        if h == 1:
+            group = d[gc]
+        elif h == 2:
+            group = names[d[gc + "_code"]]
+        else:
+            group = names[alias[d["legacy_" + gc + "_code"]]]
+        reg[norm_id(row[ic])] = {
+            "name": d["name"],
+            "group": group,
+            "category": d[V["category"]],
+            "status": d["status"],
+        }
+    return reg
+
+
+def in_scope(reg):
+    return {k: v for k, v in reg.items() if v["status"] != V["excluded_status"]}
+
+
+def world_registry(world):
+    return {
+        e["id"]: {k: e[k] for k in ("name", "group", "category", "status")}
+        for e in world["entities"]
+    }
+
+
+# ---------------------------------------------------------------- record tables and dirtiness
+
+
+def to_csv(columns, rows):
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(columns)
+    w.writerows(rows)
+    return buf.getvalue()
+
+
+def read_csv(ws, rel):
+    with open(os.path.join(ws, rel), encoding="utf-8", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def legacy_path(path):
+    return path[:-4] + "_legacy.csv"
+
+
+def legacy_name(col):
+    fixed = {
+        id_col(): V["entity"] + "_ref",
+        date_col(): "logged_on",
+        "record_type": "kind",
+        "unit": "uom",
+    }
+    return fixed.get(col, "".join(p.capitalize() for p in col.split("_")))
+
+
+def blank_some(rng, rows, col, key):
+    """Dirtiness >= 2: blank one value in a few entities (never an entity's only value). Changes the truth."""
+    if dirt() < 2:
+        return
+    by_key = {}
+    for r in rows:
+        by_key.setdefault(r[key], []).append(r)
+    for k in sorted(by_key):
+        if len(by_key[k]) >= 2 and rng.random() < 0.35:
+            rng.choice(by_key[k])[col] = None
+
+
+def emit_table(rng, path, rows, columns, value_cols, known_ids=()):
+    """Write canonical rows as CSV with dirtiness injected; returns {relpath: text}.
+
+    rows hold canonical values (value_cols in V['unit'], None = missing). The reader `read_table`
+    undoes every change here, so the answer key is computed from the clean rows.
+    """
+    d, ic, files = dirt(), id_col(), {}
+    dec = V["decimals"]
+
+    def cell(r, c, alt=False):
+        v = r.get(c)
+        if v is None:
+            return ""
+        if c in value_cols:
+            return repr(round(v * V["alt_factor"], 6)) if alt else fmt_num(v, dec)
+        return str(v)
+
+    out_cols = list(columns) + (["record_type"] if d >= 1 else []) + (["unit"] if d >= 3 else [])
+    lines = []
+    for r in rows:
+        alt = d >= 3 and any(r.get(c) is not None for c in value_cols) and rng.random() < 0.4
+        line = {c: cell(r, c, alt) for c in columns}
+        if d >= 1:
+            line["record_type"] = "live"
+        if d >= 3:
+            line["unit"] = V["alt_unit"] if alt else V["unit"]
+            if ic in line and rng.random() < 0.3:
+                line[ic] = "  " + line[ic].lower() + " "
+        lines.append(line)
+    if d >= 1:
+        for r in rng.sample(rows, max(1, len(rows) // 8)):
+            fake = {c: cell(r, c) for c in columns}
+            for c in value_cols:
+                if r.get(c) is not None:
+                    fake[c] = fmt_num(r[c] * 3 + 1, dec)
+            fake["record_type"] = "test"
+            if d >= 3:
+                fake["unit"] = V["unit"]
+            lines.insert(rng.randrange(len(lines) + 1), fake)
+        if ic in columns:
+            ghosts = make_ids(rng, V["id_pattern"], 2, taken=known_ids)
+            for g in ghosts:
+                fake = {c: cell(rows[0], c) for c in columns}
+                fake[ic] = g
+                fake["record_type"] = "live"
+                if d >= 3:
+                    fake["unit"] = V["unit"]
+                lines.insert(rng.randrange(len(lines) + 1), fake)
+        stale = [dict(x) for x in rng.sample(lines, max(1, len(lines) // 3))]
+        for x in stale:
+            for c in value_cols:
+                if x.get(c):
+                    x[c] = fmt_num(float(x[c]) / 2 + 3, dec)
+        files["archive/" + path.split("/")[-1]] = to_csv(
+            out_cols, [[x.get(c, "") for c in out_cols] for x in stale]
+        )
+    if d >= 2:
+        cut = max(1, len(lines) // 3)
+        main, legacy = lines[:-cut], lines[-cut:]
+        lcols = [legacy_name(c) for c in reversed(out_cols)]
+        files[legacy_path(path)] = to_csv(
+            lcols, [[x.get(c, "") for c in reversed(out_cols)] for x in legacy]
+        )
+    else:
+        main = lines
+    files[path] = to_csv(out_cols, [[x.get(c, "") for c in out_cols] for x in main])
+    if d >= 3:
+        files.update(conversion_file())
+    return files
+
+
+def table_decisions(path, columns, value_cols, what, missing=True):
+    d, out = dirt(), []
+    if d >= 1:
+        out.append(f"In {path}, rows whose record_type is test are test entries: ignore them.")
+        out.append("Files under archive/ are superseded copies: ignore them.")
+        if id_col() in columns:
+            out.append(f"Ignore {what} rows whose {id_col()} is not in the registry.")
+    if d >= 2:
+        pairs = ", ".join(
+            f"{legacy_name(c)} = {c}"
+            for c in list(columns) + ["record_type"] + (["unit"] if d >= 3 else [])
+        )
+        out.append(
+            f"{legacy_path(path)} holds more {what} rows of the same table in an older layout "
+            f"(columns renamed and reordered: {pairs}); use its rows together with {path}."
+        )
+        for c in value_cols if missing else ():
+            out.append(
+                f"A blank {c} is a missing value: leave that row out of every sum, mean, count, peak and comparison of {c}."
+            )
+    if d >= 3:
+        out.append(
+            f"The unit column says which unit each row's {', '.join(value_cols)} is in: {V['unit']} or "
+            f"{V['alt_unit']}. " + conversion_rule()
+        )
+        if id_col() in columns:
+            out.append(
+                f"{id_col()} values may be lower case or padded with spaces; compare them trimmed and upper-cased."
+            )
+    return out
+
+
+def read_table(ws, path, columns, value_cols):
+    """Rows of a table written by emit_table, cleaned: canonical columns, values in V['unit'] or None."""
+    d, out = dirt(), []
+    sources = [(path, False)] + ([(legacy_path(path), True)] if d >= 2 else [])
+    for rel, legacy in sources:
+        for raw in read_csv(ws, rel):
+
+            def get(c, raw=raw, legacy=legacy):
+                return (raw.get(legacy_name(c) if legacy else c) or "").strip()
+
+            if d >= 1 and get("record_type").lower() == "test":
+                continue
+            r = {c: get(c) for c in columns}
+            if id_col() in r:
+                r[id_col()] = norm_id(r[id_col()])
+            for c in value_cols:
+                if r[c] == "":
+                    r[c] = None
+                    continue
+                v = float(r[c])
+                if d >= 3 and get("unit") == V["alt_unit"]:
+                    v = v / conversion_factor(ws)
+                r[c] = rnd(v, V["decimals"])
+            out.append(r)
+    return out
+
+
+# ---------------------------------------------------------------- common event tables
+
+
+def event_columns():
+    return [id_col(), date_col(), V["measure"]]
+
+
+def make_events(rng, world, year, n_lo=3, n_hi=6, span=150):
+    """Dated readings of the domain's measure, a few per entity, sorted by date then id."""
+    rows = []
+    for e in world["entities"]:
+        for _ in range(rng.randint(n_lo, n_hi)):
+            rows.append(
+                {
+                    id_col(): e["id"],
+                    date_col(): iso_date(rng, year, span=span),
+                    V["measure"]: reading(rng=rng),
+                }
+            )
+    rows.sort(key=lambda r: (r[date_col()], r[id_col()]))
+    return rows
+
+
+def words(s):
+    return s.replace("_", " ")

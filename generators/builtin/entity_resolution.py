@@ -1,0 +1,151 @@
+"""Entity resolution skeleton: match free-text intake rows to the registry by normalised name.
+
+Rendered after the prelude (generators/library.py); the import below is for linters only.
+"""
+
+from generators.builtin._outputs import *  # noqa: F403
+from generators.builtin._prelude import *  # noqa: F403
+
+# ruff: noqa: F405  (the prelude names; the renderer pastes the prelude above this skeleton)
+
+# --- skeleton ---
+
+
+def _path():
+    return f"data/{V['event']}_intake.csv"
+
+
+def _columns():
+    return ["name", group_col(), date_col(), V["measure"]]
+
+
+def _spec():
+    ic, gc = id_col(), group_col()
+    return result_spec(
+        "resolved",
+        V["entities"],
+        [ic, gc, "name", "records", "total"],
+        {ic: "string", gc: "string", "name": "string", "records": "integer", "total": "number"},
+        [ic],
+        {"intake_rows": "integer", "matched": "integer", "unmatched": "integer"},
+        f"Intake {words(V['event'])} records resolved to registered {ent_noun(True)}",
+    )
+
+
+def _norm(name):
+    kept = "".join(ch for ch in name.lower() if ch.isalnum() or ch.isspace())
+    return " ".join(kept.split())
+
+
+def _compute(reg, intake):
+    ic, m, scope = id_col(), V["measure"], in_scope(reg)
+    index = {(_norm(v["name"]), v["group"].strip()): k for k, v in reg.items()}
+    records, totals, unmatched = {k: 0 for k in scope}, {k: 0.0 for k in scope}, 0
+    for r in intake:
+        if r[m] is None:
+            continue
+        k = index.get((_norm(r["name"]), r[group_col()].strip()))
+        if k is None:
+            unmatched += 1
+        elif k in scope:
+            records[k] += 1
+            totals[k] += r[m]
+    rows = [
+        {
+            ic: k,
+            group_col(): scope[k]["group"],
+            "name": scope[k]["name"],
+            "records": records[k],
+            "total": rnd(totals[k], 2),
+        }
+        for k in sorted(scope)
+    ]
+    matched = sum(records.values())
+    return rows, {"intake_rows": matched + unmatched, "matched": matched, "unmatched": unmatched}
+
+
+def _variant(rng, name):
+    kind = rng.randrange(6)
+    if kind == 0:
+        return name.upper()
+    if kind == 1:
+        return name.lower()
+    if kind == 2:
+        return "  ".join(name.split())
+    if kind == 3:
+        return name + "."
+    if kind == 4:
+        return "".join(ch for ch in name if ch.isalnum() or ch.isspace())
+    return name
+
+
+def build(seed):
+    rng = rng_for(seed)
+    world = make_world(rng)
+    m, dc = V["measure"], date_col()
+    year = rng.choice([2022, 2023, 2024])
+    intake = []
+    for e in world["entities"]:
+        for _ in range(rng.randint(2, 4)):
+            intake.append(
+                {
+                    "name": _variant(rng, e["name"]),
+                    group_col(): e["group"],
+                    dc: iso_date(rng, year),
+                    m: reading(rng=rng),
+                }
+            )
+    used = {e["name"] for e in world["entities"]}
+    strangers = [n for n in V["names"] if n not in used]
+    for n in rng.sample(strangers, min(2, len(strangers))):  # not registered anywhere
+        intake.append(
+            {
+                "name": _variant(rng, n),
+                group_col(): rng.choice(world["groups"])["name"],
+                dc: iso_date(rng, year),
+                m: reading(rng=rng),
+            }
+        )
+    e = rng.choice(world["entities"])  # a registered name filed under the wrong group
+    other = [g["name"] for g in world["groups"] if g["name"] != e["group"]]
+    intake.append(
+        {
+            "name": e["name"],
+            group_col(): rng.choice(other),
+            dc: iso_date(rng, year),
+            m: reading(rng=rng),
+        }
+    )
+    intake.sort(key=lambda r: (r[dc], r["name"]))
+    blank_some(rng, intake, m, group_col())
+    files = registry_files(rng, world)
+    files.update(emit_table(rng, _path(), intake, _columns(), [m]))
+    rows, summary = _compute(world_registry(world), intake)
+    intro = (
+        f"These are {V['title']} files. {_path()} holds {words(V['event'])} intake rows typed by hand: they "
+        f"name the {ent_noun()} in free text, not by id, with its {words(group_col())}. Resolve each row to a "
+        f"registered {ent_noun()} and report, for every in-scope {ent_noun()}, how many rows resolved to it "
+        f"and their total {words(m)} in {V['unit']}, plus a summary of matched and unmatched rows."
+    )
+    decisions = (
+        registry_decisions()
+        + table_decisions(_path(), _columns(), [m], V["event"])
+        + [
+            f"A row matches a registered {ent_noun()} when its {group_col()} equals the {ent_noun()}'s "
+            f"{words(group_col())} name and the names are equal after normalising: lower case, drop every character "
+            "that is not a letter, digit or space, collapse runs of spaces, trim.",
+            f"Rows that match an out-of-scope {ent_noun()} are ignored entirely. Rows that match no registered "
+            f"{ent_noun()} are unmatched.",
+            f"records counts the rows resolved to the {ent_noun()}; total sums their {m}. Every in-scope "
+            f"{ent_noun()} gets a row (zero when nothing resolved to it), keyed by {id_col()}; name is the registry name.",
+            "intake_rows = matched + unmatched; matched counts rows resolved to in-scope entries.",
+        ]
+    )
+    return finish(intro, files, _spec(), rows, summary, decisions)
+
+
+def solve(workspace):
+    reg = load_registry(workspace)
+    intake = read_table(workspace, _path(), _columns(), [V["measure"]])
+    rows, summary = _compute(reg, intake)
+    write_result(workspace, _spec(), rows, summary)

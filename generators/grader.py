@@ -1,0 +1,401 @@
+"""The generic grader: compares a task's outputs with its hidden answer key under the contract.
+
+STANDARD LIBRARY ONLY: forge copies this file into every task's tests/ folder and tests/test.sh runs
+
+    python3 grader.py --tests-dir /tests --workspace /workspace --out /logs/verifier/reward.json
+
+inside the sandbox, with answer.json and contract.json beside it. Importable too:
+
+    grade(contract: dict, answer: dict, workspace: str) -> {"reward", "passed", "checks"}
+
+Each output yields named checks (readable, columns, keys, one per column or JSON field); the reward is
+the fraction passed, and a task passes at 1.0. CSV rows are matched by the contract's key columns
+and JSON list items by the schema's "key", order-insensitively; numbers compare within the
+contract's tolerance (abs + rel * |expected|). Outputs are hostile: only regular files inside the
+workspace are read (no symlink escapes, no FIFOs), reads are capped, and any failure becomes a
+failed check with its reason, never a crash.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import math
+import os
+import stat
+import sys
+from typing import Any
+
+MAX_BYTES = 16 * 1024 * 1024  # largest output file the grader reads
+MAX_ROWS = 200_000
+MAX_DETAIL = 300
+EPS = 1e-9  # float slack so a value exactly at the tolerance passes
+
+
+class OutputUnreadable(Exception):
+    """An output file is missing, escapes the workspace, is too big or does not parse."""
+
+
+# ---------------------------------------------------------------- safe reading
+
+
+def read_output(workspace: str, rel: str, limit: int | None = None) -> str:
+    limit = MAX_BYTES if limit is None else limit
+    root = os.path.realpath(workspace)
+    path = os.path.realpath(os.path.join(root, rel))
+    if not path.startswith(root + os.sep):
+        raise OutputUnreadable(f"{rel} resolves outside the workspace")
+    try:
+        st = os.stat(path)
+    except OSError:
+        raise OutputUnreadable(f"{rel} does not exist") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise OutputUnreadable(f"{rel} is not a regular file")
+    if st.st_size > limit:
+        raise OutputUnreadable(f"{rel} is {st.st_size} bytes; the grader reads at most {limit}")
+    with open(path, "rb") as f:
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise OutputUnreadable(f"{rel} grew past {limit} bytes while reading")
+    return data.decode("utf-8", errors="replace").lstrip("\ufeff")
+
+
+def parse_json(text: str, rel: str) -> Any:
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as e:
+        raise OutputUnreadable(f"{rel} is not valid JSON: {str(e)[:120]}") from None
+
+
+def parse_csv(text: str, rel: str) -> tuple[list[str], list[dict[str, str]]]:
+    csv.field_size_limit(MAX_BYTES)
+    try:
+        reader = csv.reader(io.StringIO(text, newline=""))
+        header = next(reader, None)
+        if not header:
+            raise OutputUnreadable(f"{rel} has no header row")
+        header = [h.strip() for h in header]
+        rows = []
+        for i, rec in enumerate(reader):
+            if i >= MAX_ROWS:
+                raise OutputUnreadable(f"{rel} has more than {MAX_ROWS} rows")
+            if not any(c.strip() for c in rec):
+                continue
+            rows.append({h: (rec[j] if j < len(rec) else "") for j, h in enumerate(header)})
+        return header, rows
+    except csv.Error as e:
+        raise OutputUnreadable(f"{rel} is not valid CSV: {e}") from None
+
+
+# ---------------------------------------------------------------- value comparison
+
+
+def _num(x: Any) -> float | None:
+    if isinstance(x, bool):
+        return None
+    if isinstance(x, int | float):
+        try:
+            return float(x)
+        except OverflowError:
+            return None
+    if isinstance(x, str):
+        try:
+            return float(x.strip())
+        except (ValueError, OverflowError):
+            return None
+    return None
+
+
+def _bool(x: Any) -> bool | None:
+    if isinstance(x, bool):
+        return x
+    if isinstance(x, str):
+        return {"true": True, "false": False, "yes": True, "no": False, "1": True, "0": False}.get(
+            x.strip().lower()
+        )
+    return None
+
+
+def values_equal(exp: Any, got: Any, tol: dict[str, float], depth: int = 0) -> bool:
+    """Expected vs got, lenient on representation (a CSV cell is text), strict on value."""
+    if depth > 50:
+        return False
+    if isinstance(exp, bool):
+        return _bool(got) is exp
+    if isinstance(exp, int | float):
+        g = _num(got)
+        if g is None or math.isnan(g):
+            return False
+        return (
+            abs(g - float(exp)) <= tol.get("abs", 0.0) + tol.get("rel", 0.0) * abs(float(exp)) + EPS
+        )
+    if exp is None:
+        return got is None or (isinstance(got, str) and not got.strip())
+    if isinstance(exp, str):
+        return isinstance(got, str) and got.strip() == exp.strip()
+    if isinstance(exp, list):
+        return (
+            isinstance(got, list)
+            and len(got) == len(exp)
+            and all(values_equal(e, g, tol, depth + 1) for e, g in zip(exp, got, strict=True))
+        )
+    if isinstance(exp, dict):
+        return isinstance(got, dict) and all(
+            k in got and values_equal(v, got[k], tol, depth + 1) for k, v in exp.items()
+        )
+    return exp == got
+
+
+def key_text(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int | float):
+        return repr(float(v))
+    if v is None:
+        return ""
+    return str(v).strip()
+
+
+def _key_of_cell(exp_sample: Any, cell: Any) -> str:
+    """Normalise an actual key value the way the expected one of that column is normalised."""
+    if isinstance(exp_sample, int | float) and not isinstance(exp_sample, bool):
+        n = _num(cell)
+        return repr(n) if n is not None else str(cell).strip()
+    if isinstance(exp_sample, bool):
+        b = _bool(cell)
+        return key_text(b) if b is not None else str(cell).strip()
+    return (
+        ""
+        if cell is None
+        else str(cell).strip()
+        if isinstance(cell, str | int | float)
+        else json.dumps(cell)
+    )
+
+
+def _short(x: Any) -> str:
+    s = x if isinstance(x, str) else json.dumps(x, default=str)
+    return s if len(s) <= 60 else s[:57] + "..."
+
+
+# ---------------------------------------------------------------- checks
+
+
+Check = dict[str, Any]
+
+
+def _check(name: str, passed: bool, detail: str = "") -> Check:
+    return {"name": name, "passed": bool(passed), "detail": detail[:MAX_DETAIL]}
+
+
+def compare_rows(
+    name: str,
+    exp_rows: list[dict[str, Any]],
+    got_rows: list[dict[str, Any]] | None,
+    key: list[str],
+    fields: list[str],
+    tol: dict[str, float],
+) -> list[Check]:
+    """Keyed, order-insensitive comparison: one check for the key set, one per non-key field."""
+    fields = [f for f in fields if f not in key]
+    if got_rows is None:
+        return [_check(f"{name}: keys", False, "no rows to compare")] + [
+            _check(f"{name}: {f}", False, "no rows to compare") for f in fields
+        ]
+    samples = {k: (exp_rows[0].get(k) if exp_rows else "") for k in key}
+    if not key:  # no key: match by position
+        exp_idx = {str(i): r for i, r in enumerate(exp_rows)}
+        got_idx = {str(i): r for i, r in enumerate(got_rows) if isinstance(r, dict)}
+        dups: list[str] = []
+    else:
+        exp_idx = {"|".join(key_text(r.get(k)) for k in key): r for r in exp_rows}
+        got_idx, dups = {}, []
+        for r in got_rows:
+            if not isinstance(r, dict):
+                continue
+            kt = "|".join(_key_of_cell(samples[k], r.get(k)) for k in key)
+            if kt in got_idx:
+                dups.append(kt)
+            else:
+                got_idx[kt] = r
+    missing = [k for k in exp_idx if k not in got_idx]
+    extra = [k for k in got_idx if k not in exp_idx]
+    ok = not missing and not extra and not dups and len(got_rows) == len(got_idx)
+    detail = (
+        ""
+        if ok
+        else (
+            f"{len(missing)} missing (e.g. {_short(missing[:3])}), {len(extra)} unexpected "
+            f"(e.g. {_short(extra[:3])}), {len(dups)} duplicate"
+        )
+    )
+    checks = [_check(f"{name}: keys", ok, detail or f"{len(exp_idx)} rows matched")]
+    for f in fields:
+        bad = []
+        for k, er in exp_idx.items():
+            gr = got_idx.get(k)
+            if gr is None or f not in gr:
+                bad.append(f"{k}: missing")
+            elif not values_equal(er.get(f), gr.get(f), tol):
+                bad.append(f"{k}: expected {_short(er.get(f))}, got {_short(gr.get(f))}")
+        checks.append(
+            _check(
+                f"{name}: {f}",
+                not bad,
+                f"{len(bad)} wrong; first: {bad[0]}" if bad else "all match",
+            )
+        )
+    return checks
+
+
+def compare_json(
+    name: str,
+    exp: Any,
+    got: Any,
+    schema: dict[str, Any] | None,
+    tol: dict[str, float],
+    present: bool = True,
+    depth: int = 0,
+) -> list[Check]:
+    """Walk the expected JSON; dict fields recurse, keyed lists compare like CSV rows, leaves compare."""
+    schema = schema if isinstance(schema, dict) else {}
+    if isinstance(exp, dict) and exp and depth < 8:
+        props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+        sub = got if present and isinstance(got, dict) else None
+        checks = []
+        for k, v in exp.items():
+            has = sub is not None and k in sub
+            checks += compare_json(
+                f"{name}.{k}", v, sub.get(k) if has else None, props.get(k), tol, has, depth + 1
+            )
+        return checks
+    if isinstance(exp, list) and exp and all(isinstance(x, dict) for x in exp):
+        key = schema.get("key") if isinstance(schema.get("key"), list) else []
+        fields = sorted({f for x in exp for f in x})
+        rows = got if present and isinstance(got, list) else None
+        return compare_rows(f"{name}[]", exp, rows, [str(k) for k in key], fields, tol)
+    if not present:
+        return [_check(name, False, "missing")]
+    if isinstance(exp, list) and schema.get("unordered") and isinstance(got, list):
+        ok = len(exp) == len(got) and sorted(map(json.dumps, exp)) == sorted(map(json.dumps, got))
+        return [_check(name, ok, "" if ok else f"expected {_short(exp)}, got {_short(got)}")]
+    ok = values_equal(exp, got, tol)
+    return [_check(name, ok, "match" if ok else f"expected {_short(exp)}, got {_short(got)}")]
+
+
+def _grade_output(
+    o: dict[str, Any], answer: dict[str, Any], workspace: str, tol: dict[str, float]
+) -> list[Check]:
+    fmt, path = o.get("format"), str(o.get("path", ""))
+    checks: list[Check] = []
+    if fmt == "report":
+        try:
+            text = read_output(workspace, path)
+            ok = bool(text.strip())
+            checks.append(_check(f"{path}: report written", ok, "non-empty" if ok else "empty"))
+        except OutputUnreadable as e:
+            checks.append(_check(f"{path}: report written", False, str(e)))
+        path = str(o.get("sidecar", ""))
+    exp = answer.get(path)
+    if fmt == "csv":
+        columns = [str(c) for c in o.get("columns", [])]
+        key = [str(k) for k in o.get("key", [])]
+        try:
+            header, rows = parse_csv(read_output(workspace, path), path)
+        except OutputUnreadable as e:
+            return [
+                _check(f"{path}: readable", False, str(e)),
+                _check(f"{path}: columns", False, "unreadable"),
+            ] + compare_rows(path, exp or [], None, key, columns, tol)
+        absent = [c for c in columns if c not in header]
+        checks += [
+            _check(f"{path}: readable", True, f"{len(rows)} rows"),
+            _check(
+                f"{path}: columns", not absent, f"missing {absent}" if absent else "all present"
+            ),
+        ]
+        return checks + compare_rows(
+            path, exp if isinstance(exp, list) else [], rows, key, columns, tol
+        )
+    # json, or a report's sidecar
+    try:
+        got, present, why = parse_json(read_output(workspace, path), path), True, "parsed"
+    except OutputUnreadable as e:
+        got, present, why = None, False, str(e)
+    checks.append(_check(f"{path}: readable", present, why))
+    return checks + compare_json(path, exp, got, o.get("schema"), tol, present)
+
+
+def grade(contract: dict[str, Any], answer: dict[str, Any], workspace: str) -> dict[str, Any]:
+    """Reward in [0, 1] = fraction of checks passed; passed only at 1.0. Never raises on bad outputs."""
+    checks: list[Check] = []
+    try:
+        tol_in = contract.get("tolerance") or {}
+        tol = {"abs": float(tol_in.get("abs", 0.0)), "rel": float(tol_in.get("rel", 0.0))}
+        outputs = contract.get("outputs") or []
+        if not outputs:
+            raise ValueError("the contract names no outputs")
+        for o in outputs:
+            try:
+                checks += _grade_output(o, answer, workspace, tol)
+            except Exception as e:  # a grader bug on one output must not sink the others
+                checks.append(
+                    _check(
+                        f"{o.get('path', '?')}: graded",
+                        False,
+                        f"grader error: {type(e).__name__}: {e}",
+                    )
+                )
+    except Exception as e:
+        checks.append(_check("grader", False, f"{type(e).__name__}: {e}"))
+    n = len(checks)
+    passed = sum(c["passed"] for c in checks)
+    reward = passed / n if n else 0.0
+    return {"reward": reward, "passed": n > 0 and passed == n, "checks": checks}
+
+
+def _write(out: str, result: dict[str, Any]) -> None:
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    tmp = out + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(result, f, indent=2)
+    os.replace(tmp, out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        description="Grade a workspace's outputs against the hidden answer key."
+    )
+    ap.add_argument(
+        "--tests-dir", default="/tests", help="folder holding answer.json and contract.json"
+    )
+    ap.add_argument("--workspace", default="/workspace")
+    ap.add_argument("--out", default="/logs/verifier/reward.json")
+    args = ap.parse_args(argv)
+    try:
+        with open(os.path.join(args.tests_dir, "contract.json"), encoding="utf-8") as f:
+            contract = json.load(f)
+        with open(os.path.join(args.tests_dir, "answer.json"), encoding="utf-8") as f:
+            answer = json.load(f)
+        result = grade(contract, answer, args.workspace)
+    except BaseException as e:  # the verifier must always leave a reward behind
+        if isinstance(e, KeyboardInterrupt):
+            raise
+        result = {
+            "reward": 0.0,
+            "passed": False,
+            "checks": [_check("grader", False, f"{type(e).__name__}: {e}")],
+        }
+    _write(args.out, result)
+    failed = [c["name"] for c in result["checks"] if not c["passed"]]
+    print(
+        f"reward {result['reward']:.4f} ({len(result['checks']) - len(failed)}/{len(result['checks'])} checks)"
+        + (f"; failed: {', '.join(failed[:8])}" if failed else "")
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,98 @@
+"""The built-in generator library: renders one self-contained stdlib generator file per
+(capability, domain, multihop, dirtiness, output format).
+
+A generator must be a single file (the contract in generators/contract.py), so rendering is
+concatenation: a header (title docstring, the GENERATOR literal, the domain vocabulary literal V),
+the shared helpers (generators/builtin/_prelude.py, then _outputs.py) and the capability skeleton
+(generators/builtin/<capability>.py), each taken from below its marker line.
+
+    from generators.library import render_generator
+    src = render_generator("reconciliation", "apiculture", multihop=2, dirtiness=1, output_format="csv")
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import pprint
+from pathlib import Path
+
+from generators.catalog import CAPABILITIES, get_capability
+from generators.contract import OUTPUT_FORMATS
+from generators.domains import DOMAINS, get_domain
+
+BUILTIN_DIR = Path(__file__).parent / "builtin"
+PRELUDE_MARKER = "# --- prelude ---"
+SKELETON_MARKER = "# --- skeleton ---"
+
+
+class RenderError(ValueError):
+    """Bad knobs for render_generator, or a builtin source file without its marker."""
+
+
+@functools.cache
+def _part(filename: str, marker: str) -> str:
+    text = (BUILTIN_DIR / filename).read_text(encoding="utf-8")
+    head, sep, body = text.partition(marker + "\n")
+    if not sep:
+        raise RenderError(
+            f"generators/builtin/{filename} has no '{marker}' line; the renderer needs it"
+        )
+    return body.strip("\n") + "\n"
+
+
+def generator_title(capability: str, domain: str) -> str:
+    cap, dom = get_capability(capability), get_domain(domain)
+    return cap.title.format(
+        entities=dom.entities.replace("_", " "),
+        measure=dom.measure.replace("_", " "),
+        domain=dom.title,
+    )
+
+
+def render_generator(
+    capability: str, domain: str, multihop: int = 0, dirtiness: int = 0, output_format: str = "json"
+) -> str:
+    """Source of one generator file satisfying the generator contract (design.md)."""
+    get_capability(capability)
+    dom = get_domain(domain)
+    if not (
+        isinstance(multihop, int)
+        and 0 <= multihop <= 3
+        and isinstance(dirtiness, int)
+        and 0 <= dirtiness <= 3
+    ):
+        raise RenderError(
+            f"multihop and dirtiness must be integers 0..3, got {multihop!r}, {dirtiness!r}"
+        )
+    if output_format not in OUTPUT_FORMATS:
+        raise RenderError(f"output_format must be one of {OUTPUT_FORMATS}, got {output_format!r}")
+    meta = {
+        "capability": capability,
+        "domain": domain,
+        "multihop": multihop,
+        "dirtiness": dirtiness,
+        "output_format": output_format,
+    }
+    header = (
+        f'"""{generator_title(capability, domain)}."""\n\n'
+        "# Rendered by clawloop generators/library.py: header, shared prelude, capability skeleton.\n"
+        f"GENERATOR = {pprint.pformat(meta, sort_dicts=False, width=100)}\n\n"
+        "# The domain vocabulary the skeleton reads.\n"
+        f"V = {pprint.pformat(dom.vocabulary(), sort_dicts=False, width=100)}\n"
+    )
+    helpers = [_part("_prelude.py", PRELUDE_MARKER), _part("_outputs.py", PRELUDE_MARKER)]
+    return "\n".join([header, *helpers, _part(f"{capability}.py", SKELETON_MARKER)])
+
+
+def capabilities() -> list[str]:
+    return list(CAPABILITIES)
+
+
+def domains() -> list[str]:
+    return list(DOMAINS)
+
+
+def list_builtin() -> list[tuple[str, str]]:
+    """Every (capability, domain) pair the library can render, in a stable order."""
+    return list(itertools.product(CAPABILITIES, DOMAINS))

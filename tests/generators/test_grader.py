@@ -1,0 +1,264 @@
+"""The generic grader: tolerance, keyed matching, missing columns, reports, hostile outputs, CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from generators.grader import grade, values_equal
+
+CSV_CONTRACT = {
+    "outputs": [
+        {
+            "path": "output/t.csv",
+            "format": "csv",
+            "columns": ["id", "site", "total", "ok"],
+            "key": ["id"],
+        }
+    ],
+    "tolerance": {"abs": 0.01, "rel": 0.0},
+    "decisions": [],
+}
+CSV_ANSWER = {
+    "output/t.csv": [
+        {"id": "A-1", "site": "North", "total": 12.5, "ok": True},
+        {"id": "B-2", "site": "South", "total": 7.25, "ok": False},
+    ]
+}
+JSON_CONTRACT = {
+    "outputs": [
+        {
+            "path": "output/r.json",
+            "format": "json",
+            "schema": {
+                "type": "object",
+                "properties": {
+                    "rows": {
+                        "type": "array",
+                        "key": ["id"],
+                        "items": {
+                            "type": "object",
+                            "properties": {"id": {"type": "string"}, "v": {"type": "number"}},
+                        },
+                    },
+                    "summary": {
+                        "type": "object",
+                        "properties": {"n": {"type": "integer"}, "top": {"type": "string"}},
+                    },
+                },
+            },
+        }
+    ],
+    "tolerance": {"abs": 0.0, "rel": 0.01},
+}
+JSON_ANSWER = {
+    "output/r.json": {
+        "rows": [{"id": "x", "v": 100.0}, {"id": "y", "v": 3.0}],
+        "summary": {"n": 2, "top": "x"},
+    }
+}
+
+
+def put(ws: Path, rel: str, text: str) -> None:
+    p = ws / rel
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(text)
+
+
+def test_csv_exact_and_reordered_rows_pass(tmp_path: Path) -> None:
+    put(
+        tmp_path,
+        "output/t.csv",
+        "ok,total,site,id,extra\nfalse,7.25,South,B-2,z\nTRUE,12.50,North, A-1 ,z\n",
+    )
+    g = grade(CSV_CONTRACT, CSV_ANSWER, str(tmp_path))
+    assert g["passed"] and g["reward"] == 1.0, g["checks"]
+
+
+def test_csv_tolerance_boundary(tmp_path: Path) -> None:
+    put(tmp_path, "output/t.csv", "id,site,total,ok\nA-1,North,12.51,true\nB-2,South,7.24,false\n")
+    assert grade(CSV_CONTRACT, CSV_ANSWER, str(tmp_path))["passed"]
+    put(tmp_path, "output/t.csv", "id,site,total,ok\nA-1,North,12.52,true\nB-2,South,7.25,false\n")
+    g = grade(CSV_CONTRACT, CSV_ANSWER, str(tmp_path))
+    failed = [c["name"] for c in g["checks"] if not c["passed"]]
+    assert failed == ["output/t.csv: total"] and 0 < g["reward"] < 1
+
+
+def test_relative_tolerance_and_json_keyed_lists(tmp_path: Path) -> None:
+    put(
+        tmp_path,
+        "output/r.json",
+        json.dumps(
+            {
+                "summary": {"top": "x", "n": 2},
+                "rows": [{"v": 2.98, "id": "y"}, {"id": "x", "v": 100.9}],
+            }
+        ),
+    )
+    assert grade(JSON_CONTRACT, JSON_ANSWER, str(tmp_path))["passed"]
+    put(
+        tmp_path,
+        "output/r.json",
+        json.dumps(
+            {
+                "summary": {"top": "x", "n": 2},
+                "rows": [{"v": 3, "id": "y"}, {"id": "x", "v": 101.5}],
+            }
+        ),
+    )
+    g = grade(JSON_CONTRACT, JSON_ANSWER, str(tmp_path))
+    assert [c["name"] for c in g["checks"] if not c["passed"]] == ["output/r.json.rows[]: v"]
+
+
+def test_missing_extra_and_duplicate_keys_fail(tmp_path: Path) -> None:
+    for body in (
+        "A-1,North,12.5,true\n",  # missing row
+        "A-1,North,12.5,true\nB-2,South,7.25,false\nC-3,East,1,true\n",  # extra row
+        "A-1,North,12.5,true\nB-2,South,7.25,false\nB-2,South,7.25,false\n",
+    ):  # duplicate
+        put(tmp_path, "output/t.csv", "id,site,total,ok\n" + body)
+        g = grade(CSV_CONTRACT, CSV_ANSWER, str(tmp_path))
+        assert not g["passed"]
+        assert not next(c for c in g["checks"] if c["name"] == "output/t.csv: keys")["passed"]
+
+
+def test_missing_column_fails_that_column_and_columns_check(tmp_path: Path) -> None:
+    put(tmp_path, "output/t.csv", "id,site,total\nA-1,North,12.5\nB-2,South,7.25\n")
+    g = grade(CSV_CONTRACT, CSV_ANSWER, str(tmp_path))
+    failed = {c["name"] for c in g["checks"] if not c["passed"]}
+    assert failed == {"output/t.csv: columns", "output/t.csv: ok"}
+
+
+def test_missing_file_fails_every_check_of_that_output(tmp_path: Path) -> None:
+    g = grade(CSV_CONTRACT, CSV_ANSWER, str(tmp_path))
+    assert g["reward"] == 0.0 and len(g["checks"]) == 6
+    assert "does not exist" in g["checks"][0]["detail"]
+
+
+def test_report_needs_text_and_sidecar(tmp_path: Path) -> None:
+    contract = {
+        "outputs": [
+            {
+                "path": "output/report.md",
+                "format": "report",
+                "sidecar": "output/facts.json",
+                "schema": {},
+            }
+        ],
+        "tolerance": {"abs": 0.01},
+    }
+    answer = {"output/facts.json": {"flagged": 3, "worst": "HV-0012"}}
+    put(tmp_path, "output/facts.json", json.dumps({"flagged": 3, "worst": "HV-0012"}))
+    g = grade(contract, answer, str(tmp_path))
+    assert not g["passed"] and g["reward"] == 0.75
+    put(tmp_path, "output/report.md", "# Findings\nThree readings flagged.\n")
+    assert grade(contract, answer, str(tmp_path))["passed"]
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"\x00\xff\xfe garbage \x00",
+        b"[" * 100_000,
+        b'{"rows": "not a list", "summary": 7}',
+        b'{"rows": [1, 2, null], "summary": {"n": "two", "top": ["x"]}}',
+        b'{"rows": [{"id": "x", "v": "NaN"}, {"id": "y", "v": 1e999}], "summary": {"n": 2e400, "top": "x"}}',
+        b"1" * 5000,
+    ],
+)
+def test_hostile_json_never_crashes(tmp_path: Path, content: bytes) -> None:
+    (tmp_path / "output").mkdir()
+    (tmp_path / "output/r.json").write_bytes(content)
+    g = grade(JSON_CONTRACT, JSON_ANSWER, str(tmp_path))
+    assert 0.0 <= g["reward"] < 1.0 and not g["passed"]
+
+
+def test_hostile_csv_never_crashes(tmp_path: Path) -> None:
+    for content in (
+        b"",
+        b"\x00\x00\n\x00",
+        b'id,site\n"unterminated\n',
+        b"id," * 50_000 + b"\n",
+        b"id,site,total,ok\n" + b"A-1,North,abc,maybe\n" * 3,
+    ):
+        put(tmp_path, "output/t.csv", "")
+        (tmp_path / "output/t.csv").write_bytes(content)
+        g = grade(CSV_CONTRACT, CSV_ANSWER, str(tmp_path))
+        assert not g["passed"]
+
+
+def test_oversized_output_is_not_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import generators.grader as grader
+
+    monkeypatch.setattr(grader, "MAX_BYTES", 1000)
+    put(tmp_path, "output/t.csv", "id,site,total,ok\n" + "A-1,North,12.5,true\n" * 200)
+    g = grade(CSV_CONTRACT, CSV_ANSWER, str(tmp_path))
+    assert g["reward"] == 0.0 and "at most 1000" in g["checks"][0]["detail"]
+
+
+def test_symlink_escape_and_fifo_are_refused(tmp_path: Path) -> None:
+    ws, secret = tmp_path / "ws", tmp_path / "tests"
+    (ws / "output").mkdir(parents=True)
+    secret.mkdir()
+    (secret / "answer.csv").write_text(
+        "id,site,total,ok\nA-1,North,12.5,true\nB-2,South,7.25,false\n"
+    )
+    os.symlink(secret / "answer.csv", ws / "output/t.csv")
+    g = grade(CSV_CONTRACT, CSV_ANSWER, str(ws))
+    assert g["reward"] == 0.0 and "outside the workspace" in g["checks"][0]["detail"]
+    os.unlink(ws / "output/t.csv")
+    os.mkfifo(ws / "output/t.csv")  # reading a FIFO would block forever
+    g = grade(CSV_CONTRACT, CSV_ANSWER, str(ws))
+    assert g["reward"] == 0.0 and "not a regular file" in g["checks"][0]["detail"]
+
+
+def test_bad_contract_gives_zero_not_crash(tmp_path: Path) -> None:
+    assert grade({"outputs": []}, {}, str(tmp_path))["reward"] == 0.0
+    assert (
+        grade({"outputs": [{"format": "csv"}], "tolerance": {"abs": "x"}}, {}, str(tmp_path))[
+            "reward"
+        ]
+        == 0.0
+    )
+
+
+def test_values_equal_is_strict_on_types() -> None:
+    tol = {"abs": 0.01, "rel": 0.0}
+    assert values_equal(True, "true", tol) and values_equal(True, 1.0, tol) is False
+    assert not values_equal(5, True, tol)
+    assert not values_equal("A", 1, tol)
+    assert values_equal(None, "", tol) and not values_equal(None, "0", tol)
+
+
+def test_cli_runs_as_a_standalone_stdlib_script(tmp_path: Path) -> None:
+    tests, ws, logs = tmp_path / "tests", tmp_path / "ws", tmp_path / "logs/verifier"
+    tests.mkdir()
+    shutil.copy(Path(__file__).parents[2] / "generators/grader.py", tests / "grader.py")
+    (tests / "contract.json").write_text(json.dumps(CSV_CONTRACT))
+    (tests / "answer.json").write_text(json.dumps(CSV_ANSWER))
+    put(ws, "output/t.csv", "id,site,total,ok\nA-1,North,12.5,true\nB-2,South,7.25,false\n")
+    out = logs / "reward.json"
+    cmd = [
+        sys.executable,
+        "-I",
+        str(tests / "grader.py"),
+        "--tests-dir",
+        str(tests),
+        "--workspace",
+        str(ws),
+        "--out",
+        str(out),
+    ]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(out.read_text())["reward"] == 1.0
+    (tests / "answer.json").write_text("{broken")
+    subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    r = json.loads(out.read_text())
+    assert r["reward"] == 0.0 and "JSONDecodeError" in r["checks"][0]["detail"]
