@@ -1,13 +1,16 @@
 """Sandbox overhead: our layer against the raw tools, measured in the same invocation.
 
-    .venv/bin/python benchmarks/sandbox_overhead.py [--n 30] [--backend all|bwrap|docker]
+    .venv/bin/python benchmarks/sandbox_overhead.py [--n 40] [--backend all|bwrap|docker]
 
-Prints the median milliseconds of
-  bwrap:  raw `bwrap ... true` (subprocess)      vs BwrapSandbox start + exec(true) + stop
-          our exact bwrap command line, run raw  vs BwrapSandbox.exec(["true"])
-  docker: raw containers.run(image, "true")      vs DockerSandbox start + exec(true) + stop
-          raw container.exec_run("true")         vs DockerSandbox.exec(["true"])
-and the ratio ours/raw (target: <= 1.5).
+Each row times a raw baseline and our layer on the same machine, interleaved (raw, ours, ours,
+raw, ...: load drifts hit both alike), after one untimed warm-up of each, and prints the median
+milliseconds of each and the ratio ours/raw (target: <= 1.5):
+
+  bwrap:  raw `bwrap --ro-bind ROOTFS / ... true` (subprocess)   vs start + exec(true) + stop
+          our exact isolation run raw (prlimit + our bwrap flags,
+          as the sandbox uid; no cgroup)                          vs BwrapSandbox.exec(["true"])
+  docker: raw containers.run(image, "true", remove=True)         vs start + exec(true) + stop
+          raw container.exec_run("true")                         vs DockerSandbox.exec(["true"])
 """
 
 from __future__ import annotations
@@ -39,14 +42,17 @@ RAW_BWRAP_TAIL = [
 ]  # fmt: skip
 
 
-def median_ms(fn: Callable[[], object], n: int) -> float:
-    fn()  # warm caches (page cache, image layers) outside the measurement
-    times = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t0) * 1000)
-    return statistics.median(times)
+def paired_medians(raw: Callable[[], object], ours: Callable[[], object], n: int) -> tuple:
+    """Median ms of `raw` and of `ours`, run alternately (ABBA order) n times each."""
+    raw(), ours()  # warm caches (page cache, image layers, imports) outside the measurement
+    times: dict[str, list[float]] = {"raw": [], "ours": []}
+    for i in range(n):
+        order = (("raw", raw), ("ours", ours)) if i % 2 == 0 else (("ours", ours), ("raw", raw))
+        for name, fn in order:
+            t0 = time.perf_counter()
+            fn()
+            times[name].append((time.perf_counter() - t0) * 1000)
+    return statistics.median(times["raw"]), statistics.median(times["ours"])
 
 
 def row(name: str, raw: float, ours: float) -> None:
@@ -54,9 +60,11 @@ def row(name: str, raw: float, ours: float) -> None:
 
 
 def bench_bwrap(n: int) -> None:
-    raw_argv = ["bwrap", *system_binds(find_rootfs()), *RAW_BWRAP_TAIL]
-    if find_rootfs() is not None:
-        raw_argv = ["bwrap", "--ro-bind", str(find_rootfs()), "/", *RAW_BWRAP_TAIL]
+    rootfs = find_rootfs()
+    if rootfs is not None:
+        raw_argv = ["bwrap", "--ro-bind", str(rootfs), "/", *RAW_BWRAP_TAIL]
+    else:
+        raw_argv = ["bwrap", *system_binds(None), *RAW_BWRAP_TAIL]
 
     def raw() -> None:
         subprocess.run(raw_argv, check=True)
@@ -70,24 +78,21 @@ def bench_bwrap(n: int) -> None:
         finally:
             sb.stop()
 
-    row("bwrap start+exec+stop", median_ms(raw, n), median_ms(ours, n))
+    row("bwrap start+exec+stop", *paired_medians(raw, ours, n))
 
     # The same isolation without our Python layer: our exact command line, run directly.
     sb = BwrapSandbox(SandboxConfig(backend="bwrap"))
     sb.start()
     try:
-        same = ["prlimit", *rlimit_args(sb.limits, sb.limits.pids + 1), "--"]
+        nproc = sb.limits.pids + 1 if sb.uid is not None else None
+        same = ["prlimit", *rlimit_args(sb.limits, nproc), "--"]
         same += bwrap_argv(sb.fs, sb.rootfs, ["true"], "/workspace", env_for(None))
         uid = sb.uid
 
         def raw_same() -> None:
             subprocess.run(same, check=True, user=uid, group=uid, extra_groups=[] if uid else None)
 
-        row(
-            "bwrap same flags vs exec",
-            median_ms(raw_same, n),
-            median_ms(lambda: sb.exec(["true"]), n),
-        )
+        row("bwrap same flags vs exec", *paired_medians(raw_same, lambda: sb.exec(["true"]), n))
     finally:
         sb.stop()
 
@@ -107,20 +112,19 @@ def bench_docker(n: int) -> None:
             if not sb.exec(["true"]).ok:
                 raise RuntimeError("exec(true) failed in the docker sandbox")
 
-    row("docker run vs start+exec+stop", median_ms(raw_run, n), median_ms(ours, n))
+    row("docker run vs start+exec+stop", *paired_medians(raw_run, ours, n))
 
     with DockerSandbox(cfg) as sb:
         raw_c = cli.containers.get(sb.container.id)
         row(
             "docker exec_run vs exec",
-            median_ms(lambda: raw_c.exec_run(["true"]), n),
-            median_ms(lambda: sb.exec(["true"]), n),
+            *paired_medians(lambda: raw_c.exec_run(["true"]), lambda: sb.exec(["true"]), n),
         )
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=30, help="timed repetitions per measurement")
+    parser.add_argument("--n", type=int, default=40, help="timed repetitions per measurement")
     parser.add_argument("--backend", choices=["all", "bwrap", "docker"], default="all")
     args = parser.parse_args()
     if args.backend in ("all", "bwrap"):

@@ -44,7 +44,8 @@ class Limits:
     pids: int = 256  # processes + threads
     file_size_mb: int = 64  # largest single file a command may write
     cpus: float = 1.0  # CPU share (docker nano_cpus)
-    # All files a sandbox writes, together (bwrap: its tmpfs size; docker: not capped yet).
+    # Files a sandbox writes: bwrap: all together (one tmpfs; its cgroup allows memory_mb +
+    # disk_mb); docker: each writable dir (tmpfs volumes, counted in the container's memory_mb).
     disk_mb: int = 2048
 
 

@@ -8,8 +8,13 @@ present (identical environments across backends), else the host's /usr.
 Isolation: every namespace unshared (network cut), no capabilities, a fresh session, a cleared
 environment, and the whole tree dies with bwrap. Limits: RLIMIT_CPU/AS/FSIZE per process, and —
 because root ignores RLIMIT_NPROC even inside a user namespace — each sandbox runs under its own
-unprivileged host uid claimed from a range, so RLIMIT_NPROC counts that sandbox's processes only,
-and `kill -1` as that uid ends everything it started.
+unprivileged host uid claimed from a range (claim.py), so RLIMIT_NPROC counts that sandbox's processes only,
+and `kill -1` as that uid ends everything it started. Total memory: a per-sandbox memory cgroup
+(cgroup.py) caps all of a sandbox's processes together, where cgroups are writable.
+
+One exec is one fork and one exec: the forked child (already the sandbox uid) moves itself into
+the sandbox's cgroup and lowers its rlimits, then execs bwrap; everything bwrap starts inherits
+both. No prlimit/setpriv helper processes (see `_enter`).
 """
 
 from __future__ import annotations
@@ -17,10 +22,10 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
+import functools
 import io
-import json
 import os
-import random
+import resource
 import selectors
 import shutil
 import signal
@@ -28,9 +33,10 @@ import subprocess
 import tarfile
 import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 
+from . import cgroup
 from .archive import pack, split_remote, unpack
 from .base import (
     SOLUTION,
@@ -42,13 +48,17 @@ from .base import (
     SandboxConfig,
     SandboxError,
 )
+from .claim import (
+    OWNER_FILE,
+    _check_traversable,
+    _claim,
+    _read_owner,
+    _sweep_roots,
+    sandbox_root,
+)
 from .command import TIMEOUT_EXIT, CappedBuffer, argv_for, env_for, wall_timeout
 
 DEFAULT_ROOTFS = "/var/cache/clawloop/rootfs-bookworm"
-DEFAULT_ROOT = "/tmp/clawloop-bwrap"
-UID_BASE = 3_000_000  # far above login users and the usual subuid ranges
-UID_COUNT = 50_000
-OWNER_FILE = "owner.json"
 # Directories of the sandbox layout, relative to the sandbox's host fs dir; /logs covers
 # /logs/verifier.
 MOUNTS = {
@@ -66,48 +76,63 @@ HOST_ETC = (
 )  # fmt: skip
 
 
-def sandbox_root() -> Path:
-    return Path(os.environ.get("CLAWLOOP_BWRAP_ROOT", DEFAULT_ROOT))
-
-
 def find_rootfs() -> Path | None:
     """The debootstrap rootfs (scripts/build-base-image.sh) if present, else None (host /usr)."""
     path = Path(os.environ.get("CLAWLOOP_ROOTFS", DEFAULT_ROOTFS))
     return path if (path / "usr/bin/python3").exists() else None
 
 
-@dataclass(frozen=True)
-class Owner:
-    """Who claimed a sandbox dir: the sweep removes dirs whose owner process is gone."""
+def rlimits(limits: Limits, nproc: int | None) -> dict[int, int]:
+    """One exec's rlimits (set soft = hard, so the sandbox cannot raise them)."""
+    values = {
+        resource.RLIMIT_CPU: limits.cpu_seconds,
+        resource.RLIMIT_AS: limits.memory_mb << 20,
+        resource.RLIMIT_FSIZE: limits.file_size_mb << 20,
+        resource.RLIMIT_CORE: 0,
+    }
+    if nproc is not None:
+        values[resource.RLIMIT_NPROC] = nproc
+    return values
 
-    pid: int
-    start_ticks: int  # /proc/<pid>/stat start time: tells a live owner from a reused pid
-    uid: int
 
-    def alive(self) -> bool:
-        return _start_ticks(self.pid) == self.start_ticks
-
-
-def _start_ticks(pid: int) -> int | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # Field 22, counted after the parenthesised command name (which may hold spaces).
-    return int(stat.rsplit(")", 1)[1].split()[19])
+_PRLIMIT_FLAGS = {
+    resource.RLIMIT_CPU: "--cpu",
+    resource.RLIMIT_AS: "--as",
+    resource.RLIMIT_FSIZE: "--fsize",
+    resource.RLIMIT_CORE: "--core",
+    resource.RLIMIT_NPROC: "--nproc",
+}
 
 
 def rlimit_args(limits: Limits, nproc: int | None) -> list[str]:
-    """prlimit flags for one exec's limits (soft = hard, so the sandbox cannot raise them)."""
-    args = [
-        f"--cpu={limits.cpu_seconds}",
-        f"--as={limits.memory_mb << 20}",
-        f"--fsize={limits.file_size_mb << 20}",
-        "--core=0",
-    ]
-    if nproc is not None:
-        args.append(f"--nproc={nproc}")
-    return args
+    """The same limits as prlimit(1) flags: how the benchmark's raw baseline applies them."""
+    return [f"{_PRLIMIT_FLAGS[which]}={value}" for which, value in rlimits(limits, nproc).items()]
+
+
+def _enter(tasks_fd: int | None, limits: dict[int, int]) -> Callable[[], None]:
+    """The code the forked child runs (already the sandbox uid) just before it execs bwrap.
+
+    It joins the sandbox's memory cgroup by writing "0" to the cgroup's `tasks` file through an
+    fd this (root) process opened: a thread moving itself skips the global lock that moving
+    another process takes (a synchronize_rcu, ~10 ms per exec), and the fd carries root's
+    permission, so the cgroup files need not be handed to the sandbox uid. Then it lowers its
+    rlimits, which needs no privilege (values above our own hard limits are capped to them).
+    Python's preexec_fn warning (a lock another thread held at fork time) does not bite: the
+    hook only calls os.write and resource.setrlimit, bound before the fork, and CPython resets
+    its own locks in the child as it does for os.fork()."""
+    pairs = []
+    for which, value in limits.items():
+        hard = resource.getrlimit(which)[1]
+        pairs.append((which, value if hard == resource.RLIM_INFINITY else min(value, hard)))
+    setrlimit, write = resource.setrlimit, os.write
+
+    def enter() -> None:
+        if tasks_fd is not None:
+            write(tasks_fd, b"0")
+        for which, value in pairs:
+            setrlimit(which, (value, value))
+
+    return enter
 
 
 def system_binds(rootfs: Path | None) -> list[str]:
@@ -141,7 +166,9 @@ def bwrap_argv(
         "--gid", "0",
         "--hostname", "sandbox",
         "--die-with-parent",
-        "--as-pid-1",  # no bwrap init: the monitor reaps the command itself, leaving no zombie
+        # No bwrap init: its monitor would report the exit while init is still tearing the pid
+        # namespace down; as pid 1 the command's exit is the namespace's end.
+        "--as-pid-1",
         "--new-session",
         "--cap-drop", "ALL",
         "--clearenv",
@@ -161,6 +188,8 @@ class BwrapSandbox(Sandbox):
         self.rootfs = find_rootfs()
         self.uid: int | None = None  # host uid the sandbox runs as (None: not root, run as self)
         self.dir: Path | None = None
+        self.cgroup: Path | None = None  # the sandbox's memory cgroup (None: cgroups unusable)
+        self._tasks_fd: int | None = None  # its `tasks` file, open for writing (see _enter)
         self.mounted = False
         self._running: set[subprocess.Popen] = set()
         self._lock = threading.Lock()
@@ -176,24 +205,28 @@ class BwrapSandbox(Sandbox):
     def start(self) -> None:
         if self.dir is not None:
             return
-        if shutil.which("bwrap") is None:
-            raise SandboxError("bubblewrap is not installed: apt-get install -y bubblewrap")
-        root = sandbox_root()
-        root.mkdir(parents=True, exist_ok=True)
-        os.chmod(root, 0o711)  # sandbox uids may traverse to their own dir, not list others
-        if os.geteuid() == 0:
-            _check_traversable(root)
-        self.dir, self.uid = _claim(root)
+        root = _prepared_root(sandbox_root())
+        try:
+            self.dir, self.uid = _claim(root)
+        except FileNotFoundError:  # the root was removed since it was prepared: once more
+            _prepared_root.cache_clear()
+            self.dir, self.uid = _claim(_prepared_root(root))
         try:
             fs = self.fs
             fs.mkdir()
             self.mounted = _mount_tmpfs(fs, self.limits)
-            for sub in MOUNTS.values():
-                (fs / sub).mkdir(exist_ok=True)
-            (fs / "logs/verifier").mkdir(exist_ok=True)
+            made = [fs / sub for sub in MOUNTS.values()] + [fs / "logs/verifier"]
+            for path in made:
+                path.mkdir(exist_ok=True)
             if self.uid is not None:
-                for path in (self.dir, fs, *(p for p in fs.rglob("*"))):
+                for path in (self.dir, fs, *made):
                     os.chown(path, self.uid, self.uid)
+            disk = self.limits.disk_mb if self.mounted else None
+            self.cgroup = cgroup.create(
+                self.dir.name, cgroup.memory_bytes(self.limits.memory_mb, disk)
+            )
+            if self.cgroup is not None:
+                self._tasks_fd = cgroup.open_tasks(self.cgroup)
         except Exception as exc:
             self.stop()
             raise SandboxError(f"bwrap sandbox start failed in {root}: {exc}") from exc
@@ -208,9 +241,13 @@ class BwrapSandbox(Sandbox):
             for proc in self._running:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(proc.pid, signal.SIGKILL)
-        _teardown(self.dir, self.uid, kill=running)
+            if self._tasks_fd is not None:
+                os.close(self._tasks_fd)
+                self._tasks_fd = None
+        _teardown(self.dir, self.uid, kill=running, group=self.cgroup)
         self.dir = None
         self.uid = None
+        self.cgroup = None
         self.mounted = False
 
     # -- commands ----------------------------------------------------------------------------
@@ -223,13 +260,14 @@ class BwrapSandbox(Sandbox):
         env: dict[str, str] | None = None,
     ) -> ExecResult:
         wall = wall_timeout(timeout, self.limits)
-        inner = bwrap_argv(self.fs, self.rootfs, argv_for(cmd), cwd, env_for(env))
+        argv = bwrap_argv(self.fs, self.rootfs, argv_for(cmd), cwd, env_for(env))
         # The bwrap monitor counts against RLIMIT_NPROC too; the command's tree gets `pids`.
         nproc = self.limits.pids + 1 if self.uid is not None else None
-        argv = ["prlimit", *rlimit_args(self.limits, nproc), "--", *inner]
-        return self._run(argv, wall)
-
-    def _run(self, argv: list[str], wall: float) -> ExecResult:
+        # This exec's own copy of the tasks fd: a concurrent stop() closing the sandbox's cannot
+        # leave the child writing to whatever file reuses that fd number.
+        with self._lock:
+            tasks_fd = None if self._tasks_fd is None else os.dup(self._tasks_fd)
+        enter = _enter(tasks_fd, rlimits(self.limits, nproc))
         start = time.monotonic()
         try:
             proc = subprocess.Popen(
@@ -237,13 +275,20 @@ class BwrapSandbox(Sandbox):
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
-                start_new_session=True,
+                # Its own process group (so killpg ends it), not its own session: setsid() costs
+                # a scheduler autogroup (~3 ms under load); bwrap --new-session gives the command
+                # the session that keeps it off any terminal.
+                process_group=0,
+                preexec_fn=enter,
                 user=self.uid,
                 group=self.uid,
                 extra_groups=[] if self.uid is not None else None,
             )
-        except OSError as exc:
-            raise SandboxError(f"could not run bwrap ({argv[0]}): {exc}") from exc
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise SandboxError(f"could not start bwrap in {self.dir}: {exc}") from exc
+        finally:
+            if tasks_fd is not None:
+                os.close(tasks_fd)
         with self._lock:
             self._running.add(proc)
         try:
@@ -322,33 +367,57 @@ class BwrapSandbox(Sandbox):
 # -- helpers with side effects (processes, mounts, the claim dir) ------------------------------
 
 
+@functools.lru_cache(maxsize=8)
+def _prepared_root(root: Path) -> Path:
+    """Check for bwrap and make the sandbox root, once per process and root."""
+    if shutil.which("bwrap") is None:
+        raise SandboxError("bubblewrap is not installed: apt-get install -y bubblewrap")
+    root.mkdir(parents=True, exist_ok=True)
+    os.chmod(root, 0o711)  # sandbox uids may traverse to their own dir, not list others
+    if os.geteuid() == 0:
+        _check_traversable(root)
+    return root
+
+
 def _pump(proc: subprocess.Popen, sinks: dict, deadline: float) -> bool:
-    """Drain stdout/stderr into capped buffers until both close or the deadline passes.
-    Returns True when the deadline passed."""
+    """Drain stdout/stderr into capped buffers until both close and the process has exited, or
+    the deadline passes. Returns True when the deadline passed. The exit is watched through a
+    pidfd in the same select: Popen.wait(timeout) would poll with sleeps (0.5 ms, 1 ms, ...)."""
     sel = selectors.DefaultSelector()
     for stream, sink in sinks.items():
         os.set_blocking(stream.fileno(), False)
         sel.register(stream, selectors.EVENT_READ, sink)
+    try:
+        pidfd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):  # Linux < 5.3: fall back to Popen.wait below
+        pidfd = None
+    if pidfd is not None:
+        sel.register(pidfd, selectors.EVENT_READ, None)
     try:
         while sel.get_map():
             left = deadline - time.monotonic()
             if left <= 0:
                 return True
             for key, _ in sel.select(timeout=min(left, 1.0)):
+                if key.data is None:  # the pidfd: the process has exited
+                    sel.unregister(key.fileobj)
+                    continue
                 chunk = os.read(key.fileobj.fileno(), 65536)
                 if chunk:
                     key.data.write(chunk)
                 else:
                     sel.unregister(key.fileobj)
-        # Pipes closed: the command ended (or closed them); wait for it within the deadline.
-        left = deadline - time.monotonic()
-        try:
-            proc.wait(timeout=max(left, 0.001))
-        except subprocess.TimeoutExpired:
-            return True
+        if pidfd is None:
+            # Pipes closed: the command ended (or closed them); wait for it within the deadline.
+            try:
+                proc.wait(timeout=max(deadline - time.monotonic(), 0.001))
+            except subprocess.TimeoutExpired:
+                return True
         return False
     finally:
         sel.close()
+        if pidfd is not None:
+            os.close(pidfd)
         for stream in sinks:
             stream.close()
 
@@ -356,48 +425,6 @@ def _pump(proc: subprocess.Popen, sinks: dict, deadline: float) -> bool:
 def _exit_code(code: int) -> int:
     # A signal death reads as 128+N, as a shell (and Docker) reports it.
     return 128 - code if code < 0 else code
-
-
-def _claim(root: Path) -> tuple[Path, int | None]:
-    """Claim a sandbox dir (and its uid) atomically with mkdir; write who owns it."""
-    me = os.getpid()
-    ticks = _start_ticks(me) or 0
-    if os.geteuid() != 0:
-        path = root / f"p{me}-{random.randrange(1 << 32):08x}"
-        path.mkdir(mode=0o700)
-        (path / OWNER_FILE).write_text(json.dumps({"pid": me, "start_ticks": ticks, "uid": -1}))
-        return path, None
-    offset = random.randrange(UID_COUNT)
-    for i in range(UID_COUNT):
-        uid = UID_BASE + (offset + i) % UID_COUNT
-        path = root / f"u{uid}"
-        try:
-            path.mkdir(mode=0o700)
-        except FileExistsError:
-            continue
-        # No straggler can hold this uid: a crashed run's dir stays claimed until sweep() has
-        # killed its processes and removed it.
-        (path / OWNER_FILE).write_text(json.dumps({"pid": me, "start_ticks": ticks, "uid": uid}))
-        return path, uid
-    raise SandboxError(f"all {UID_COUNT} sandbox uids under {root} are taken: run clawloop sweep")
-
-
-def _check_traversable(root: Path) -> None:
-    """bwrap runs as the sandbox uid, which must be able to reach its dir under `root`."""
-    for parent in root.resolve().parents:
-        if not os.stat(parent).st_mode & 0o001:
-            raise SandboxError(
-                f"sandbox uids cannot traverse {parent} (mode {oct(os.stat(parent).st_mode)[-3:]}): "
-                f"set CLAWLOOP_BWRAP_ROOT to a dir under a world-traversable path such as /tmp"
-            )
-
-
-def _read_owner(path: Path) -> Owner | None:
-    try:
-        raw = json.loads((path / OWNER_FILE).read_text())
-        return Owner(int(raw["pid"]), int(raw["start_ticks"]), int(raw["uid"]))
-    except (OSError, ValueError, KeyError):
-        return None
 
 
 def _libc() -> ctypes.CDLL | None:
@@ -453,29 +480,56 @@ def _mkdirs(dest: Path, top: Path, uid: int | None) -> None:
             os.chown(path, uid, uid)
 
 
-def _teardown(path: Path, uid: int | None, kill: bool = True) -> None:
-    """Kill what runs in a sandbox, unmount its tmpfs, remove its dir (releasing the uid)."""
+def _teardown(path: Path, uid: int | None, kill: bool = True, group: Path | None = None) -> None:
+    """Kill what runs in a sandbox, unmount its tmpfs, remove its cgroup, then its dir (releasing
+    the uid). A cgroup that stays busy keeps the dir, so a later sweep still finds both."""
     if kill:
         _kill_uid(uid)
     fs = path / "fs"
     if os.path.ismount(fs):
         _umount(fs)
-    shutil.rmtree(path, ignore_errors=True)
+    if group is not None and not cgroup.remove(group):
+        _kill_uid(uid)
+        if not cgroup.remove(group, wait_s=2.0):
+            return
+    # The tmpfs is gone, so usually only owner.json and empty dirs are left: remove them
+    # directly, and walk the tree only when the host-dir fallback left files behind.
+    try:
+        (path / OWNER_FILE).unlink(missing_ok=True)
+        fs.rmdir()
+        path.rmdir()
+    except OSError:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def sweep_bwrap() -> list[str]:
     """Remove sandbox dirs whose owner process is dead (a killed run); return what was removed."""
-    root = sandbox_root()
     removed: list[str] = []
-    if not root.is_dir():
-        return removed
-    for path in root.iterdir():
-        owner = _read_owner(path)
-        if owner is not None and owner.alive():
+    # Cgroups are listed before the dirs: a sandbox claims its dir before it creates its cgroup
+    # and removes the cgroup before its dir, so a cgroup listed here whose dir is missing from
+    # the later listing is truly orphaned, never one being set up right now.
+    groups = cgroup.list_groups()
+    live: set[str] = set()
+    for root in _sweep_roots():
+        if not root.is_dir():
             continue
-        if owner is None and time.time() - path.stat().st_mtime < 60:
-            continue  # being claimed right now: the owner file is written just after mkdir
-        uid = owner.uid if owner is not None and owner.uid >= 0 else None
-        _teardown(path, uid)
-        removed.append(str(path))
+        for path in root.iterdir():
+            try:
+                owner = _read_owner(path)
+                if owner is not None and owner.alive():
+                    live.add(path.name)
+                    continue
+                if owner is None and time.time() - path.stat().st_mtime < 60:
+                    live.add(path.name)
+                    continue  # being claimed right now: the owner file is written after mkdir
+            except FileNotFoundError:
+                continue  # its owner (or another sweep) removed it meanwhile
+            uid = owner.uid if owner is not None and owner.uid >= 0 else None
+            group = Path(owner.cgroup) if owner is not None and owner.cgroup else None
+            _teardown(path, uid, group=group)
+            if path.exists():
+                live.add(path.name)  # its cgroup is still busy: the next sweep retries
+            else:
+                removed.append(str(path))
+    cgroup.remove_orphans(groups, live)
     return removed

@@ -6,6 +6,15 @@ ulimits; each exec is wrapped in `timeout -s KILL N` because the Engine API has 
 and guarded on the host too. Files move with put_archive/get_archive, so a remote engine
 (DOCKER_HOST=tcp://... or ssh://...) works the same as the local socket. Every container carries
 labels naming its owner process, so `sweep_docker()` can remove those a killed run left behind.
+
+Disk: as on bubblewrap, the system is read-only and only the layout's dirs are writable, each a
+size-capped tmpfs (`disk_mb`). Why not the alternatives: `storage_opt={"size": ...}` works only for
+overlay2 over XFS mounted with pquota (engines on ext4, as here, refuse it), and plain `tmpfs=`
+mounts live only in the container's mount namespace, where put_archive/get_archive cannot see
+them (files uploaded there vanish). Anonymous volumes of the `local` driver with tmpfs options
+are mounted by the engine itself, so the archive API reaches them, and `remove(v=True)` deletes
+them with the container. Their pages are RAM charged to the container's memory cgroup: files the
+sandbox writes count toward `memory_mb`.
 """
 
 from __future__ import annotations
@@ -21,7 +30,17 @@ from pathlib import Path
 from typing import Any
 
 from .archive import MAX_DOWNLOAD_BYTES, pack, split_remote, unpack
-from .base import WORKSPACE, ExecResult, Limits, Sandbox, SandboxConfig, SandboxError
+from .base import (
+    SOLUTION,
+    TESTS,
+    VERIFIER_LOGS,
+    WORKSPACE,
+    ExecResult,
+    Limits,
+    Sandbox,
+    SandboxConfig,
+    SandboxError,
+)
 from .command import TIMEOUT_EXIT, CappedBuffer, argv_for, env_for, wall_timeout
 
 LABEL = "clawloop.sandbox"
@@ -31,6 +50,10 @@ LABEL_HOST = "clawloop.owner_host"
 # Seconds the host waits past an exec's limit before it stops trusting `timeout` (a process that
 # escaped its process group can hold the output stream open) and kills everything in the box.
 GRACE_S = 5.0
+# The writable dirs of the sandbox layout, each a size-capped tmpfs volume. /logs/verifier rather
+# than /logs: the engine does not copy image content into a volume with mount options, and the
+# layout promises only /logs/verifier.
+WRITABLE = (WORKSPACE, TESTS, SOLUTION, VERIFIER_LOGS, "/tmp")
 
 
 def client(timeout: int = 60) -> Any:
@@ -57,6 +80,29 @@ def _cap_to_hard(which: int, value: int) -> int:
     return value if hard == resource.RLIM_INFINITY else min(value, hard)
 
 
+def tmpfs_mounts(disk_mb: int) -> list[Any]:
+    """One anonymous tmpfs-backed volume per writable dir, each capped at `disk_mb`."""
+    from docker.types import DriverConfig, Mount
+
+    opts = {"type": "tmpfs", "device": "tmpfs", "o": f"size={disk_mb}m,mode=1777"}
+    return [
+        Mount(target=path, source=None, type="volume", driver_config=DriverConfig("local", opts))
+        for path in WRITABLE
+    ]
+
+
+def archive_target(remote_dir: str) -> tuple[str, str]:
+    """(writable mount, path below it) for a sandbox directory; ValueError outside the writable
+    layout, as on bubblewrap (the rest of the system is read-only)."""
+    for mount in WRITABLE:
+        if remote_dir == mount or remote_dir.startswith(mount + "/"):
+            return mount, remote_dir[len(mount) :].lstrip("/")
+    raise ValueError(
+        f"docker sandbox path {remote_dir!r} is outside {', '.join(WRITABLE)}: "
+        "the system is read-only; put files under /workspace or /tmp"
+    )
+
+
 def run_kwargs(limits: Limits, owner: dict[str, str]) -> dict[str, Any]:
     """containers.run() keyword arguments for a sandbox (pure: testable without an engine)."""
     from docker.types import Ulimit
@@ -79,14 +125,30 @@ def run_kwargs(limits: Limits, owner: dict[str, str]) -> dict[str, Any]:
             Ulimit(name="cpu", soft=cpu, hard=cpu),
             Ulimit(name="core", soft=0, hard=0),
         ],
+        "read_only": True,
+        "mounts": tmpfs_mounts(limits.disk_mb),
         "working_dir": WORKSPACE,
         "hostname": "sandbox",
         "labels": {LABEL: "1", **owner},
     }
 
 
+_clients = threading.local()
+
+
+def shared_client() -> Any:
+    """This thread's client, made (and pinged) once: a sandbox start then costs no extra
+    connection and ping, and clients are not leaked one per sandbox. Per thread because the
+    SDK's HTTP session is not documented as thread-safe."""
+    cli = getattr(_clients, "cli", None)
+    if cli is None or getattr(_clients, "pid", None) != os.getpid():  # not across a fork
+        cli = _clients.cli = client()
+        _clients.pid = os.getpid()
+    return cli
+
+
 def owner_labels() -> dict[str, str]:
-    from .bwrap import _start_ticks
+    from .claim import _start_ticks
 
     pid = os.getpid()
     return {
@@ -110,7 +172,7 @@ class DockerSandbox(Sandbox):
             return
         import docker.errors
 
-        self.client = client()
+        self.client = shared_client()
         kwargs = run_kwargs(self.limits, owner_labels())
         try:
             self.container = self.client.containers.run(self.cfg.image, **kwargs)
@@ -209,12 +271,12 @@ class DockerSandbox(Sandbox):
         container = self._require()
         parent, name = split_remote(remote)
         local = Path(local)
-        # Members carry their full path and go to "/": the engine creates missing parents, so no
-        # `mkdir -p` exec is needed, and it resolves paths inside the container's root.
-        target = posixpath.join(parent, name) if local.is_dir() else parent
-        data = pack(local, name, prefix=target.lstrip("/"))
+        # Members carry their path below the writable mount and go to that mount (the read-only
+        # root refuses archives): the engine creates missing parents, so no `mkdir -p` exec.
+        mount, below = archive_target(posixpath.join(parent, name) if local.is_dir() else parent)
+        data = pack(local, name, prefix=below)
         try:
-            ok = container.put_archive("/", data)
+            ok = container.put_archive(mount, data)
         except docker.errors.DockerException as exc:
             raise SandboxError(
                 f"docker upload to {remote} in {container.short_id} failed: {exc}"
@@ -259,12 +321,18 @@ def sweep_docker() -> list[str]:
         cli = client(timeout=30)
     except SandboxError:
         return []
-    from .bwrap import _start_ticks
+    from .claim import _start_ticks
 
     removed: list[str] = []
     here = socket.gethostname()
-    for c in cli.containers.list(all=True, filters={"label": f"{LABEL}=1"}):
-        labels = c.labels or {}
+    try:
+        # sparse: the list call's own data (labels included), no per-container inspect that
+        # would fail on a container another run removes meanwhile.
+        found = cli.containers.list(all=True, filters={"label": f"{LABEL}=1"}, sparse=True)
+    except Exception:
+        return removed
+    for c in found:
+        labels = c.attrs.get("Labels") or {}
         if labels.get(LABEL_HOST) != here:
             continue
         try:

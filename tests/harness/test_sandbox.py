@@ -379,3 +379,82 @@ def test_owner_json_names_this_process(tmp_path: Path, monkeypatch) -> None:
         (tmp_path / "private").mkdir(mode=0o700)
         with pytest.raises(SandboxError, match="cannot traverse"):
             open_sandbox(SandboxConfig(backend="bwrap")).start()
+
+
+# -- total memory and disk caps ----------------------------------------------------------------
+
+
+def test_own_memory_path_reads_the_v1_memory_line() -> None:
+    from harness.sandbox.cgroup import memory_bytes, own_memory_path
+
+    text = "9:name=systemd:/\n4:memory:/process_api/abc\n3:cpu,cpuacct:/\n0::/\n"
+    assert own_memory_path(text) == "/process_api/abc"
+    assert own_memory_path("2:cpu,memory:/x\n") == "/x"
+    assert own_memory_path("0::/only-v2\n") is None
+    assert memory_bytes(256, 256) == 512 << 20 and memory_bytes(256, None) == 256 << 20
+
+
+MEMORY_HOGS = (
+    'for i in 1 2 3 4 5 6 7 8; do python3 -c "import time; x = bytearray(200 << 20); '
+    "x[::4096] = b'1' * len(x[::4096]); time.sleep(1); print('held')\" & done; wait"
+)
+
+
+def test_memory_cap_covers_all_processes_together(sb) -> None:
+    # 8 x 200 MB, each under the per-process RLIMIT_AS: only a sandbox-wide cap stops them.
+    if sb.backend == "bwrap" and sb.cgroup is None:
+        pytest.skip("no writable cgroup v1 memory controller here (bwrap caps per process only)")
+    res = sb.exec(MEMORY_HOGS, timeout=30)
+    held = res.stdout.count("held")
+    assert held < 8 and not res.timed_out, res
+    assert held * 200 <= SMALL.memory_mb + SMALL.disk_mb
+    assert sb.exec("echo alive").stdout.strip() == "alive"  # the sandbox and host carry on
+
+
+def test_writable_dirs_are_capped_and_the_system_is_read_only(backend: str) -> None:
+    tight = Limits(wall_seconds=20, memory_mb=256, pids=32, file_size_mb=8, disk_mb=16)
+    with open_sandbox(SandboxConfig(backend=backend, limits=tight)) as box:
+        res = box.exec("for i in 1 2 3; do head -c 8M /dev/zero > /workspace/f$i; done; "
+                       "touch /etc/clawloop-probe || echo READ_ONLY")  # fmt: skip
+        assert "No space left on device" in res.stderr and "READ_ONLY" in res.stdout, res
+        with pytest.raises(ValueError, match="outside"):
+            box.upload(REPO / "pyproject.toml", "/etc/pyproject.toml")
+
+
+def test_bwrap_cgroup_is_removed_at_stop_and_optional(monkeypatch) -> None:
+    if shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap is not installed")
+    from harness.sandbox import cgroup
+
+    with open_sandbox(SandboxConfig(backend="bwrap", limits=SMALL)) as box:
+        group = box.cgroup
+        assert box.exec("true").ok
+    if group is not None:
+        assert not group.exists()
+    # Where cgroups are unusable the sandbox still runs, capped per process.
+    monkeypatch.setattr(cgroup, "memory_base", lambda: None)
+    with open_sandbox(SandboxConfig(backend="bwrap", limits=SMALL)) as box:
+        assert box.cgroup is None and box.exec("echo ok").stdout == "ok\n"
+
+
+def test_sweep_removes_the_cgroup_of_a_killed_run() -> None:
+    if shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap is not installed")
+    from harness.sandbox.cgroup import memory_base
+
+    if memory_base() is None:
+        pytest.skip("no writable cgroup v1 memory controller here")
+    code = ORPHAN.format(repo=str(REPO), backend="bwrap")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        ident = proc.stdout.readline().strip()
+        group = json.loads(Path(ident, bwrap_mod.OWNER_FILE).read_text()).get("cgroup")
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert group and Path(group).is_dir()
+    sweep()
+    deadline = time.monotonic() + 3  # a concurrent sweeper may still be mid-removal
+    while Path(group).exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not Path(group).exists() and not Path(ident).exists()
