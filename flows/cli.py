@@ -18,10 +18,27 @@ def make_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     # Each module adds its verbs; imports stay here so `clawloop --help` lists everything.
+    from flows import run_cli
     from generators import cli as generators_cli
+    from harness import cli as harness_cli
+    from training import cli as training_cli
 
+    run_cli.register(sub)
     generators_cli.register(sub)
+    harness_cli.register(sub)
+    training_cli.register(sub)
     return parser
+
+
+def _user_errors() -> tuple[type[BaseException], ...]:
+    """Errors a user can cause and fix: printed as one line, no traceback."""
+    from flows.config import ConfigError
+    from flows.engine import StageError
+    from flows.server import ServerError
+    from generators.synthesize import SynthesisError
+    from storage.fs import StorageError
+
+    return (ConfigError, StageError, ServerError, SynthesisError, StorageError)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -32,6 +49,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("clawloop: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:
+        if not isinstance(exc, _user_errors()):
+            raise
+        print(f"clawloop: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

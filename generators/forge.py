@@ -11,14 +11,13 @@ failed row carrying its error, never retried.
 from __future__ import annotations
 
 import hashlib
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from generators.contract import ContractError
 from generators.runner import GeneratorError, build_in, code_sha256, parse_meta, stage_generator
-from generators.taskfolder import TaskFolderError, TaskInfo, pack_dir, unpack_tar, write_task_folder
+from generators.taskfolder import TaskFolderError, TaskInfo, pack_files, task_files, unpack_tar
 from harness.sandbox.base import SandboxConfig, SandboxError
 
 RETRY_BACKOFF_S = 0.5
@@ -103,9 +102,8 @@ def _forge_once(cand: dict[str, Any], sandbox: SandboxConfig, timeout: float) ->
         split=str(cand.get("split", "train")),
         task_sha256=digest,
     )
-    with tempfile.TemporaryDirectory(prefix="clawloop-forge-") as tmp:
-        folder = write_task_folder(Path(tmp, info.task_id), first, code, info)
-        blob = pack_dir(folder)
+    # Packed straight from memory: the same bytes as writing the folder and packing it.
+    blob = pack_files(task_files(first, code, info))
     return {
         "status": "ok",
         "build_log": log.strip(),

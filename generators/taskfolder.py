@@ -215,62 +215,92 @@ def render_instruction(build: BuildResult) -> str:
     return build.instruction.rstrip() + "\n\n" + render_contract(build.contract)
 
 
-def _write(path: Path, text: str, executable: bool = False) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    if executable:
-        path.chmod(0o755)
+def task_files(build: BuildResult, code: str, info: TaskInfo) -> dict[str, tuple[str, bool]]:
+    """The task folder for one build result as {relative path: (text, executable)} (pure)."""
+    if not GRADER_PATH.is_file():
+        raise TaskFolderError(f"{GRADER_PATH} is missing: the generic grader must be installed")
+    contract = json.dumps(build.contract.to_dict(), indent=2, sort_keys=True)
+    files = {
+        "task.toml": (render_task_toml(info), False),
+        "instruction.md": (render_instruction(build), False),
+        "environment/Dockerfile": (DOCKERFILE, False),
+        "solution/solve.sh": (SOLVE_SH, True),
+        "solution/generator.py": (code, False),
+        "tests/test.sh": (TEST_SH, True),
+        "tests/grader.py": (GRADER_PATH.read_text(), False),
+        "tests/answer.json": (json.dumps(build.answer, indent=2, sort_keys=True) + "\n", False),
+        "tests/contract.json": (contract + "\n", False),
+    }
+    for rel, text in build.files.items():
+        files[f"environment/workspace/{rel}"] = (text, False)
+    return files
 
 
 def write_task_folder(dest: Path, build: BuildResult, code: str, info: TaskInfo) -> Path:
     """Write the Harbor task folder for one build result into `dest` (created; must not exist)."""
-    if not GRADER_PATH.is_file():
-        raise TaskFolderError(f"{GRADER_PATH} is missing: the generic grader must be installed")
+    files = task_files(build, code, info)
     dest = Path(dest)
     if dest.exists() and any(dest.iterdir()):
         raise TaskFolderError(f"{dest} already exists and is not empty; choose another --out")
     dest.mkdir(parents=True, exist_ok=True)
-    _write(dest / "task.toml", render_task_toml(info))
-    _write(dest / "instruction.md", render_instruction(build))
-    _write(dest / "environment" / "Dockerfile", DOCKERFILE)
-    for rel, text in sorted(build.files.items()):
-        _write(dest / "environment" / "workspace" / rel, text)
-    _write(dest / "solution" / "solve.sh", SOLVE_SH, executable=True)
-    _write(dest / "solution" / "generator.py", code)
-    _write(dest / "tests" / "test.sh", TEST_SH, executable=True)
-    _write(dest / "tests" / "grader.py", GRADER_PATH.read_text())
-    _write(
-        dest / "tests" / "answer.json", json.dumps(build.answer, indent=2, sort_keys=True) + "\n"
-    )
-    contract = json.dumps(build.contract.to_dict(), indent=2, sort_keys=True)
-    _write(dest / "tests" / "contract.json", contract + "\n")
+    for rel, (text, executable) in sorted(files.items()):
+        path = dest / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        if executable:
+            path.chmod(0o755)
     return dest
+
+
+def _tar(entries: list[tuple[str, bytes | None, bool]]) -> bytes:
+    """A deterministic tar of (relative path, data or None for a folder, executable) entries:
+    sorted names, mtime 0, owner root, fixed modes."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tar:
+        for rel, data, executable in sorted(entries, key=lambda e: e[0]):
+            info = tarfile.TarInfo(rel)
+            info.mtime = 0
+            info.uid = info.gid = 0
+            info.uname = info.gname = "root"
+            if data is None:
+                info.type = tarfile.DIRTYPE
+                info.mode = 0o755
+                tar.addfile(info)
+            else:
+                info.size = len(data)
+                info.mode = 0o755 if executable else 0o644
+                tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def pack_files(files: dict[str, tuple[str, bool]]) -> bytes:
+    """The tar of a task folder given as task_files() returns it, without writing it to disk;
+    byte-equal to pack_dir() of the same folder written by write_task_folder()."""
+    folders = {posixpath.dirname(rel) for rel in files}
+    for rel in list(folders):
+        while rel:
+            folders.add(rel)
+            rel = posixpath.dirname(rel)
+    folders.discard("")
+    entries: list[tuple[str, bytes | None, bool]] = [(d, None, False) for d in folders]
+    entries += [(rel, text.encode(), ex) for rel, (text, ex) in files.items()]
+    return _tar(entries)
 
 
 def pack_dir(root: Path) -> bytes:
     """A deterministic tar of `root`'s contents: sorted names, mtime 0, owner root, fixed modes.
     Equal folders give byte-equal tars, so the blob's sha256 identifies the task."""
     root = Path(root)
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tar:
-        for path in sorted(root.rglob("*"), key=lambda p: p.relative_to(root).as_posix()):
-            rel = path.relative_to(root).as_posix()
-            if path.is_symlink():
-                raise TaskFolderError(f"{path}: symlinks are not allowed in a task folder")
-            info = tarfile.TarInfo(rel)
-            info.mtime = 0
-            info.uid = info.gid = 0
-            info.uname = info.gname = "root"
-            if path.is_dir():
-                info.type = tarfile.DIRTYPE
-                info.mode = 0o755
-                tar.addfile(info)
-            else:
-                data = path.read_bytes()
-                info.size = len(data)
-                info.mode = 0o755 if (path.stat().st_mode & 0o111) else 0o644
-                tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
+    entries: list[tuple[str, bytes | None, bool]] = []
+    for path in root.rglob("*"):
+        rel = path.relative_to(root).as_posix()
+        if path.is_symlink():
+            raise TaskFolderError(f"{path}: symlinks are not allowed in a task folder")
+        if path.is_dir():
+            entries.append((rel, None, False))
+        else:
+            entries.append((rel, path.read_bytes(), bool(path.stat().st_mode & 0o111)))
+    return _tar(entries)
 
 
 def unpack_tar(blob: bytes, dest: Path) -> Path:

@@ -21,7 +21,6 @@ import json
 import math
 import re
 import shutil
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,7 +29,14 @@ from typing import Any
 from generators.runner import GeneratorError, build_in, parse_meta, stage_generator
 from generators.taskfolder import TaskFolderError, read_task_info, unpack_tar
 from harness.sandbox.base import TESTS, VERIFIER_LOGS, SandboxConfig, SandboxError
-from harness.taskenv import open_task, parse_reward, read_remote_text, run_solution, task_timeouts
+from harness.taskenv import (
+    open_task,
+    parse_reward,
+    read_remote_text,
+    run_solution,
+    scratch,
+    task_timeouts,
+)
 
 PROBE_STAGE_NAME = ".clawloop-probes"
 PROBE_STAGE = f"{TESTS}/{PROBE_STAGE_NAME}"
@@ -40,7 +46,7 @@ PROBE_RESULTS = f"{VERIFIER_LOGS}/probes.json"
 # no-op) and copies with each probe's files written over it, by importing the task's own grader
 # (the same code test.sh runs), so one interpreter grades them all.
 PROBE_DRIVER = r"""
-import importlib.util, json, os, shutil, sys, traceback
+import importlib.util, json, os, shutil, sys
 stage, out = sys.argv[1], sys.argv[2]
 spec = importlib.util.spec_from_file_location("grader", "/tests/grader.py")
 grader = importlib.util.module_from_spec(spec)
@@ -122,6 +128,30 @@ def is_revealing_string(s: str, inputs_text: str) -> bool:
     return s not in inputs_text
 
 
+# A plain number on token boundaries, as find_leaks matches one: not right after a word
+# character or a dot, not followed by a word character or by a dot and a digit.
+_NUMBER_TOKEN = re.compile(r"(?<![\w.])(-?)(\d+(?:\.\d+)?)(?![\w]|\.\d)")
+
+
+def number_tokens(text: str) -> set[str]:
+    """Every plain number in `text` that find_leaks would match, with and without its minus
+    sign ("x -12.5" holds both "-12.5" and "12.5"). One scan of the text replaces a regex search
+    per answer value, the bulk of the leak check's cost."""
+    tokens: set[str] = set()
+    for m in _NUMBER_TOKEN.finditer(text):
+        tokens.add(m.group(2))
+        tokens.add(m.group(1) + m.group(2))
+    return tokens
+
+
+def _appears(pattern: str, text: str, tokens: set[str]) -> bool:
+    """`pattern` occurs in `text` on token boundaries (tokens = number_tokens(text))."""
+    if _NUMERIC.fullmatch(pattern):
+        return pattern in tokens
+    rx = re.compile(r"(?<![\w.])" + re.escape(pattern) + r"(?![\w]|\.\d)")
+    return rx.search(text) is not None
+
+
 def find_leaks(
     answer: Any, texts: dict[str, str], inputs_text: str, tolerance: dict[str, float]
 ) -> list[str]:
@@ -129,6 +159,7 @@ def find_leaks(
     "VALUE in NAME". Numbers match on token boundaries so 1234 is not found inside 112345."""
     found: list[str] = []
     seen: set[str] = set()
+    tokens = {name: number_tokens(text) for name, text in texts.items()}
     for leaf in _leaves(answer):
         patterns: list[str] = []
         if isinstance(leaf, int | float) and not isinstance(leaf, bool):
@@ -140,9 +171,8 @@ def find_leaks(
         for p in patterns:
             if p in seen:
                 continue
-            rx = re.compile(r"(?<![\w.])" + re.escape(p) + r"(?![\w]|\.\d)")
             for name, text in texts.items():
-                if rx.search(text):
+                if _appears(p, text, tokens[name]):
                     seen.add(p)
                     found.append(f"{p!r} in {name}")
                     break
@@ -238,7 +268,7 @@ def run_sandbox_checks(task_dir: Path, sandbox: SandboxConfig) -> dict[str, tupl
     Raises SandboxError when the sandbox itself fails."""
     _, verifier_timeout = task_timeouts(task_dir)
     out: dict[str, tuple[bool, str]] = {}
-    with tempfile.TemporaryDirectory(prefix="clawloop-verify-tests-") as tmp:
+    with scratch("clawloop-verify-tests-") as tmp:
         tests = Path(tmp, "tests")
         _stage_tests(task_dir, tests)
         with open_task(task_dir, sandbox) as sb:
@@ -248,7 +278,9 @@ def run_sandbox_checks(task_dir: Path, sandbox: SandboxConfig) -> dict[str, tupl
                 f"bash {TESTS}/test.sh >{VERIFIER_LOGS}/test.log 2>&1; "
                 f"python3 -I -S {PROBE_STAGE}/driver.py {PROBE_STAGE} {PROBE_RESULTS}"
             )
-            res = sb.exec(script, timeout=2 * verifier_timeout)
+            # `sh -c`, not a string (which runs under `bash -lc`): a login shell's profile
+            # costs a few ms per task and nothing here needs it.
+            res = sb.exec(["sh", "-c", script], timeout=2 * verifier_timeout)
             oracle = parse_reward(read_remote_text(sb, f"{VERIFIER_LOGS}/reward.json"))
             probes_text = read_remote_text(sb, PROBE_RESULTS)
     if not solved.ok:
@@ -302,7 +334,7 @@ def verify_task(
         verdict["reason"] = f"forge: {err}"
         return checks, verdict
     checks: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory(prefix="clawloop-verify-") as tmp:
+    with scratch("clawloop-verify-") as tmp:
         task_dir = Path(tmp, "task")
         try:
             unpack_tar(forged_row["task_tar"], task_dir)

@@ -36,6 +36,7 @@ FORGED = pa.schema(
         ("attempts", pa.int8()),
         ("build_log", pa.string()),
         ("task_sha256", pa.string()),  # digest of the build result (determinism)
+        ("rebuild_sha256", pa.string()),  # digest of a second build, same seed ("" if it failed)
         ("task_tar", pa.binary()),  # the Harbor-format folder, tar (uncompressed)
         ("capability", pa.string()),
         ("domain", pa.string()),
@@ -82,12 +83,15 @@ TRAJECTORIES = pa.schema(
         ("tools_json", pa.string()),  # the tool schemas offered (OpenAI "tools" list)
         # Per assistant turn: {"prompt_token_ids": [...] | null, "completion_token_ids": [...] | null,
         #   "logprobs": [...] | null (one per completion token), "needs_retokenize": bool,
-        #   "finish_reason": str, "latency_s": float}
+        #   "finish_reason": str, "latency_s": float, "tool_calls_from_text": bool,
+        #   "raw_content": str (the reply's text when its tool calls were parsed out of it),
+        #   "tools": [{"name", "error", "duration_s"}]}
         ("turns_json", pa.string()),
         ("reward", pa.float64()),
         ("passed", pa.bool_()),
         ("checks_json", pa.string()),  # verifier's per-check detail
-        ("end_reason", pa.string()),  # finished | max_turns | timeout | context_full | server_error
+        # finished | max_turns | timeout | context_full | server_error | sandbox_error | harness_error
+        ("end_reason", pa.string()),
         ("n_turns", pa.int32()),
         ("n_tool_calls", pa.int32()),
         ("duration_s", pa.float64()),
@@ -104,5 +108,122 @@ BAND = pa.schema(
         ("passes", pa.int16()),
         ("kept", pa.bool_()),
         ("reason", pa.string()),
+    ]
+)
+
+# rollout -> rollout_pass_rates.parquet: one row per capability over the stage's train episodes
+# (diagnose's PASS_RATES is the eval-split table).
+ROLLOUT_PASS_RATES = pa.schema(
+    [
+        ("capability", pa.string()),
+        ("tasks", pa.int32()),
+        ("episodes", pa.int32()),
+        ("passes", pa.int32()),
+        ("pass_rate", pa.float64()),
+        ("mean_reward", pa.float64()),
+        ("kept_tasks", pa.int32()),  # tasks the band filter kept
+    ]
+)
+
+# ---- diagnose (iteration k's held-out evaluation; guidance feeds iteration k+1's synthesize) ----
+
+# diagnose -> failure_summaries.parquet: one row per failed eval episode, written by the policy
+# itself (or by the trajectory heuristic when its answer never validated: fallback=True).
+FAILURE_SUMMARIES = pa.schema(
+    [
+        ("episode_id", pa.string()),
+        ("task_id", pa.string()),
+        ("capability", pa.string()),
+        ("iteration", pa.int16()),
+        ("failure_step", pa.int32()),  # index of the assistant turn where it went wrong (0-based)
+        ("root_cause", pa.string()),  # task_misunderstanding | wrong_tool | bad_edit | early_stop | other
+        ("missing_capability", pa.string()),
+        ("evidence", pa.string()),
+        ("fallback", pa.bool_()),  # True: heuristic summary, the policy's answer was unusable
+        ("fallback_reason", pa.string()),  # why (last validation error, dead endpoint, ...)
+        ("attempts", pa.int8()),  # LLM calls made (0 when no endpoint)
+        ("summarizer", pa.string()),  # model name, or "heuristic"
+        ("cluster_id", pa.string()),  # filled by clustering: <capability>/<root_cause>/<n>
+    ]
+)
+
+# diagnose -> clusters.parquet: one row per recurring failure pattern.
+CLUSTERS = pa.schema(
+    [
+        ("iteration", pa.int16()),
+        ("cluster_id", pa.string()),
+        ("capability", pa.string()),
+        ("root_cause", pa.string()),
+        ("size", pa.int32()),  # failed episodes in the cluster
+        ("share", pa.float64()),  # size / failed episodes of this capability
+        ("pattern", pa.string()),  # the medoid summary: missing capability + evidence
+        ("example_task_ids_json", pa.string()),  # JSON list, up to 5 distinct task ids
+        ("episode_ids_json", pa.string()),  # JSON list of every member episode
+    ]
+)
+
+# diagnose -> pass_rates.parquet: one row per (iteration, capability) on the eval split.
+PASS_RATES = pa.schema(
+    [
+        ("iteration", pa.int16()),
+        ("capability", pa.string()),
+        ("n_episodes", pa.int32()),
+        ("n_passed", pa.int32()),
+        ("n_tasks", pa.int32()),
+        ("pass_rate", pa.float64()),
+    ]
+)
+
+# diagnose -> guidance.parquet: one row per capability, what iteration k+1's synthesize should do.
+# The same content as guidance.json (the dict synthesize takes).
+GUIDANCE = pa.schema(
+    [
+        ("iteration", pa.int16()),  # the iteration diagnosed; the guidance applies to iteration + 1
+        ("capability", pa.string()),
+        ("weight", pa.float64()),  # sampling weight; the weights of one iteration sum to 1
+        ("pass_rate", pa.float64()),  # NaN when the capability had no eval episodes
+        ("mastered", pa.bool_()),
+        ("multihop", pa.int8()),
+        ("dirtiness", pa.int8()),
+        ("patterns", pa.string()),  # recurring failure patterns, text for the generator-writer prompt
+    ]
+)
+
+# ---- train (owned by training/) ------------------------------------------------------------
+# train -> metrics.parquet: one row per logged optimizer step (training.stage.TrainResult).
+TRAIN_METRICS = pa.schema(
+    [
+        ("step", pa.int64()),  # optimizer step within its phase
+        ("phase", pa.string()),  # sft | grpo
+        ("loss", pa.float64()),
+        ("tokens", pa.int64()),  # non-pad tokens processed since the previous row
+        ("action_tokens", pa.int64()),  # of which carried loss (tokens the policy sampled)
+        ("kept_groups", pa.int32()),  # GRPO groups in the phase (0 for SFT)
+        ("grad_norm", pa.float64()),
+        ("lr", pa.float64()),
+        ("clip_frac", pa.float64()),  # GRPO only (NaN for SFT): share of clipped action tokens
+        ("ratio_mean", pa.float64()),  # GRPO only: mean pi/pi_sampling over action tokens
+        ("kl", pa.float64()),  # GRPO only: mean k3 KL to the reference (0 when kl_beta=0)
+        ("offpolicy_frac", pa.float64()),  # GRPO only: share of tokens with recorded logprobs
+    ]
+)
+
+# train -> checkpoint.parquet: one row: the policy the next iteration serves.
+CHECKPOINT = pa.schema(
+    [
+        ("status", pa.string()),  # trained | nothing_to_train | failed
+        ("reason", pa.string()),
+        ("checkpoint_path", pa.string()),  # servable model folder (the base model if untrained)
+        ("adapter_path", pa.string()),  # LoRA adapter folder, "" for full fine-tunes
+        ("base_model", pa.string()),
+        ("kind", pa.string()),  # full | lora | base
+        ("phases", pa.string()),  # e.g. "sft,grpo"
+        ("sft_episodes", pa.int64()),
+        ("sft_samples", pa.int64()),
+        ("grpo_samples", pa.int64()),
+        ("kept_groups", pa.int64()),
+        ("dropped_zero_variance", pa.int64()),
+        ("steps", pa.int64()),
+        ("duration_s", pa.float64()),
     ]
 )

@@ -19,8 +19,10 @@ from generators.taskfolder import (
     export_rows,
     import_folder,
     pack_dir,
+    pack_files,
     read_task_info,
     render_instruction,
+    task_files,
     unpack_tar,
     write_task_folder,
 )
@@ -124,6 +126,18 @@ def test_pack_is_deterministic_and_roundtrips(tmp_path: Path) -> None:
     assert (out / "tests/test.sh").stat().st_mode & 0o111
     with tarfile.open(fileobj=io.BytesIO(pack_dir(a))) as tar:
         assert all(m.mtime == 0 and m.uid == 0 for m in tar.getmembers())
+
+
+def test_pack_files_equals_packing_the_written_folder(tmp_path: Path) -> None:
+    """Forge packs a task straight from memory; it must be the tar of the folder on disk."""
+    build, info = sample_build(), sample_info()
+    folder = write_task_folder(tmp_path / "t", build, fixture("good"), info)
+    blob = pack_files(task_files(build, fixture("good"), info))
+    assert blob == pack_dir(folder)
+    with tarfile.open(fileobj=io.BytesIO(blob)) as tar:
+        names = tar.getnames()
+    # Folders get their own entries, parents included, as pack_dir writes them.
+    assert {"environment", "environment/workspace", "environment/workspace/notes"} <= set(names)
 
 
 @pytest.mark.parametrize(

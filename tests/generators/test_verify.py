@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
 import pytest
 
-from generators.verify import _probe_verdict, find_leaks, is_revealing_string, number_forms
+from generators.verify import (
+    _probe_verdict,
+    find_leaks,
+    is_revealing_string,
+    number_forms,
+    number_tokens,
+)
 
 TOL = {"abs": 0.01, "rel": 0.0}
 
@@ -64,6 +71,25 @@ def test_computed_strings_are_flagged() -> None:
         answer, "Hint: it is 2024-W27, and the verdict is over budget.", inputs="date\n2024-07-01\n"
     )
     assert found == ["'2024-W27' in instruction.md", "'over budget' in instruction.md"]
+
+
+def test_number_tokens_agree_with_the_boundary_regex() -> None:
+    """The one-scan token set finds a number exactly where the per-value boundary regex would."""
+    texts = [
+        "x-12.5 and -12.5; 1.2.3 v12.50 12.5. (123.45) a_123 123.45x -0.75% 1234. 1234.5",
+        "id 112345, 2024-07-01, 3.14159e+05, 10.0.0.1, -7, --8, .5, 5., 1,234.5, ٣12",
+    ]
+    for text in texts:
+        tokens = number_tokens(text)
+        numbers = {
+            text[i:j]
+            for i in range(len(text))
+            for j in range(i + 1, len(text) + 1)
+            if re.fullmatch(r"-?\d+(\.\d+)?", text[i:j])
+        }
+        for p in numbers:
+            rx = re.compile(r"(?<![\w.])" + re.escape(p) + r"(?![\w]|\.\d)")
+            assert (p in tokens) == bool(rx.search(text)), (p, text)
 
 
 def test_number_forms_and_string_rules() -> None:

@@ -1,0 +1,198 @@
+"""The Prefect flows: `loop` (K iterations) -> `iteration` -> one flow per stage, and `rerun-stage`.
+
+These only compose: every decision (skip, cache key, force, commit) is `flows.engine`; per-task
+work runs as Prefect tasks through `tasks.units.prefect_mapper` on a thread pool; each stage flow
+publishes a table + markdown artifact. A stage flow that fails or is blocked ends in a Failed state
+(visible in the UI) and the loop stops there; running the loop again with the same run id resumes
+at that stage, since every completed stage before it skips on its manifest.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from typing import Any
+
+# Our modules log through `logging`; let Prefect ship those records to the UI too.
+os.environ.setdefault("PREFECT_LOGGING_EXTRA_LOGGERS", "clawloop")
+
+from prefect import Flow, flow  # noqa: E402
+from prefect.states import Failed, State  # noqa: E402
+from prefect.task_runners import ThreadPoolTaskRunner  # noqa: E402
+
+from flows import engine, report, runs  # noqa: E402
+from flows.config import RunConfig, parse_config  # noqa: E402
+from flows.stages import ORDER, pipeline_stages  # noqa: E402
+from storage import fs  # noqa: E402
+from tasks.artifacts import artifact_key, publish_stage  # noqa: E402
+from tasks.units import prefect_mapper  # noqa: E402
+
+log = logging.getLogger("clawloop.pipeline")
+
+
+def _workers(cfg: RunConfig) -> int:
+    return max(cfg.forge.workers, cfg.verify.workers, cfg.rollout.workers, cfg.diagnose.workers)
+
+
+def _stage_body(
+    stage: str, run_id: str, iteration: int, config: dict[str, Any], force: bool = False
+) -> engine.StageOutcome | State[Any]:
+    cfg = parse_config(config, source=f"run {run_id}")
+    stages = pipeline_stages()
+    spec = next((s for s in stages if s.name == stage), None)
+    if spec is None:
+        raise engine.StageError(
+            f"unknown stage {stage!r}: this pipeline has {engine.stage_names(stages)}"
+        )
+    outcome = engine.run_stage(spec, stages, cfg, run_id, iteration, prefect_mapper, force=force)
+    url = fs.stage_url(cfg.storage.root, run_id, iteration, stage)
+    report_url = fs.join(url, "report.md")  # the diagnose stage's report, shown in the UI as is
+    appendix = (
+        fs.read_bytes(report_url).decode(errors="replace")
+        if outcome.manifest and fs.exists(report_url)
+        else ""
+    )
+    publish_stage(
+        artifact_key(run_id, iteration, stage),
+        stage,
+        iteration,
+        report.stage_table(outcome),
+        report.stage_markdown(run_id, outcome, url, appendix),
+    )
+    if outcome.status in ("failed", "blocked"):
+        return Failed(
+            message=f"{stage} iteration {iteration} {outcome.status}: {(outcome.error or outcome.reason).splitlines()[0]}",
+            data=outcome,
+        )
+    return outcome
+
+
+_STAGE_FLOW = flow(_stage_body, name="stage", persist_result=False, validate_parameters=False)
+# One named flow per stage, so the UI lists synthesize, forge, verify, ... as their own flows.
+STAGE_FLOWS: dict[str, Flow[..., Any]] = {
+    name: _STAGE_FLOW.with_options(name=name, flow_run_name=f"{{run_id}}-iter-{{iteration}}-{name}")
+    for name in ORDER
+}
+
+
+def _call_stage(
+    spec: engine.StageSpec,
+    run_id: str,
+    iteration: int,
+    config: dict[str, Any],
+    force: bool,
+    workers: int,
+) -> engine.StageOutcome:
+    stage_flow = STAGE_FLOWS[spec.name].with_options(
+        task_runner=ThreadPoolTaskRunner(max_workers=workers)
+    )
+    state = stage_flow(spec.name, run_id, iteration, config, force, return_state=True)
+    result = state.result(raise_on_failure=False)
+    if isinstance(result, engine.StageOutcome):
+        return result
+    return engine.StageOutcome(
+        spec.name, iteration, "failed", "the stage flow crashed", error=f"{state.message}: {result}"
+    )
+
+
+@flow(
+    name="iteration",
+    flow_run_name="{run_id}-iter-{iteration}",
+    persist_result=False,
+    validate_parameters=False,
+)
+def iteration_flow(
+    run_id: str, iteration: int, config: dict[str, Any], force: list[str] | None = None
+) -> list[engine.StageOutcome] | State[Any]:
+    """One iteration: each existing stage in order, as its own subflow.
+
+    force: stage names to re-run in this iteration (the loop adds their dependents)."""
+    cfg = parse_config(config, source=f"run {run_id}")
+    stages = pipeline_stages()
+    forced = set(force or [])
+    outcomes = engine.run_iteration(
+        stages,
+        iteration,
+        forced,
+        lambda spec, k, f: _call_stage(spec, run_id, k, config, f, _workers(cfg)),
+    )
+    if not engine.iteration_ok(outcomes):
+        bad = outcomes[-1]
+        return Failed(
+            message=f"iteration {iteration} stopped at {bad.stage} ({bad.status})", data=outcomes
+        )
+    return outcomes
+
+
+@flow(name="loop", persist_result=False, validate_parameters=False)
+def loop_flow(
+    run_id: str | None = None,
+    config: dict[str, Any] | None = None,
+    force: list[str] | None = None,
+) -> runs.RunSummary | State[Any]:
+    """The self-improvement loop: K iterations of synthesize -> forge -> verify -> ...; resumable.
+
+    run_id: None starts a new run; an existing id resumes it. config: None = embedded defaults."""
+    run_id = run_id or runs.new_run_id()
+    cfg = parse_config(config or {}, source=f"run {run_id}")
+    config = cfg.model_dump(mode="json")
+    stages = pipeline_stages()
+    engine.dependents(stages, force or [])  # unknown stage names fail here, before any work
+    runs.save_run_config(cfg, run_id)
+    runs.apply_environment(cfg)
+    runs.sweep_sandboxes()
+    summary = runs.RunSummary(run_id=run_id, root=cfg.storage.root)
+    t0 = time.time()
+    forced: set[str] = set()
+    for k in range(1, cfg.iterations + 1):
+        forced = engine.dependents(stages, force or [], forced)
+        state = iteration_flow(run_id, k, config, sorted(forced), return_state=True)
+        summary.outcomes += state.result(raise_on_failure=False) or []
+        summary.duration_s = time.time() - t0
+        if not state.is_completed():
+            return Failed(message=state.message, data=summary)
+    return summary
+
+
+def nightly(
+    config_path: str | None = None, iterations: int | None = None
+) -> runs.RunSummary | State[Any]:
+    """Entry point of the `nightly` deployment: a fresh run id, config from a file or defaults."""
+    cfg = runs.resolve_config(config_path, None, iterations=iterations)
+    return loop_flow(runs.new_run_id(), cfg.model_dump(mode="json"))
+
+
+nightly_flow = flow(nightly, name="nightly", persist_result=False)
+
+
+@flow(
+    name="rerun-stage",
+    flow_run_name="{run_id}-iter-{iteration}-{stage}-rerun",
+    persist_result=False,
+)
+def rerun_stage_flow(
+    run_id: str, iteration: int, stage: str, root: str = "runs"
+) -> engine.StageOutcome | State[Any]:
+    """Re-run one stage of one iteration of an existing run, from its upstream's cached artifacts."""
+    cfg = runs.load_run_config(root, run_id)
+    if cfg is None:
+        raise engine.StageError(f"no run {run_id!r} under {root}: list runs with `clawloop runs`")
+    if not 1 <= iteration <= cfg.iterations:
+        raise engine.StageError(
+            f"iteration {iteration} is outside run {run_id}'s 1..{cfg.iterations}"
+        )
+    stages = pipeline_stages()
+    spec = next((s for s in stages if s.name == stage), None)
+    if spec is None:
+        raise engine.StageError(
+            f"unknown stage {stage!r}: this pipeline has {engine.stage_names(stages)}"
+        )
+    runs.apply_environment(cfg)
+    outcome = _call_stage(spec, run_id, iteration, cfg.model_dump(mode="json"), True, _workers(cfg))
+    if outcome.status != "ran":
+        return Failed(
+            message=f"{stage} {outcome.status}: {(outcome.error or outcome.reason).splitlines()[0]}",
+            data=outcome,
+        )
+    return outcome

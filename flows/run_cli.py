@@ -1,0 +1,188 @@
+"""CLI verbs for the pipeline: run, rerun, runs, serve (registered into flows/cli.py).
+
+clawloop run [--config FILE] [--iterations K] [--run-id ID] [--force STAGE ...] [--no-prefect]
+clawloop rerun --run-id ID --iteration K --stage NAME
+clawloop runs [--root DIR]
+clawloop serve [--config FILE] [--port 4200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+from flows.stages import ORDER
+
+console = Console(stderr=False)
+
+
+def _logging(verbose: bool) -> None:
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="%(asctime)s %(name)s: %(message)s",
+        datefmt="%H:%M:%S",
+    )
+    logging.getLogger("clawloop").setLevel(logging.INFO)
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from flows import report, runs
+    from flows.stages import pipeline_stages
+
+    _logging(args.verbose)
+    cfg = runs.resolve_config(args.config, args.run_id, root=args.root, iterations=args.iterations)
+    run_id = args.run_id or runs.new_run_id()
+    names = [s.name for s in pipeline_stages()]
+    console.print(
+        f"[bold]clawloop run[/] {run_id}: {cfg.iterations} iteration(s) of {' -> '.join(names)}; artifacts in {cfg.storage.root}/{run_id}/"
+    )
+    if args.no_prefect:
+        from flows.mapping import thread_mapper
+
+        summary = runs.run_loop(
+            cfg, run_id, pipeline_stages(), thread_mapper(), force=args.force or []
+        )
+    else:
+        from flows.pipeline import loop_flow
+
+        state = loop_flow(run_id, cfg.model_dump(mode="json"), args.force or [], return_state=True)
+        summary = state.result(raise_on_failure=False)
+        if not isinstance(summary, runs.RunSummary):
+            console.print(f"[red]the loop flow crashed:[/] {state.message}")
+            return 1
+        summary.duration_s = summary.duration_s or sum(o.duration_s for o in summary.outcomes)
+    console.print(report.summary_table(summary))
+    console.print(
+        f"artifacts: {cfg.storage.root}/{run_id}/iter-<k>/<stage>/   re-run one stage: clawloop rerun --run-id {run_id} --iteration K --stage NAME"
+    )
+    for o in summary.outcomes:
+        if o.error:
+            console.print(f"[red]{o.stage} iteration {o.iteration} failed:[/]\n{o.error}")
+    return 0 if summary.ok else 1
+
+
+def _cmd_rerun(args: argparse.Namespace) -> int:
+    from flows import report, runs
+    from flows.engine import StageError
+    from flows.stages import pipeline_stages
+
+    _logging(args.verbose)
+    cfg = runs.load_run_config(args.root, args.run_id)
+    if cfg is None:
+        raise StageError(
+            f"no run {args.run_id!r} under {args.root}: list runs with `clawloop runs`"
+        )
+    if args.no_prefect:
+        from flows.mapping import thread_mapper
+
+        outcome = runs.rerun_stage(
+            cfg, args.run_id, args.iteration, args.stage, pipeline_stages(), thread_mapper()
+        )
+    else:
+        from flows.pipeline import rerun_stage_flow
+
+        state = rerun_stage_flow(
+            args.run_id, args.iteration, args.stage, args.root, return_state=True
+        )
+        outcome = state.result(raise_on_failure=False)
+        if isinstance(outcome, BaseException):
+            raise outcome
+    summary = runs.RunSummary(args.run_id, cfg.storage.root, [outcome], outcome.duration_s)
+    console.print(report.summary_table(summary))
+    if outcome.error:
+        console.print(f"[red]{outcome.error}[/]")
+    later = ORDER[ORDER.index(args.stage) + 1 :] if args.stage in ORDER else ()
+    if outcome.status == "ran" and later:
+        console.print(
+            f"later stages ({', '.join(later)}) re-run on the next `clawloop run --run-id {args.run_id}` if this changed their inputs"
+        )
+    return 0 if outcome.status == "ran" else 1
+
+
+def _cmd_runs(args: argparse.Namespace) -> int:
+    from flows import report, runs
+
+    found = runs.list_runs(args.root)
+    if not found:
+        console.print(f"no runs under {args.root} yet: start one with `clawloop run`")
+        return 0
+    console.print(report.runs_table(found, ORDER))
+    return 0
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from flows.server import local_server
+
+    with local_server(
+        port=args.port,
+        log_path=Path(args.root) / "prefect-server.log" if Path(args.root).is_dir() else None,
+    ) as api_url:
+        os.environ["PREFECT_API_URL"] = api_url
+        from prefect.settings import PREFECT_API_URL, temporary_settings
+
+        from flows.config import load_config
+        from flows.server import serve_deployments
+
+        cron = load_config(args.config).prefect.nightly_cron
+        ui = api_url.removesuffix("/api")
+        console.print(
+            f"[bold]Prefect UI:[/] {ui}   deployments: nightly ({cron}), rerun-stage, loop   (Ctrl-C to stop)"
+        )
+        with temporary_settings({PREFECT_API_URL: api_url}):
+            serve_deployments(cron, args.config, args.root)
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add run, rerun, runs and serve to the `clawloop` parser."""
+    p = sub.add_parser("run", help="run the loop (K iterations); resumes an existing --run-id")
+    p.add_argument(
+        "--config", help="YAML run config (default: embedded local profile; see configs/)"
+    )
+    p.add_argument(
+        "--iterations", type=int, help="K: iterations of the loop (overrides the config)"
+    )
+    p.add_argument("--run-id", help="run id; an existing one resumes, skipping completed stages")
+    p.add_argument(
+        "--force",
+        nargs="+",
+        metavar="STAGE",
+        choices=ORDER,
+        help="re-run these stages and what depends on them",
+    )
+    p.add_argument("--root", help="storage root (default: the config's storage.root, 'runs')")
+    p.add_argument(
+        "--no-prefect", action="store_true", help="run without Prefect (same artifacts, no UI)"
+    )
+    p.add_argument("-v", "--verbose", action="store_true", help="log every stage decision")
+    p.set_defaults(func=_cmd_run)
+
+    p = sub.add_parser("rerun", help="re-run one stage of one iteration from cached artifacts")
+    p.add_argument("--run-id", required=True)
+    p.add_argument("--iteration", type=int, required=True)
+    p.add_argument("--stage", required=True, choices=ORDER)
+    p.add_argument("--root", default="runs", help="storage root the run lives under")
+    p.add_argument("--no-prefect", action="store_true", help="run without Prefect")
+    p.add_argument("-v", "--verbose", action="store_true")
+    p.set_defaults(func=_cmd_rerun)
+
+    p = sub.add_parser("runs", help="list runs with their stages, row counts and status")
+    p.add_argument("--root", default="runs", help="storage root")
+    p.set_defaults(func=_cmd_runs)
+
+    p = sub.add_parser(
+        "serve", help="start (or use) a Prefect server and serve nightly + rerun-stage"
+    )
+    p.add_argument("--config", help="YAML run config for the nightly loop")
+    p.add_argument("--port", type=int, default=4200, help="port of the local Prefect server")
+    p.add_argument("--root", default="runs", help="storage root")
+    p.set_defaults(func=_cmd_serve)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit("use the `clawloop` command")

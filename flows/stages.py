@@ -1,0 +1,259 @@
+"""The stages of one iteration, in order, as `StageSpec`s wired to each stage's core function.
+
+Each `_run_<stage>` adapts one core function (generators/, harness/, training/) to the engine: read
+the upstream tables through the context, call the function (per-task work through `ctx.map`, so
+Prefect can turn it into retried tasks), and return the tables to write. Only stages whose code
+exists are in the pipeline: `pipeline_stages()` looks for their modules.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from flows.config import RunConfig
+from flows.engine import StageContext, StageResult, StageSpec
+from generators.synthesize import synthesize
+from storage import fs, schemas
+from storage.artifacts import empty_row
+from tasks.retry import is_transient
+
+log = logging.getLogger("clawloop.stages")
+ORDER = ("synthesize", "forge", "verify", "rollout", "train", "diagnose")
+
+
+# ---- synthesize ---------------------------------------------------------------------------------
+
+
+def _user_files_digest(paths: list[str]) -> dict[str, str]:
+    """Content hashes of user generator files, so editing one re-runs synthesis."""
+    out: dict[str, str] = {}
+    for p in paths:
+        path = Path(p).expanduser()
+        files = sorted(path.rglob("*.py")) if path.is_dir() else [path] if path.is_file() else []
+        for f in files:
+            out[str(f)] = hashlib.sha256(f.read_bytes()).hexdigest()
+    return out
+
+
+def _synthesize_slice(cfg: RunConfig, k: int) -> dict[str, Any]:
+    s = cfg.synthesize
+    return {
+        "seed": cfg.seed,
+        "iteration": k,
+        "synthesize": s.model_dump(mode="json"),
+        "user_files": _user_files_digest(s.generator_paths),
+    }
+
+
+def _guidance(ctx: StageContext) -> dict[str, Any] | None:
+    """The previous iteration's diagnosis guidance, if a diagnose stage wrote one."""
+    if ctx.iteration <= 1 or ctx.manifest("diagnose", ctx.iteration - 1) is None:
+        return None
+    url = fs.join(ctx.stage_url("diagnose", ctx.iteration - 1), "guidance.json")
+    return json.loads(fs.read_bytes(url)) if fs.exists(url) else None
+
+
+def _run_synthesize(ctx: StageContext) -> StageResult:
+    rows, summary = synthesize(
+        ctx.config.synthesize, ctx.config.seed, ctx.iteration, _guidance(ctx)
+    )
+    return StageResult({"candidates": (schemas.CANDIDATES, rows)}, summary=summary)
+
+
+# ---- forge --------------------------------------------------------------------------------------
+
+
+def _sandbox_slice(cfg: RunConfig) -> dict[str, Any]:
+    return cfg.sandbox.model_dump(mode="json", exclude={"docker_host"})
+
+
+def _forge_failed_row(row: dict[str, Any], exc: BaseException) -> dict[str, Any]:
+    log.warning("forge of %s raised instead of returning a failed row: %s", row["task_id"], exc)
+    return empty_row(
+        schemas.FORGED,
+        task_id=row["task_id"],
+        status="failed",
+        error=f"generator {row['generator_sha256'][:12]}, seed {row['seed']}: {type(exc).__name__}: {exc}",
+        error_kind="sandbox" if is_transient(exc) else "crash",
+        attempts=1,
+        capability=row["capability"],
+        domain=row["domain"],
+        split=row["split"],
+    )
+
+
+def _run_forge(ctx: StageContext) -> StageResult:
+    from generators.forge import forge_candidate
+
+    cands = ctx.rows("synthesize", "candidates")
+    box = ctx.config.sandbox.to_sandbox_config()
+    retries = ctx.config.forge.retries
+
+    def one(row: dict[str, Any]) -> dict[str, Any]:
+        return forge_candidate(row, box, retries=retries)
+
+    rows = ctx.map(
+        "forge", one, cands, _forge_failed_row, workers=ctx.config.forge.workers, retries=retries
+    )
+    ok = sum(r["status"] == "ok" for r in rows)
+    kinds: dict[str, int] = {}
+    for r in rows:
+        if r["status"] != "ok":
+            kinds[r["error_kind"]] = kinds.get(r["error_kind"], 0) + 1
+    return StageResult(
+        {"tasks": (schemas.FORGED, rows)},
+        summary={"forged": ok, "failed": len(rows) - ok, "failures": kinds},
+    )
+
+
+# ---- verify -------------------------------------------------------------------------------------
+
+
+def _verify_error(
+    row: dict[str, Any], exc: BaseException
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    reason = f"verify could not run: {type(exc).__name__}: {exc}"
+    log.warning("verify of %s raised: %s", row["task_id"], reason)
+    check = empty_row(
+        schemas.CHECKS, task_id=row["task_id"], check="verify", passed=False, reason=reason
+    )
+    verdict = empty_row(
+        schemas.VERDICTS,
+        task_id=row["task_id"],
+        kept=False,
+        reason=reason,
+        capability=row["capability"],
+        domain=row["domain"],
+        split=row["split"],
+    )
+    return [check], verdict
+
+
+def _run_verify(ctx: StageContext) -> StageResult:
+    from generators.verify import verify_task
+
+    forged = ctx.rows("forge", "tasks")
+    box = ctx.config.sandbox.to_sandbox_config()
+    results = ctx.map(
+        "verify",
+        lambda r: verify_task(r, box),
+        forged,
+        _verify_error,
+        workers=ctx.config.verify.workers,
+        retries=1,
+    )
+    checks = [c for cs, _ in results for c in cs]
+    verdicts = [v for _, v in results]
+    kept = sum(v["kept"] for v in verdicts)
+    return StageResult(
+        {"checks": (schemas.CHECKS, checks), "verdicts": (schemas.VERDICTS, verdicts)},
+        summary={
+            "kept": kept,
+            "dropped": len(verdicts) - kept,
+            "kept_train": sum(v["kept"] and v["split"] == "train" for v in verdicts),
+        },
+    )
+
+
+# ---- the pipeline -------------------------------------------------------------------------------
+
+_CODE_SANDBOX = ("generators", "harness/sandbox", "storage/schemas.py")
+
+
+def _exists(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+def pipeline_stages() -> list[StageSpec]:
+    """The stages that exist in this checkout, in pipeline order."""
+    stages = [
+        StageSpec(
+            "synthesize",
+            _run_synthesize,
+            _synthesize_slice,
+            previous=("diagnose",),
+            code=("generators", "storage/schemas.py"),
+        ),
+    ]
+    if _exists("generators.forge"):
+        stages.append(
+            StageSpec(
+                "forge",
+                _run_forge,
+                lambda c, k: {"sandbox": _sandbox_slice(c), "retries": c.forge.retries},
+                upstream=("synthesize",),
+                code=_CODE_SANDBOX,
+            )
+        )
+    if _exists("generators.verify") and stages[-1].name == "forge":
+        stages.append(
+            StageSpec(
+                "verify",
+                _run_verify,
+                lambda c, k: {"sandbox": _sandbox_slice(c)},
+                upstream=("forge",),
+                code=_CODE_SANDBOX,
+            )
+        )
+    if stages[-1].name != "verify":
+        return stages
+    from flows import agent_stages as ag
+
+    def policy_slice(c: RunConfig) -> dict[str, Any]:
+        return {
+            "llm": c.llm.model_dump(mode="json"),
+            "base_model": c.train.base_model,
+            "seed": c.seed,
+        }
+
+    if _exists("harness.rollout"):
+        stages.append(
+            StageSpec(
+                "rollout",
+                ag.run_rollout,
+                lambda c, k: {
+                    "rollout": c.rollout.model_dump(mode="json"),
+                    "sandbox": _sandbox_slice(c),
+                    **policy_slice(c),
+                },
+                upstream=("verify",),
+                previous=("train",),
+                code=("harness", "flows/agent_stages.py", "storage/schemas.py"),
+            )
+        )
+    if _exists("training.stage") and stages[-1].name == "rollout":
+        stages.append(
+            StageSpec(
+                "train",
+                ag.run_train,
+                lambda c, k: {"train": c.train.model_dump(mode="json"), **policy_slice(c)},
+                upstream=("rollout",),
+                previous=("train",),
+                code=("training", "flows/agent_stages.py", "storage/schemas.py"),
+            )
+        )
+    if _exists("generators.diagnose") and stages[-1].name == "train":
+        stages.append(
+            StageSpec(
+                "diagnose",
+                ag.run_diagnose,
+                lambda c, k: {
+                    "diagnose": c.diagnose.model_dump(mode="json"),
+                    "rollout": c.rollout.model_dump(mode="json"),
+                    "sandbox": _sandbox_slice(c),
+                    **policy_slice(c),
+                },
+                upstream=("verify", "train"),
+                previous=("diagnose",),
+                code=("generators", "harness", "flows/agent_stages.py", "storage/schemas.py"),
+            )
+        )
+    return stages

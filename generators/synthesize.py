@@ -1,0 +1,288 @@
+"""The synthesize stage: sample candidate tasks (generator code + seed) for one iteration.
+
+Candidates come from two pools: the built-in library (a generator rendered per capability, domain,
+difficulty and output format; `generators/library.py`) and the user's own generator files or folders
+(their `GENERATOR` metadata is read with `ast.literal_eval`: user code is never imported here, it
+only ever runs inside a sandbox at forge time).
+
+Held-out evaluation is split by *family*: whole (capability, domain) groups go to eval, chosen from
+the run seed alone, so every iteration evaluates on the same unseen groups and no eval task is a
+near-copy of a train task. Output formats rotate round-robin across the candidates of a run.
+Guidance from the previous diagnose stage (capability weights, difficulty per capability) steers
+the train sample; without it, capabilities are uniform and difficulty comes from the config.
+Everything is deterministic in (run seed, iteration).
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import logging
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from generators.contract import OUTPUT_FORMATS, ContractError, GeneratorMeta
+
+log = logging.getLogger("clawloop.synthesize")
+MAX_LEVEL = 3
+
+
+class SynthesizeConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    builtin: bool = Field(True, description="sample from the built-in generator library")
+    generator_paths: list[str] = Field(
+        default_factory=list, description="your generator .py files or folders of them"
+    )
+    n_train: int = Field(4, ge=0, le=100_000, description="train candidates per iteration")
+    n_eval: int = Field(2, ge=0, le=100_000, description="held-out eval candidates per iteration")
+    eval_fraction: float = Field(
+        0.2, ge=0.0, lt=1.0, description="share of (capability, domain) groups held out for eval"
+    )
+    multihop: int = Field(0, ge=0, le=MAX_LEVEL, description="starting multi-hop level 0-3")
+    dirtiness: int = Field(0, ge=0, le=MAX_LEVEL, description="starting dirtiness level 0-3")
+    capabilities: list[str] = Field(
+        default_factory=list, description="restrict the built-in library to these (empty: all)"
+    )
+    domains: list[str] = Field(
+        default_factory=list, description="restrict the built-in library to these (empty: all)"
+    )
+
+
+class SynthesisError(ValueError):
+    """Nothing can be synthesized with this configuration."""
+
+
+@dataclass(frozen=True)
+class Family:
+    """A generator family: one (capability, domain) group; user files carry fixed code."""
+
+    capability: str
+    domain: str
+    origin: str  # builtin | user:<path>
+    code: str = ""  # user generators: the file's source; builtin: rendered per candidate
+    output_format: str = ""  # user generators: fixed by their metadata
+
+
+def read_generator_meta(source: str, where: str) -> GeneratorMeta:
+    """GENERATOR metadata and docstring title of generator source, without executing it."""
+    try:
+        tree = ast.parse(source, filename=where)
+    except SyntaxError as exc:
+        raise ContractError(f"{where}: not valid Python ({exc.msg}, line {exc.lineno})") from None
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else []
+        if any(isinstance(t, ast.Name) and t.id == "GENERATOR" for t in targets):
+            try:
+                value = ast.literal_eval(node.value)
+            except ValueError:
+                raise ContractError(
+                    f"{where}: GENERATOR must be a literal dict (no names or calls)"
+                ) from None
+            title = (ast.get_docstring(tree) or "").strip().splitlines()[:1]
+            return GeneratorMeta.from_dict(value, title=title[0] if title else "")
+    raise ContractError(f"{where}: no top-level `GENERATOR = {{...}}` metadata found")
+
+
+def user_families(paths: list[str]) -> tuple[list[Family], list[str]]:
+    """Families from user files/folders; returns (families, problems) — a bad file is skipped."""
+    files: list[Path] = []
+    problems: list[str] = []
+    for p in paths:
+        path = Path(p).expanduser()
+        if path.is_dir():
+            files.extend(sorted(f for f in path.rglob("*.py") if not f.name.startswith("_")))
+        elif path.is_file():
+            files.append(path)
+        else:
+            problems.append(f"{p}: no such file or folder (synthesize.generator_paths)")
+    families = []
+    for f in files:
+        try:
+            source = f.read_text()
+            meta = read_generator_meta(source, str(f))
+        except (OSError, UnicodeDecodeError, ContractError) as exc:
+            problems.append(str(exc))
+            continue
+        families.append(
+            Family(meta.capability, meta.domain, f"user:{f}", source, meta.output_format)
+        )
+    for msg in problems:
+        log.warning("skipping user generator: %s", msg)
+    return families, problems
+
+
+def builtin_families(cfg: SynthesizeConfig) -> list[Family]:
+    """Every (capability, domain) pair the built-in library can render, optionally restricted."""
+    from generators.library import list_builtin  # lazy: only when the built-in library is on
+
+    pairs = list_builtin()
+    if cfg.capabilities:
+        pairs = [p for p in pairs if p[0] in cfg.capabilities]
+    if cfg.domains:
+        pairs = [p for p in pairs if p[1] in cfg.domains]
+    return [Family(cap, dom, "builtin") for cap, dom in pairs]
+
+
+def _h(*parts: Any) -> int:
+    return int.from_bytes(hashlib.sha256(":".join(map(str, parts)).encode()).digest()[:8], "big")
+
+
+def split_groups(
+    families: list[Family], run_seed: int, eval_fraction: float
+) -> set[tuple[str, str]]:
+    """The (capability, domain) groups held out for eval: fixed by the run seed, not the iteration."""
+    groups = sorted(
+        {(f.capability, f.domain) for f in families}, key=lambda g: (_h(run_seed, "split", *g), g)
+    )
+    if len(groups) < 2 or eval_fraction <= 0:
+        return set()
+    n_eval = min(len(groups) - 1, max(1, round(eval_fraction * len(groups))))
+    return set(groups[:n_eval])
+
+
+def _levels(
+    capability: str, cfg: SynthesizeConfig, guidance: dict[str, Any], iteration: int
+) -> tuple[int, int]:
+    want = (guidance.get("difficulty") or {}).get(capability) or {}
+    # Difficulty rises at most one level per iteration from the configured start.
+    grown = max(0, iteration - 1)
+    mh = min(int(want.get("multihop", cfg.multihop)), cfg.multihop + grown, MAX_LEVEL)
+    dt = min(int(want.get("dirtiness", cfg.dirtiness)), cfg.dirtiness + grown, MAX_LEVEL)
+    return max(0, mh), max(0, dt)
+
+
+def _weights(capabilities: list[str], guidance: dict[str, Any]) -> list[float]:
+    given = guidance.get("capability_weights") or {}
+    ws = [max(0.0, float(given.get(c, 1.0 if not given else 0.0))) for c in capabilities]
+    return ws if sum(ws) > 0 else [1.0] * len(capabilities)
+
+
+def _candidate(
+    fam: Family, seed: int, split: str, fmt: str, levels: tuple[int, int]
+) -> dict[str, Any]:
+    if fam.origin == "builtin":
+        from generators import library
+
+        code = library.render_generator(fam.capability, fam.domain, levels[0], levels[1], fmt)
+        meta = read_generator_meta(code, f"builtin {fam.capability}/{fam.domain}")
+    else:
+        code = fam.code
+        meta = read_generator_meta(code, fam.origin)
+    sha = hashlib.sha256(code.encode()).hexdigest()
+    return {
+        "task_id": hashlib.sha256(f"{sha}:{seed}".encode()).hexdigest()[:16],
+        "generator_code": code,
+        "generator_sha256": sha,
+        "seed": seed,
+        "capability": meta.capability,
+        "domain": meta.domain,
+        "multihop": meta.multihop,
+        "dirtiness": meta.dirtiness,
+        "output_format": meta.output_format,
+        "split": split,
+        "origin": fam.origin,
+    }
+
+
+def _sample(
+    families: list[Family],
+    n: int,
+    split: str,
+    rng: random.Random,
+    fmt_offset: int,
+    cfg: SynthesizeConfig,
+    guidance: dict[str, Any],
+    iteration: int,
+    problems: list[str],
+) -> list[dict[str, Any]]:
+    by_cap: dict[str, list[Family]] = {}
+    for f in families:
+        by_cap.setdefault(f.capability, []).append(f)
+    rows: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for _ in range(
+        n * 4
+    ):  # a few extra draws absorb duplicate ids and families that fail to render
+        caps = sorted(c for c, fams in by_cap.items() if fams)
+        if len(rows) == n or not caps:
+            break
+        weights = _weights(caps, guidance) if split == "train" else [1.0] * len(caps)
+        cap = rng.choices(caps, weights=weights)[0]
+        fam = rng.choice(sorted(by_cap[cap], key=lambda f: (f.domain, f.origin)))
+        fmt = fam.output_format or OUTPUT_FORMATS[(fmt_offset + len(rows)) % len(OUTPUT_FORMATS)]
+        try:
+            row = _candidate(
+                fam, rng.randrange(2**31), split, fmt, _levels(cap, cfg, guidance, iteration)
+            )
+        except (
+            OSError,
+            ValueError,
+            KeyError,
+        ) as exc:  # a library entry that cannot render: drop it
+            problems.append(
+                f"{fam.origin} {fam.capability}/{fam.domain}: {type(exc).__name__}: {exc}"
+            )
+            log.warning("dropping generator family: %s", problems[-1])
+            by_cap[cap].remove(fam)
+            continue
+        if row["task_id"] not in seen:
+            seen.add(row["task_id"])
+            rows.append(row)
+    return rows
+
+
+def synthesize(
+    cfg: SynthesizeConfig,
+    run_seed: int,
+    iteration: int,
+    guidance: dict[str, Any] | None = None,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Candidate rows (storage.schemas.CANDIDATES) for one iteration, and a summary for humans."""
+    families: list[Family] = []
+    problems: list[str] = []
+    if cfg.builtin:
+        families += builtin_families(cfg)
+    if cfg.generator_paths:
+        user, problems = user_families(cfg.generator_paths)
+        families += user
+    if not families:
+        hint = "turn synthesize.builtin on, or list generator files/folders in synthesize.generator_paths"
+        extra = f" ({'; '.join(problems)})" if problems else ""
+        raise SynthesisError(f"no generators to sample from{extra}: {hint}")
+    guidance = guidance or {}
+    held_out = split_groups(families, run_seed, cfg.eval_fraction)
+    train = [f for f in families if (f.capability, f.domain) not in held_out]
+    evals = [f for f in families if (f.capability, f.domain) in held_out]
+    rng = random.Random(_h(run_seed, "iteration", iteration))
+    # Formats continue their rotation across iterations instead of restarting at json each time.
+    offset = (iteration - 1) * (cfg.n_train + cfg.n_eval)
+    render_problems: list[str] = []
+    rows = _sample(
+        train, cfg.n_train, "train", rng, offset, cfg, guidance, iteration, render_problems
+    )
+    rows += _sample(
+        evals,
+        cfg.n_eval,
+        "eval",
+        rng,
+        offset + cfg.n_train,
+        cfg,
+        guidance,
+        iteration,
+        render_problems,
+    )
+    summary = {
+        "families": len(families),
+        "eval_groups": len(held_out),
+        "train": sum(r["split"] == "train" for r in rows),
+        "eval": sum(r["split"] == "eval" for r in rows),
+        "guided": bool(guidance),
+        "skipped_user_files": len(problems),
+        "render_failures": len(render_problems),
+    }
+    return rows, summary

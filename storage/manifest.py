@@ -1,0 +1,141 @@
+"""A stage's manifest.json: what it read, what it wrote, and proof that the files are intact.
+
+The manifest is the stage's commit record. It is written last (atomically), after every Parquet file
+is in place, and it lists each file's sha256. `is_complete` trusts a stage only if its manifest
+exists, was made from the expected inputs, says `complete`, and every listed file still hashes to the
+recorded value. Anything else (a kill mid-stage, a deleted or corrupted file, changed inputs) means
+"rebuild", and the reason is logged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from storage import fs
+
+MANIFEST = "manifest.json"
+log = logging.getLogger("clawloop.storage")
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    name: str  # file name inside the stage folder, e.g. candidates.parquet
+    sha256: str
+    rows: int  # row count (Parquet); -1 for other files
+    bytes: int
+
+
+@dataclass(frozen=True)
+class Manifest:
+    stage: str
+    iteration: int
+    run_id: str
+    inputs_hash: str  # the stage's cache key: config slice + upstream manifests + code version
+    code_version: str
+    upstream: dict[str, str]  # "iter-<k>/<stage>" -> that manifest's content hash
+    files: list[FileEntry]
+    status: str = "complete"  # only complete manifests are ever written; kept for readers
+    started_at: float = 0.0
+    finished_at: float = 0.0
+    summary: dict[str, Any] = field(default_factory=dict)  # small key figures for humans/UI
+
+    @property
+    def rows(self) -> dict[str, int]:
+        return {f.name: f.rows for f in self.files}
+
+    @property
+    def duration_s(self) -> float:
+        return max(0.0, self.finished_at - self.started_at)
+
+    def content_hash(self) -> str:
+        """Identity of what this stage produced (its file digests), independent of timings.
+
+        Downstream cache keys use this, so a re-run that produces the same bytes (say, after a
+        config change that did not matter) does not invalidate later stages; any change does.
+        """
+        ident = {
+            "stage": self.stage,
+            "iteration": self.iteration,
+            "files": sorted((f.name, f.sha256) for f in self.files),
+        }
+        return sha256_json(ident)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2, sort_keys=True, default=str)
+
+    @classmethod
+    def from_json(cls, text: str) -> Manifest:
+        d = json.loads(text)
+        d["files"] = [FileEntry(**f) for f in d.get("files", [])]
+        return cls(**d)
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha256_json(obj: Any) -> str:
+    """sha256 of the canonical JSON form of `obj` (sorted keys, no whitespace)."""
+    blob = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str).encode()
+    return hashlib.sha256(blob).hexdigest()
+
+
+def sha256_file(url: str, chunk: int = 1 << 20) -> str:
+    f_sys, path = fs.resolve(url)
+    h = hashlib.sha256()
+    with f_sys.open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def write_manifest(stage_url: str, manifest: Manifest) -> None:
+    fs.write_bytes_atomic(fs.join(stage_url, MANIFEST), manifest.to_json().encode())
+
+
+def read_manifest(stage_url: str) -> Manifest | None:
+    """The stage's manifest, or None if absent or unreadable (treated as not complete)."""
+    url = fs.join(stage_url, MANIFEST)
+    if not fs.exists(url):
+        return None
+    try:
+        return Manifest.from_json(fs.read_bytes(url).decode())
+    except (ValueError, TypeError, KeyError) as exc:
+        log.warning("manifest %s is unreadable (%s): the stage will be rebuilt", url, exc)
+        return None
+
+
+def why_incomplete(stage_url: str, expected_inputs_hash: str | None = None) -> str | None:
+    """None if the stage is complete and intact; otherwise the reason it must be rebuilt."""
+    m = read_manifest(stage_url)
+    if m is None:
+        return "no manifest yet (new, or stopped before finishing)"
+    if m.status != "complete":
+        return f"manifest status is {m.status!r}"
+    if expected_inputs_hash is not None and m.inputs_hash != expected_inputs_hash:
+        return f"inputs changed (cache key {m.inputs_hash[:12]} -> {expected_inputs_hash[:12]})"
+    for entry in m.files:
+        url = fs.join(stage_url, entry.name)
+        if not fs.exists(url):
+            return f"{entry.name} is missing"
+        try:
+            digest = sha256_file(url)
+        except OSError as exc:
+            return f"{entry.name} cannot be read ({exc})"
+        if digest != entry.sha256:
+            return (
+                f"{entry.name} is corrupted (sha256 {digest[:12]} != recorded {entry.sha256[:12]})"
+            )
+    return None
+
+
+def is_complete(stage_url: str, expected_inputs_hash: str | None = None) -> bool:
+    """True when the stage's manifest matches `expected_inputs_hash` and every file is intact."""
+    reason = why_incomplete(stage_url, expected_inputs_hash)
+    if reason is not None:
+        log.info("stage %s is not complete: %s", stage_url, reason)
+    return reason is None

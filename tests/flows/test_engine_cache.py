@@ -1,0 +1,246 @@
+"""The pipeline engine without Prefect: skip, force, single-stage rerun, corruption, kill-and-resume."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections import Counter
+from pathlib import Path
+
+import pyarrow as pa
+
+from flows import engine, runs
+from flows.config import parse_config
+from flows.mapping import thread_mapper
+from storage import fs
+from storage.manifest import read_manifest, why_incomplete
+
+SCHEMA = pa.schema([("task_id", pa.string()), ("score", pa.float64())])
+CALLS: Counter[str] = Counter()
+
+
+def _a(ctx: engine.StageContext) -> engine.StageResult:
+    CALLS["a"] += 1
+    rows = [{"task_id": f"t{i}", "score": float(ctx.config.seed + i)} for i in range(3)]
+    return engine.StageResult({"items": (SCHEMA, rows)}, summary={"n": 3})
+
+
+def _b(ctx: engine.StageContext) -> engine.StageResult:
+    CALLS["b"] += 1
+    items = ctx.rows("a", "items")
+    doubled = ctx.map(
+        "b",
+        lambda r: {"task_id": r["task_id"], "score": r["score"] * 2},
+        items,
+        lambda r, e: None,
+        workers=2,
+    )
+    return engine.StageResult({"doubled": (SCHEMA, doubled)})
+
+
+def _c(ctx: engine.StageContext) -> engine.StageResult:
+    CALLS["c"] += 1
+    return engine.StageResult({"last": (SCHEMA, ctx.rows("b", "doubled"))})
+
+
+STAGES = [
+    engine.StageSpec("a", _a, lambda c, k: {"seed": c.seed, "k": k}, previous=("c",)),
+    engine.StageSpec("b", _b, lambda c, k: {"n": c.synthesize.n_train}, upstream=("a",)),
+    engine.StageSpec("c", _c, lambda c, k: {}, upstream=("b",)),
+]
+
+
+def _cfg(tmp_path: Path, **extra) -> object:
+    return parse_config({"storage": {"root": str(tmp_path)}, **extra})
+
+
+def _run(cfg, force=()) -> dict[str, str]:
+    CALLS.clear()
+    summary = runs.run_loop(cfg, "r", STAGES, thread_mapper(False), force=force)
+    return {f"{o.iteration}{o.stage}": o.status for o in summary.outcomes}
+
+
+def test_second_run_skips_everything_and_config_change_reruns_from_that_stage(tmp_path):
+    cfg = _cfg(tmp_path, iterations=2)
+    assert set(_run(cfg).values()) == {"ran"}
+    assert _run(cfg) == {
+        "1a": "skipped",
+        "1b": "skipped",
+        "1c": "skipped",
+        "2a": "skipped",
+        "2b": "skipped",
+        "2c": "skipped",
+    }
+    assert not CALLS
+    changed = _run(_cfg(tmp_path, iterations=2, synthesize={"n_train": 3}))
+    assert changed["1a"] == "skipped" and changed["1b"] == "ran"
+    # b's output bytes did not change, so c (and iteration 2's a, which reads c) stay cached
+    assert changed["1c"] == "skipped" and changed["2a"] == "skipped"
+
+
+def test_force_reruns_the_stage_and_everything_that_reads_it(tmp_path):
+    cfg = _cfg(tmp_path)
+    _run(cfg)
+    assert _run(cfg, force=["b"]) == {"1a": "skipped", "1b": "ran", "1c": "ran"}
+    assert engine.dependents(STAGES, ["b"]) == {"b", "c"}
+    assert engine.dependents(STAGES, [], previous_forced={"c"}) == {
+        "a",
+        "b",
+        "c",
+    }  # c feeds next iteration's a
+
+
+def test_single_stage_rerun_touches_only_that_stage(tmp_path):
+    cfg = _cfg(tmp_path)
+    _run(cfg)
+    before = {s: read_manifest(fs.stage_url(str(tmp_path), "r", 1, s)).finished_at for s in "ac"}
+    CALLS.clear()
+    out = runs.rerun_stage(cfg, "r", 1, "b", STAGES, thread_mapper(False))
+    assert out.status == "ran" and Counter({"b": 1}) == CALLS
+    assert {
+        s: read_manifest(fs.stage_url(str(tmp_path), "r", 1, s)).finished_at for s in "ac"
+    } == before
+
+
+def test_corrupted_or_deleted_parquet_is_detected_and_rebuilt(tmp_path):
+    cfg = _cfg(tmp_path)
+    _run(cfg)
+    path = tmp_path / "r" / "iter-1" / "b" / "doubled.parquet"
+    path.write_bytes(path.read_bytes()[:-20] + b"X" * 20)
+    assert _run(cfg) == {"1a": "skipped", "1b": "ran", "1c": "skipped"}
+    (tmp_path / "r" / "iter-1" / "a" / "items.parquet").unlink()
+    assert _run(cfg)["1a"] == "ran"
+    assert why_incomplete(fs.stage_url(str(tmp_path), "r", 1, "a")) is None
+
+
+def test_a_failing_stage_is_an_outcome_and_leaves_nothing_that_looks_complete(tmp_path):
+    def broken(ctx):
+        raise ValueError("generator exploded")
+
+    stages = [STAGES[0], engine.StageSpec("b", broken, lambda c, k: {}, upstream=("a",)), STAGES[2]]
+    summary = runs.run_loop(_cfg(tmp_path), "r", stages, thread_mapper(False))
+    assert [(o.stage, o.status) for o in summary.outcomes] == [("a", "ran"), ("b", "failed")]
+    assert "generator exploded" in summary.outcomes[-1].error and not summary.ok
+    assert read_manifest(fs.stage_url(str(tmp_path), "r", 1, "b")) is None
+
+
+def test_a_stage_whose_upstream_is_missing_is_blocked(tmp_path):
+    out = engine.run_stage(STAGES[1], STAGES, _cfg(tmp_path), "r", 1, thread_mapper(False))
+    assert out.status == "blocked" and "needs a of iter 1" in out.reason
+
+
+def test_mapper_turns_item_failures_into_rows_and_keeps_order():
+    def fn(x):
+        if x == 3:
+            raise KeyError("bad item")
+        return x * 10
+
+    out = thread_mapper(False)(
+        "t", fn, list(range(6)), lambda x, e: f"failed {x}: {type(e).__name__}", workers=3
+    )
+    assert out == [0, 10, 20, "failed 3: KeyError", 40, 50]
+
+
+KILL_SCRIPT = textwrap.dedent(
+    """
+    import os, sys, time
+    from pathlib import Path
+    import pyarrow as pa
+    from flows import engine, runs
+    from flows.config import parse_config
+    from flows.mapping import thread_mapper
+    from storage import artifacts
+
+    SCHEMA = pa.schema([("task_id", pa.string())])
+    root, marker = sys.argv[1], Path(sys.argv[2])
+
+    def slow(ctx):
+        if not marker.exists():
+            # first run: write one table for real, then hang mid-stage until killed
+            artifacts.write_table(ctx.url, "part1", [{"task_id": "x"}], SCHEMA)
+            marker.write_text("mid-stage")
+            time.sleep(60)
+        return engine.StageResult({"part1": (SCHEMA, [{"task_id": "x"}]), "part2": (SCHEMA, [{"task_id": "y"}])})
+
+    stages = [engine.StageSpec("slow", slow, lambda c, k: {})]
+    s = runs.run_loop(parse_config({"storage": {"root": root}}), "r", stages, thread_mapper(False))
+    print([o.status for o in s.outcomes])
+    """
+)
+
+
+def test_kill_minus_9_mid_stage_then_resume_completes(tmp_path):
+    script = tmp_path / "kill_me.py"
+    script.write_text(KILL_SCRIPT)
+    marker = tmp_path / "marker"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    proc = subprocess.Popen(
+        [sys.executable, str(script), str(tmp_path / "runs"), str(marker)], env=env
+    )
+    deadline = time.monotonic() + 60
+    while not marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert marker.exists(), "the stage never started"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    url = fs.stage_url(str(tmp_path / "runs"), "r", 1, "slow")
+    assert (tmp_path / "runs" / "r" / "iter-1" / "slow" / "part1.parquet").exists()
+    assert "no manifest" in why_incomplete(url)  # the half-written stage is never taken as complete
+    done = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "runs"), str(marker)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "['ran']" in done.stdout
+    assert why_incomplete(url) is None
+    assert read_manifest(url).rows == {"part1.parquet": 1, "part2.parquet": 1}
+
+
+def test_a_folder_the_stage_wrote_itself_is_guarded_by_the_manifest(tmp_path):
+    def train(ctx):
+        model = Path(fs.resolve(ctx.url)[1]) / "model"
+        model.mkdir(parents=True, exist_ok=True)
+        (model / "weights.bin").write_bytes(b"w" * 100)
+        return engine.StageResult({"items": (SCHEMA, [])}, dirs=["model"])
+
+    spec = engine.StageSpec("train", train, lambda c, k: {})
+    cfg = _cfg(tmp_path)
+    assert engine.run_stage(spec, [spec], cfg, "r", 1, thread_mapper(False)).status == "ran"
+    url = fs.stage_url(str(tmp_path), "r", 1, "train")
+    assert "model/weights.bin" in read_manifest(url).rows
+    (tmp_path / "r" / "iter-1" / "train" / "model" / "weights.bin").write_bytes(b"x")
+    assert "model/weights.bin is corrupted" in why_incomplete(url)
+    assert engine.run_stage(spec, [spec], cfg, "r", 1, thread_mapper(False)).status == "ran"
+
+
+def test_cli_errors_are_one_line_and_exit_2(tmp_path, capsys):
+    from flows.cli import main
+
+    assert main(["run", "--config", str(tmp_path / "missing.yaml"), "--no-prefect"]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert (
+        main(
+            [
+                "rerun",
+                "--run-id",
+                "nope",
+                "--iteration",
+                "1",
+                "--stage",
+                "forge",
+                "--root",
+                str(tmp_path),
+                "--no-prefect",
+            ]
+        )
+        == 2
+    )
+    assert "no run 'nope'" in capsys.readouterr().err
+    assert main(["runs", "--root", str(tmp_path)]) == 0

@@ -1,0 +1,68 @@
+"""What the UI artifacts and the CLI summary say about a stage."""
+
+from __future__ import annotations
+
+from rich.console import Console
+
+from flows.engine import StageOutcome
+from flows.report import runs_table, stage_markdown, stage_table, summary_table
+from flows.runs import RunInfo, RunSummary, StageInfo
+from storage.manifest import FileEntry, Manifest
+
+M = Manifest(
+    "forge",
+    1,
+    "r",
+    "k" * 64,
+    "c" * 64,
+    {},
+    [FileEntry("tasks.parquet", "a" * 64, 7, 123), FileEntry("report.md", "b" * 64, -1, 9)],
+    summary={"forged": 6, "failed": 1},
+)
+
+
+def _text(renderable) -> str:
+    console = Console(width=200, record=True)
+    console.print(renderable)
+    return console.export_text()
+
+
+def test_stage_table_and_markdown_list_files_rows_and_figures():
+    ran = StageOutcome("forge", 1, "ran", "inputs changed", 2.5, M)
+    assert stage_table(ran)[0] == {
+        "file": "tasks.parquet",
+        "rows": 7,
+        "bytes": 123,
+        "sha256": "a" * 16,
+        "status": "ran",
+    }
+    md = stage_markdown("r", ran, "runs/r/iter-1/forge", appendix="# report")
+    assert "| tasks.parquet | 7 | 123 |" in md and "| report.md | - | 9 |" in md
+    assert "| forged | 6 |" in md and "inputs changed" in md and md.endswith("# report")
+    failed = StageOutcome("verify", 1, "failed", "new", 0.1, None, "ValueError: boom")
+    assert stage_table(failed)[0]["status"] == "failed" and "ValueError: boom" in stage_markdown(
+        "r", failed
+    )
+
+
+def test_summary_and_runs_tables_show_status_and_rows():
+    s = RunSummary(
+        "r",
+        "runs",
+        [StageOutcome("forge", 1, "skipped", "manifest matches its inputs", 0.01, M)],
+        1.0,
+    )
+    text = _text(summary_table(s))
+    assert "skipped" in text and "tasks=7" in text and "run r — ok" in text
+    info = RunInfo(
+        "r",
+        {
+            1: [
+                StageInfo("verify", "incomplete", {}, 0.0),
+                StageInfo("forge", "complete", {"tasks.parquet": 7}, 1.0),
+            ]
+        },
+        0.0,
+    )
+    text = _text(runs_table([info], ["forge", "verify"]))
+    assert text.index("forge") < text.index("verify") and "incomplete" in text
