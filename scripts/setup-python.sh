@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Create .venv with clawloop and its dependencies. torch is pinned to the CPU build first so
-# nothing pulls a multi-GB CUDA wheel on a CPU machine (GPU hosts: install torch for CUDA first).
+# Create .venv with clawloop and its dependencies. torch is installed first, pinned to the release
+# these machines hold as a CPU build on local disk, so no other package pulls a multi-GB CUDA
+# wheel. Elsewhere install the torch you want into .venv first (CPU: PyTorch's cpu wheel index;
+# GPU hosts: the CUDA build); this script keeps any torch that is already there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}

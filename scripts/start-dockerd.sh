@@ -39,29 +39,50 @@ if answers "unix://$SOCK"; then
   exit 0
 fi
 
-if [[ -f "$PIDFILE" ]] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null; then
-  say "dockerd (pid $(cat "$PIDFILE")) is running but not answering yet; waiting"
-else
+start_engine() {  # $1: storage driver
   # A dockerd killed earlier can leave its netns mount and socket behind; both block a restart.
   umount "$EXEC_ROOT/netns/default" 2>/dev/null || true
   rm -f "$SOCK" "$PIDFILE"
   mkdir -p "$DATA_ROOT" "$EXEC_ROOT" "$(dirname "$SOCK")"
-  say "starting dockerd: data root $DATA_ROOT, socket unix://$SOCK, log $LOG"
+  say "starting dockerd ($1): data root $DATA_ROOT, socket unix://$SOCK, log $LOG"
   # setsid + nohup: the engine must outlive this script and the CI step that ran it.
   setsid nohup dockerd \
     --data-root "$DATA_ROOT" --exec-root "$EXEC_ROOT" --pidfile "$PIDFILE" \
-    --host "unix://$SOCK" --storage-driver=overlay2 \
+    --host "unix://$SOCK" --storage-driver="$1" \
     --iptables=false --ip6tables=false --bridge=none --ip-masq=false \
     </dev/null >>"$LOG" 2>&1 &
-fi
+  ENGINE_PID=$!
+}
 
-for _ in $(seq 1 $((WAIT * 4))); do
-  if answers "unix://$SOCK"; then
-    say "engine ready at unix://$SOCK ($(docker -H "unix://$SOCK" version --format '{{.Server.Version}}'))"
-    exit 0
-  fi
-  sleep 0.25
-done
+wait_ready() {  # returns 1 when the engine died or did not answer within $WAIT s
+  for _ in $(seq 1 $((WAIT * 4))); do
+    if answers "unix://$SOCK"; then
+      say "engine ready at unix://$SOCK ($(docker -H "unix://$SOCK" version --format '{{.Server.Version}}'))"
+      return 0
+    fi
+    if [[ -n "${ENGINE_PID:-}" ]] && ! kill -0 "$ENGINE_PID" 2>/dev/null; then
+      return 1
+    fi
+    sleep 0.25
+  done
+  return 1
+}
+
+if [[ -f "$PIDFILE" ]] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null; then
+  say "dockerd (pid $(cat "$PIDFILE")) is running but not answering yet; waiting"
+else
+  start_engine overlay2
+fi
+wait_ready && exit 0
+
+# overlay2 cannot stack on some file systems (e.g. /var/lib itself on overlayfs inside a container):
+# fall back to vfs, which always works but is 5-20x slower.
+if grep -qiE "overlay2?.*(not supported|invalid argument|failed)" "$LOG" 2>/dev/null; then
+  say "overlay2 is not usable here; retrying with the vfs storage driver (slower)" >&2
+  kill "$(cat "$PIDFILE" 2>/dev/null)" 2>/dev/null || true
+  start_engine vfs
+  wait_ready && exit 0
+fi
 say "dockerd did not answer within ${WAIT}s; last log lines:" >&2
 tail -n 20 "$LOG" >&2 || true
 exit 1
