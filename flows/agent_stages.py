@@ -1,9 +1,12 @@
 """Rollout, train and diagnose, adapted to the engine: which policy to serve, task folders, checkpoints.
 
 The policy of iteration k is the checkpoint that train wrote in iteration k-1 (iteration 1: the
-configured base model, or the tiny offline model). With `llm.base_url` set (vLLM, cluster) rollouts
-go to that endpoint; without it the policy folder is served locally by `transformers serve` for the
-duration of the stage. Verified task folders are unpacked from their Parquet tar blobs into a temp
+configured base model, or the tiny offline model). Without `llm.base_url` the policy folder is
+served locally by `transformers serve` for the duration of the stage. With it (vLLM, cluster) a
+server someone else runs answers, and `llm.reload` says how it gets the new checkpoint: `lora`
+loads train's adapter at runtime and asks for it by name, `restart` stops the stage until the
+server serves the checkpoint folder (vLLM's /v1/models `root`), `none` keeps the old weights and
+says so in the log and the stage summary. Verified task folders are unpacked from their Parquet tar blobs into a temp
 folder per stage. Checkpoints are written inside the train stage's folder and every file of them is
 listed in its manifest, so a deleted or damaged checkpoint re-runs training like any other artifact
 (this needs a local `storage.root`).
@@ -12,6 +15,8 @@ listed in its manifest, so a deleted or damaged checkpoint re-runs training like
 from __future__ import annotations
 
 import json
+import logging
+import os
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,6 +29,7 @@ from flows.config import RunConfig
 from flows.engine import StageContext, StageError, StageResult
 from storage import artifacts, fs, schemas
 
+log = logging.getLogger("clawloop.agent_stages")
 MODEL_DIR = "model"  # the train stage's checkpoint folder, inside its stage folder
 DIAGNOSE_FILES = ("report.md", "pass_rates.png", "guidance.json")
 
@@ -61,29 +67,161 @@ def policy_dir(ctx: StageContext, after_iteration: int) -> Path:
     return checkpoint_after(ctx, after_iteration) or base_model_dir(ctx.config)
 
 
-@contextmanager
-def serve_policy(ctx: StageContext, model_dir: Path) -> Iterator[Any]:
-    """A `harness.rollout.PolicyConfig` for `model_dir`: the configured endpoint, or a local server."""
+def trained_checkpoint(
+    ctx: StageContext, after_iteration: int
+) -> tuple[int, dict[str, Any]] | None:
+    """(iteration, CHECKPOINT row) of the newest trained weights the policy after `after_iteration`
+    is made of; None while it is still the base model. An iteration that trained nothing (kind
+    "base") passes its start model on, so the search walks back past it."""
+    for k in range(after_iteration, 0, -1):
+        if ctx.manifest("train", k) is None:
+            return None
+        row = ctx.rows("train", "checkpoint", k)[0]
+        if row["kind"] != "base":
+            return k, row
+    return None
+
+
+def lora_name(run_id: str, iteration: int) -> str:
+    """The name an iteration's adapter is served under (unique per run and iteration)."""
+    return f"clawloop-{run_id}-iter-{iteration}"
+
+
+def _same_model(a: str, b: str) -> bool:
+    if not a or not b:
+        return False
+    pa_, pb = Path(a).expanduser(), Path(b).expanduser()
+    if str(pa_).rstrip("/") == str(pb).rstrip("/"):
+        return True
+    return pa_.exists() and pb.exists() and pa_.resolve() == pb.resolve()
+
+
+def _adapter_base(adapter_path: str) -> str:
+    """The model an adapter was trained on top of (peft's adapter_config.json), "" if unknown."""
+    try:
+        meta = json.loads((Path(adapter_path) / "adapter_config.json").read_text())
+    except (OSError, ValueError):
+        return ""
+    return str(meta.get("base_model_name_or_path") or "")
+
+
+def _restart_hint(ctx: StageContext, path: str) -> str:
+    from harness.serve import vllm_command
+
+    return (
+        f"restart vLLM on it:\n    {vllm_command(path, ctx.config.llm.model)}\n"
+        f"then resume this run: clawloop run --run-id {ctx.run_id}"
+    )
+
+
+def endpoint_policy(ctx: StageContext, after_iteration: int) -> tuple[Any, str]:
+    """(PolicyConfig, note) for the configured endpoint serving the policy after `after_iteration`.
+
+    Applies `llm.reload`; raises StageError (what, where, what to do) when the endpoint cannot
+    serve that policy and the config says it must."""
     from harness.rollout import PolicyConfig
+    from harness.serve import AdapterLoadError, ServeError, load_lora_adapter, served_models
 
     llm = ctx.config.llm
-    if llm.base_url:
-        yield PolicyConfig(
-            base_url=llm.base_url,
-            model=llm.model,
-            api_key_env=llm.api_key_env,
-            policy_id=str(model_dir),
+    url = llm.base_url or ""
+    key = os.environ.get(llm.api_key_env, "") if llm.api_key_env else ""
+    found = trained_checkpoint(ctx, after_iteration)
+    if found is None:
+        served = ctx.config.train.base_model or llm.model
+        return (
+            PolicyConfig(url, llm.model, llm.api_key_env, policy_id=served),
+            f"policy: {llm.model} at {url} (the base model: nothing trained yet)",
         )
+    k, row = found
+    path = str(row["checkpoint_path"])
+    if llm.reload == "lora":
+        adapter = str(row.get("adapter_path") or "")
+        if row["kind"] != "lora" or not adapter:
+            raise StageError(
+                f"llm.reload is 'lora' but train of iteration {k} wrote full weights ({path}), no "
+                "adapter: set train.lora: true so it writes a LoRA adapter, or set llm.reload: restart"
+            )
+        trained_on, base = _adapter_base(adapter), ctx.config.train.base_model or ""
+        if trained_on and not _same_model(trained_on, base):
+            raise StageError(
+                f"llm.reload is 'lora' but the adapter of iteration {k} ({adapter}) was trained on top "
+                f"of {trained_on}, not on the base model vLLM serves (train.base_model = {base or 'unset'}): "
+                "runtime LoRA only applies adapters to the served base. Set train.base_model to the "
+                "model vLLM serves and train.merge_lora: false (adapters then stay relative to it), or use "
+                "llm.reload: restart"
+            )
+        name = lora_name(ctx.run_id, k)
+        try:
+            listed = {m.get("id") for m in served_models(url, key)}
+        except ServeError:
+            listed = set()  # not fatal: loading says what is wrong if the server is
+        if name in listed:
+            what = f"adapter {name} already loaded"
+        else:
+            try:
+                what = load_lora_adapter(url, name, adapter, key)
+            except AdapterLoadError as exc:
+                raise StageError(str(exc)) from exc
+        log.info("llm.reload lora: %s", what)
+        return (
+            PolicyConfig(url, name, llm.api_key_env, policy_id=adapter),
+            f"policy: LoRA adapter of iteration {k} ({adapter}) on {url} as model {name} ({what})",
+        )
+    if llm.reload == "restart":
+        try:
+            models = served_models(url, key)
+        except ServeError as exc:
+            raise StageError(
+                f"llm.reload is 'restart': cannot ask {url} what it serves ({exc}); once the "
+                f"server is up on iteration {k}'s checkpoint {path}, resume: clawloop run --run-id {ctx.run_id}"
+            ) from exc
+        entry = next((m for m in models if m.get("id") == llm.model), {})
+        root = str(entry.get("root") or "")
+        if not _same_model(root, path):
+            raise StageError(
+                f"llm.reload is 'restart': iteration {k} trained a new checkpoint, {path}, but "
+                f"{url} serves {llm.model!r} from {root or 'an unknown folder'}; "
+                + _restart_hint(ctx, path)
+            )
+        return (
+            PolicyConfig(url, llm.model, llm.api_key_env, policy_id=path),
+            f"policy: iteration {k}'s checkpoint {path}, served by {url} as {llm.model}",
+        )
+    warning = (
+        f"llm.reload is 'none': {url} keeps serving {llm.model} with the OLD weights, not "
+        f"iteration {k}'s checkpoint {path}; these episodes are off-policy for training. To use the "
+        f"new weights, {_restart_hint(ctx, path)} (or set llm.reload: lora with train.lora: true)"
+    )
+    log.warning(warning)
+    return (
+        PolicyConfig(url, llm.model, llm.api_key_env, policy_id=f"{llm.model}@{url}"),
+        f"policy: STALE, {llm.model} at {url} still serves the old weights, not {path} "
+        "(llm.reload: none; see the log for what to do)",
+    )
+
+
+@contextmanager
+def serve_policy(ctx: StageContext, after_iteration: int) -> Iterator[tuple[Any, str]]:
+    """(harness.rollout.PolicyConfig, note) for the policy after `after_iteration`: the configured
+    endpoint (see `endpoint_policy`), or its checkpoint folder served locally for the block."""
+    from harness.rollout import PolicyConfig
+
+    if ctx.config.llm.base_url:
+        yield endpoint_policy(ctx, after_iteration)
         return
     from harness.serve import local_policy_server
 
+    model_dir = policy_dir(ctx, after_iteration)
     with local_policy_server(model_dir) as url:
-        yield PolicyConfig(
-            base_url=url,
-            model=str(model_dir),
-            api_key_env="",
-            policy_id=str(model_dir),
-            tokenizer=str(model_dir),
+        yield (
+            PolicyConfig(
+                base_url=url,
+                model=str(model_dir),
+                api_key_env="",
+                policy_id=str(model_dir),
+                tokenizer=str(model_dir),
+            ),
+            f"policy: {model_dir}, served locally by transformers serve",
         )
 
 
@@ -131,9 +269,10 @@ def run_rollout(ctx: StageContext) -> StageResult:
             return StageResult(
                 empty, summary={"tasks": 0, "note": "no verified train task to roll out"}
             )
-        with serve_policy(ctx, policy_dir(ctx, ctx.iteration - 1)) as policy:
+        with serve_policy(ctx, ctx.iteration - 1) as (policy, served):
             traj, band, rates = rollout_stage(tasks, policy, rcfg, cfg.sandbox.to_sandbox_config())
     summary = {
+        "policy": served,
         "tasks": len(tasks),
         "episodes": len(traj),
         "passed": sum(bool(r["passed"]) for r in traj),
@@ -212,7 +351,7 @@ def run_diagnose(ctx: StageContext) -> StageResult:
     )
     with tempfile.TemporaryDirectory(prefix="clawloop-diagnose-") as tmp:
         tasks = verified_tasks(ctx, "eval", Path(tmp) / "tasks")
-        with serve_policy(ctx, policy_dir(ctx, ctx.iteration)) as policy:
+        with serve_policy(ctx, ctx.iteration) as (policy, served):
             evals, _, _ = (
                 rollout_stage(tasks, policy, rcfg, cfg.sandbox.to_sandbox_config())
                 if tasks
@@ -234,4 +373,6 @@ def run_diagnose(ctx: StageContext) -> StageResult:
             if (Path(tmp) / "out" / name).is_file()
         }
     tables = {"eval_trajectories": (schemas.TRAJECTORIES, evals), **res.tables()}
-    return StageResult(tables, files=files, summary={"eval_tasks": len(tasks), **res.summary})
+    return StageResult(
+        tables, files=files, summary={"policy": served, "eval_tasks": len(tasks), **res.summary}
+    )

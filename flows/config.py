@@ -63,6 +63,15 @@ class LLMSettings(_Section):
         "OPENAI_API_KEY",
         description="environment variable holding the API key, if the endpoint needs one",
     )
+    reload: Literal["none", "lora", "restart"] = Field(
+        "none",
+        description=(
+            "how a running endpoint gets each iteration's new checkpoint: none = keep serving the "
+            "old weights (logged as a warning); lora = load train's LoRA adapter into vLLM at "
+            "runtime and roll out with it (needs train.lora); restart = stop until you restart "
+            "the server on the printed checkpoint, then resume the run"
+        ),
+    )
 
 
 class ForgeSettings(_Section):

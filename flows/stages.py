@@ -17,7 +17,7 @@ from typing import Any
 
 from flows.config import RunConfig
 from flows.engine import StageContext, StageResult, StageSpec
-from generators.synthesize import synthesize
+from generators.synthesize import llm_picks, synthesize
 from storage import fs, schemas
 from storage.artifacts import empty_row
 from tasks.retry import is_transient
@@ -42,12 +42,17 @@ def _user_files_digest(paths: list[str]) -> dict[str, str]:
 
 def _synthesize_slice(cfg: RunConfig, k: int) -> dict[str, Any]:
     s = cfg.synthesize
-    return {
+    out = {
         "seed": cfg.seed,
         "iteration": k,
         "synthesize": s.model_dump(mode="json"),
         "user_files": _user_files_digest(s.generator_paths),
     }
+    if s.llm_share > 0:
+        # Written generators depend on who writes them and the sandbox that forges and verifies them.
+        out["writer"] = s.llm.model_dump(mode="json") if s.llm else cfg.llm.model_dump(mode="json")
+        out["sandbox"] = _sandbox_slice(cfg)
+    return out
 
 
 def _guidance(ctx: StageContext) -> dict[str, Any] | None:
@@ -58,11 +63,107 @@ def _guidance(ctx: StageContext) -> dict[str, Any] | None:
     return json.loads(fs.read_bytes(url)) if fs.exists(url) else None
 
 
-def _run_synthesize(ctx: StageContext) -> StageResult:
-    rows, summary = synthesize(
-        ctx.config.synthesize, ctx.config.seed, ctx.iteration, _guidance(ctx)
+def writer_endpoint(ctx: StageContext) -> tuple[Any, str]:
+    """(harness.llm.LLMEndpoint | None, where): `synthesize.llm`, else the policy endpoint as it
+    serves this iteration's policy (`llm.reload` applies), else None (the built-in library)."""
+    from harness.llm import LLMEndpoint
+
+    cfg = ctx.config
+    w = cfg.synthesize.llm
+    if w is not None:
+        return LLMEndpoint(w.base_url, w.model, w.api_key_env, request_timeout_s=600.0), (
+            f"synthesize.llm {w.model} at {w.base_url}"
+        )
+    if not cfg.llm.base_url:
+        return None, "no generator-writer endpoint: llm.base_url is null and synthesize.llm unset"
+    from flows.agent_stages import endpoint_policy
+
+    policy, note = endpoint_policy(ctx, ctx.iteration - 1)
+    ep = policy.endpoint()
+    return LLMEndpoint(ep.base_url, ep.model, ep.api_key_env, request_timeout_s=600.0), (
+        f"the policy ({note})"
     )
-    return StageResult({"candidates": (schemas.CANDIDATES, rows)}, summary=summary)
+
+
+def _writer_guidance(guidance: dict[str, Any] | None, capabilities: set[str]) -> dict[str, Any]:
+    """The diagnosis patterns for the writer prompt: each capability's own, else the whole text."""
+    g = guidance or {}
+    text = str(g.get("pattern_text") or "")
+    patterns = {str(c): str(t) for c, t in (g.get("patterns") or {}).items()}
+    caps = set(patterns) | set(g.get("capability_weights") or {}) | capabilities
+    return {"patterns": {c: patterns.get(c) or text for c in caps}} if text or patterns else {}
+
+
+def _llm_write(
+    ctx: StageContext, rows: list[dict[str, Any]], guidance: dict[str, Any] | None
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Swap `synthesize.llm_share` of the train candidates for LLM-written generators."""
+    from generators.llm_writer import WriterError, llm_candidates, normalized_hash
+
+    s = ctx.config.synthesize
+    picks = llm_picks(rows, s.llm_share, ctx.config.seed, ctx.iteration)
+    if not picks:
+        return rows, {"synthesis": "built-in library (synthesize.llm_share is 0)"}
+    endpoint, where = writer_endpoint(ctx)
+    if endpoint is None:
+        msg = (
+            f"built-in library: {where}, so the {len(picks)} candidate(s) synthesize.llm_share="
+            f"{s.llm_share:g} asked the LLM to write keep their built-in generator"
+        )
+        log.warning("synthesize iter %d: %s", ctx.iteration, msg)
+        return rows, {"synthesis": msg, "llm_written": 0, "llm_asked": len(picks)}
+    chosen = [rows[i] for i in picks]
+    n_chunks = min(s.llm_workers, len(chosen))
+    chunks = [chosen[j::n_chunks] for j in range(n_chunks)]  # order restored below
+    box = ctx.config.sandbox.to_sandbox_config()
+    wguide = _writer_guidance(guidance, {str(r["capability"]) for r in chosen})
+
+    def one(chunk: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+        return llm_candidates(chunk, endpoint, box, guidance=wguide)
+
+    def failed(chunk: list[dict[str, Any]], exc: BaseException) -> tuple[list, list[str]]:
+        log.warning("synthesize: a writer batch raised: %s", exc)
+        return list(chunk), [f"a writer batch raised {type(exc).__name__}: {exc}; built-in kept"]
+
+    results = ctx.map("synthesize-llm", one, chunks, failed, workers=n_chunks, retries=0)
+    written: list[dict[str, Any]] = [{}] * len(chosen)
+    notes: list[str] = []
+    for j, (out, chunk_notes) in enumerate(results):
+        for pos, row in zip(range(j, len(chosen), n_chunks), out, strict=True):
+            written[pos] = row
+        notes += chunk_notes
+    # Batches dedupe within themselves; a generator two batches both wrote keeps one copy.
+    seen: set[str] = set()
+    duplicates = 0
+    for pos, row in enumerate(written):
+        if not str(row.get("origin", "")).startswith("llm:"):
+            continue
+        try:
+            h = normalized_hash(row["generator_code"])
+        except WriterError:
+            h = row["generator_sha256"]
+        if h in seen:
+            written[pos], duplicates = chosen[pos], duplicates + 1
+        seen.add(h)
+    out_rows = list(rows)
+    for i, row in zip(picks, written, strict=True):
+        out_rows[i] = row
+    n_llm = sum(str(r.get("origin", "")).startswith("llm:") for r in written)
+    return out_rows, {
+        "synthesis": f"LLM writer, {where}: {n_llm}/{len(picks)} picked train candidate(s) "
+        "written, forged and verified; the rest keep their built-in generator",
+        "llm_written": n_llm,
+        "llm_asked": len(picks),
+        "llm_cross_batch_duplicates": duplicates,
+        "writer_notes": notes,
+    }
+
+
+def _run_synthesize(ctx: StageContext) -> StageResult:
+    guidance = _guidance(ctx)
+    rows, summary = synthesize(ctx.config.synthesize, ctx.config.seed, ctx.iteration, guidance)
+    rows, written = _llm_write(ctx, rows, guidance)
+    return StageResult({"candidates": (schemas.CANDIDATES, rows)}, summary={**summary, **written})
 
 
 # ---- forge --------------------------------------------------------------------------------------

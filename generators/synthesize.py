@@ -11,6 +11,10 @@ near-copy of a train task. Output formats rotate round-robin across the candidat
 Guidance from the previous diagnose stage (capability weights, difficulty per capability) steers
 the train sample; without it, capabilities are uniform and difficulty comes from the config.
 Everything is deterministic in (run seed, iteration).
+
+`llm_share` picks a deterministic fraction of the train candidates (`llm_picks`) whose generator
+the synthesis LLM rewrites with the same spec (generators/llm_writer.py; the stage wiring is in
+flows/stages.py); `llm` names its endpoint, by default the policy's own (no teacher).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import logging
+import math
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +34,18 @@ from generators.contract import OUTPUT_FORMATS, ContractError, GeneratorMeta
 
 log = logging.getLogger("clawloop.synthesize")
 MAX_LEVEL = 3
+
+
+class WriterEndpoint(BaseModel):
+    """An OpenAI-compatible endpoint for the generator-writing LLM."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    base_url: str = Field(description="OpenAI-compatible URL, e.g. http://gpu-host:8000/v1")
+    model: str = Field(description="model name the endpoint serves")
+    api_key_env: str = Field(
+        "OPENAI_API_KEY", description="environment variable holding the API key, if needed"
+    )
 
 
 class SynthesizeConfig(BaseModel):
@@ -50,6 +67,21 @@ class SynthesizeConfig(BaseModel):
     )
     domains: list[str] = Field(
         default_factory=list, description="restrict the built-in library to these (empty: all)"
+    )
+    llm_share: float = Field(
+        0.0,
+        ge=0.0,
+        le=1.0,
+        description="fraction of train candidates whose generator the synthesis LLM writes (same "
+        "spec; forged + verified in a sandbox; a failed one keeps its built-in generator)",
+    )
+    llm: WriterEndpoint | None = Field(
+        None,
+        description="the generator-writing endpoint; null = the policy endpoint llm.* (no "
+        "teacher); with neither, the built-in library is used and the stage says so",
+    )
+    llm_workers: int = Field(
+        2, ge=1, le=256, description="generators written concurrently (each forges in a sandbox)"
     )
 
 
@@ -234,6 +266,15 @@ def _sample(
             seen.add(row["task_id"])
             rows.append(row)
     return rows
+
+
+def llm_picks(rows: list[dict[str, Any]], share: float, run_seed: int, iteration: int) -> list[int]:
+    """Indexes of the train rows the LLM writes: ceil(share * train rows), chosen by hash so the
+    pick is deterministic in (run seed, iteration) and spread over capabilities."""
+    train = [i for i, r in enumerate(rows) if r["split"] == "train"]
+    n = min(len(train), math.ceil(share * len(train) - 1e-9)) if share > 0 else 0
+    ranked = sorted(train, key=lambda i: (_h(run_seed, "llm", iteration, rows[i]["task_id"]), i))
+    return sorted(ranked[:n])
 
 
 def synthesize(

@@ -16,12 +16,20 @@ Modes
 - `chatty`: answers in plain text, never calls a tool.
 - `stall`: sleeps `stall_s` before answering (past the client's timeout).
 - `drop`: closes the connection without an answer.
+- `routed`: `router(messages)` picks each conversation's reply from the request itself: a list of
+  `ToolStep`s to replay (then finish), or a string to answer in plain text. A fake policy that
+  solves some tasks and fails others (per task, per capability) is a router over the task text.
 
 Options: `rejects_token_ids=True` answers 422 to vLLM's `return_token_ids` field (as transformers
 serve does); `latency_s` delays every answer (a stand-in for generation time);
 `text_tool_calls=True` writes tool calls hermes-style in the content instead of native
 `tool_calls`; `vllm_tokens=True` adds vLLM's `prompt_token_ids`, per-choice `token_ids` and
 `logprobs.content` (fake byte-level ids) so the token-exact path is exercised.
+
+vLLM's runtime LoRA API: `POST /v1/load_lora_adapter` `{"lora_name", "lora_path"}` is recorded in
+`lora_loads` and the adapter is listed by `/v1/models` (400 when the name is already loaded, like
+vLLM); `lora_load_status=404` answers as a server started without runtime LoRA updating.
+`served_root` is the `root` `/v1/models` reports for the served model (vLLM: its folder).
 """
 
 from __future__ import annotations
@@ -32,12 +40,13 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Literal
 
-Mode = Literal["oracle", "wrong", "script", "malformed", "chatty", "stall", "drop"]
+Mode = Literal["oracle", "wrong", "script", "malformed", "chatty", "stall", "drop", "routed"]
 SOLUTION_COPY = "/tmp/solution"
 
 
@@ -45,6 +54,22 @@ SOLUTION_COPY = "/tmp/solution"
 class ToolStep:
     name: str
     arguments: dict[str, Any]
+
+
+# messages of one request -> the conversation's script (replayed step by step, then finish), or a
+# plain-text answer. Called on every request of the conversation, so it must be deterministic.
+Router = Callable[[list[dict[str, Any]]], "list[ToolStep] | str"]
+
+
+def first_user_text(messages: list[dict[str, Any]]) -> str:
+    """The first user message's text (an agent episode's task message), or "" if there is none."""
+    for m in messages:
+        if m.get("role") == "user":
+            content = m.get("content")
+            if isinstance(content, list):  # OpenAI content parts
+                return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+            return str(content or "")
+    return ""
 
 
 def solution_steps(task_dir: Path) -> list[ToolStep]:
@@ -96,6 +121,9 @@ class FakeOpenAI:
         rejects_token_ids: bool = False,
         script: list[ToolStep] | None = None,
         model: str = "fake-policy",
+        router: Router | None = None,
+        served_root: str = "",
+        lora_load_status: int = 200,
     ) -> None:
         if mode in ("oracle", "wrong") and task_dir is None:
             raise ValueError(f"mode {mode!r} replays a task's solution: pass task_dir")
@@ -109,11 +137,18 @@ class FakeOpenAI:
         self.script: list[ToolStep] = list(script or [])
         if mode == "script" and not self.script:
             raise ValueError("mode 'script' replays `script`: pass a non-empty list of ToolStep")
+        if mode == "routed" and router is None:
+            raise ValueError("mode 'routed' asks `router(messages)` for each reply: pass router")
+        self.router = router
         if mode == "oracle":
             self.script = solution_steps(task_dir)  # type: ignore[arg-type]
         elif mode == "wrong":
             self.script = wrong_steps(task_dir)  # type: ignore[arg-type]
         self.requests: list[dict[str, Any]] = []  # every request body received, in order
+        self.served_root = served_root
+        self.lora_load_status = lora_load_status
+        self.lora_loads: list[dict[str, Any]] = []  # every load_lora_adapter body, in order
+        self.lora_adapters: dict[str, str] = {}  # loaded adapter name -> path
         self.in_flight = 0
         self.max_in_flight = 0  # most chat requests served at once (tests bound concurrency)
         self._lock = threading.Lock()
@@ -146,9 +181,12 @@ class FakeOpenAI:
 
             def do_GET(self) -> None:
                 if self.path.rstrip("/") in ("/v1/models", "/models"):
-                    self._send(
-                        200, {"object": "list", "data": [{"id": fake.model, "object": "model"}]}
-                    )
+                    base = {"id": fake.model, "object": "model", "root": fake.served_root}
+                    loras = [
+                        {"id": n, "object": "model", "root": p, "parent": fake.model}
+                        for n, p in fake.lora_adapters.items()
+                    ]
+                    self._send(200, {"object": "list", "data": [base, *loras]})
                 elif self.path.rstrip("/") in ("/health", "/v1/health"):
                     self._send(200, {"status": "ok"})
                 else:
@@ -157,6 +195,9 @@ class FakeOpenAI:
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
+                if self.path.rstrip("/") == "/v1/load_lora_adapter":
+                    self._send(*fake.load_lora(body))
+                    return
                 if not self.path.rstrip("/").endswith("/chat/completions"):
                     self._send(404, {"error": {"message": f"no route {self.path}"}})
                     return
@@ -214,6 +255,20 @@ class FakeOpenAI:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    def load_lora(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        """vLLM's `load_lora_adapter`: (status, body); records the request."""
+        with self._lock:
+            self.lora_loads.append(body)
+            name, path = str(body.get("lora_name", "")), str(body.get("lora_path", ""))
+            if self.lora_load_status != 200:
+                return self.lora_load_status, {"detail": "Not Found"}
+            if not name or not path:
+                return 400, {"message": "both 'lora_name' and 'lora_path' must be provided."}
+            if name in self.lora_adapters:
+                return 400, {"message": f"The lora adapter '{name}' has already been loaded."}
+            self.lora_adapters[name] = path
+        return 200, {"message": f"Success: LoRA adapter '{name}' added successfully."}
+
     # -- scripted replies (pure: request body -> response body) ------------------------------
     def _next_calls(self, step: int) -> tuple[str, list[ToolStep]]:
         if self.mode in ("oracle", "wrong", "script"):
@@ -224,10 +279,23 @@ class FakeOpenAI:
             return "I think the task is done.", []
         return "", [ToolStep("run_shell", {"command": "ls"})]  # stall mode answers sanely, late
 
+    def _routed_calls(
+        self, messages: list[dict[str, Any]], step: int
+    ) -> tuple[str, list[ToolStep]]:
+        picked = self.router(messages)  # type: ignore[misc]
+        if isinstance(picked, str):
+            return picked, []
+        if step < len(picked):
+            return "", [picked[step]]
+        return "", [ToolStep("finish", {"summary": "outputs written"})]
+
     def respond(self, body: dict[str, Any]) -> dict[str, Any]:
         messages = body.get("messages") or []
         step = sum(1 for m in messages if m.get("role") == "assistant")
-        content, calls = self._next_calls(step)
+        if self.mode == "routed":
+            content, calls = self._routed_calls(messages, step)
+        else:
+            content, calls = self._next_calls(step)
         message: dict[str, Any] = {"role": "assistant", "content": content}
         if self.mode == "malformed":
             if step % 2 == 0:

@@ -21,10 +21,17 @@ calls, sandboxes, verifier, artifacts) — not skill: the tiny model solves noth
 
 Any other OpenAI-compatible URL works too; the API key is read from the environment variable
 named in the policy config and never written into artifacts.
+
+New weights on a running vLLM (`llm.reload`): with LoRA training, `load_lora_adapter` registers
+each iteration's adapter on the running server (vLLM's runtime LoRA API; the server needs
+`VLLM_ALLOW_RUNTIME_LORA_UPDATING=True` and `--enable-lora`, see `vllm_command(enable_lora=True)`)
+and rollouts then ask for `model=<lora_name>`. Full-weight checkpoints need a vLLM restart on the
+checkpoint folder; `served_models` tells whether the server already serves it.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -38,7 +45,7 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 log = logging.getLogger(__name__)
 
@@ -54,10 +61,102 @@ class ServeError(RuntimeError):
 
 
 def vllm_command(
-    model: str, name: str = "policy", context_len: int = 32768, port: int = 8000
+    model: str,
+    name: str = "policy",
+    context_len: int = 32768,
+    port: int = 8000,
+    *,
+    enable_lora: bool = False,
+    max_lora_rank: int = 16,
 ) -> str:
-    """The documented vLLM launch line (tool-call parser flags included) for a checkpoint."""
-    return VLLM_COMMAND.format(model=model, name=name, context_len=context_len, port=port)
+    """The documented vLLM launch line (tool-call parser flags included) for a checkpoint.
+
+    enable_lora: the line `llm.reload: lora` needs: runtime adapter loading switched on
+    (environment variable) and LoRA serving with a rank at least the trained adapter's."""
+    line = VLLM_COMMAND.format(model=model, name=name, context_len=context_len, port=port)
+    if enable_lora:
+        line = f"VLLM_ALLOW_RUNTIME_LORA_UPDATING=True {line} --enable-lora --max-lora-rank {max_lora_rank}"
+    return line
+
+
+class AdapterLoadError(ServeError):
+    """The running vLLM server refused or could not be asked to load a LoRA adapter."""
+
+
+def server_root(base_url: str) -> str:
+    """`http://host:8000/v1` -> `http://host:8000`: vLLM's admin routes hang off the server root."""
+    base = base_url.rstrip("/")
+    return base[: -len("/v1")] if base.endswith("/v1") else base
+
+
+def _http_json(
+    method: str, url: str, api_key: str, body: dict[str, Any] | None, timeout_s: float
+) -> tuple[int, str]:
+    """(status, body text) of one request; a connection failure is status 0 with the reason."""
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, method=method)
+    req.add_header("Content-Type", "application/json")
+    if api_key:
+        req.add_header("Authorization", f"Bearer {api_key}")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout_s) as resp:
+            return resp.status, resp.read().decode(errors="replace")
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode(errors="replace")
+    except (urllib.error.URLError, OSError) as exc:
+        return 0, str(getattr(exc, "reason", exc))
+
+
+def served_models(
+    base_url: str, api_key: str = "", timeout_s: float = 30.0
+) -> list[dict[str, Any]]:
+    """The entries of `GET <base_url>/models` (vLLM adds `root`: the folder each one was loaded from)."""
+    status, text = _http_json("GET", base_url.rstrip("/") + "/models", api_key, None, timeout_s)
+    if status != 200:
+        raise ServeError(
+            f"GET {base_url.rstrip('/')}/models answered {status or 'nothing'}: {text[:300]}"
+        )
+    try:
+        data = json.loads(text).get("data") or []
+    except (ValueError, AttributeError):
+        raise ServeError(
+            f"GET {base_url.rstrip('/')}/models did not answer a model list: {text[:300]}"
+        ) from None
+    return [m for m in data if isinstance(m, dict)]
+
+
+def load_lora_adapter(
+    base_url: str, lora_name: str, lora_path: str, api_key: str = "", timeout_s: float = 300.0
+) -> str:
+    """Register a LoRA adapter folder on a running vLLM under `lora_name`; returns what happened.
+
+    Idempotent: an adapter of that name already loaded (a resumed run) counts as loaded. Raises
+    AdapterLoadError saying what failed, where, and what to do."""
+    url = server_root(base_url) + "/v1/load_lora_adapter"
+    status, text = _http_json(
+        "POST", url, api_key, {"lora_name": lora_name, "lora_path": lora_path}, timeout_s
+    )
+    if status == 200:
+        return f"loaded adapter {lora_name} from {lora_path}"
+    if status == 400 and "already" in text.lower():
+        return f"adapter {lora_name} was already loaded"
+    if status == 0:
+        fix = "check that the vLLM server is up and llm.base_url points at it"
+    elif status in (404, 405):
+        fix = (
+            "the server has no runtime LoRA API: start vLLM with VLLM_ALLOW_RUNTIME_LORA_UPDATING=True "
+            "and --enable-lora (README, 'A vLLM endpoint'), or set llm.reload: restart"
+        )
+    else:
+        fix = (
+            "check that the adapter folder is readable from the vLLM host at the same path (shared "
+            "disk), that --max-lora-rank is at least train.lora_r, and that the server runs with "
+            "--enable-lora"
+        )
+    raise AdapterLoadError(
+        f"loading LoRA adapter {lora_name!r} from {lora_path} via POST {url} failed "
+        f"({status or 'no answer'}: {text.strip()[:400]}): {fix}"
+    )
 
 
 def free_port() -> int:

@@ -68,6 +68,8 @@ def test_sandbox_settings_map_to_the_sandbox_interface():
 def test_a_configured_docker_host_reaches_the_sandbox_backends(monkeypatch):
     from flows.runs import apply_environment
 
-    monkeypatch.delenv("DOCKER_HOST", raising=False)
+    # setenv first, so monkeypatch restores (or removes) DOCKER_HOST for the tests after this one.
+    monkeypatch.setenv("DOCKER_HOST", "unset")
+    monkeypatch.delenv("DOCKER_HOST")
     apply_environment(parse_config({"sandbox": {"docker_host": "tcp://sandbox-host:2376"}}))
     assert os.environ["DOCKER_HOST"] == "tcp://sandbox-host:2376"
