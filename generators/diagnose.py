@@ -192,6 +192,18 @@ def diagnose_stage(
     evals = eval_trajectories
     if "split" in evals.columns and not evals.empty:
         evals = evals[evals["split"].fillna("eval") == "eval"]
+    infra = 0
+    if "end_reason" in evals.columns and not evals.empty:
+        # A server, sandbox or harness fault says nothing about the policy: such episodes are
+        # neither failures to summarise nor part of the pass rates the guidance weighs.
+        is_infra = evals["end_reason"].isin(schemas.INFRA_END_REASONS)
+        infra = int(is_infra.sum())
+        evals = evals[~is_infra]
+    if infra:
+        notes.append(
+            f"{infra} eval episodes ended in infrastructure faults "
+            f"({', '.join(sorted(schemas.INFRA_END_REASONS))}); left out of pass rates and summaries"
+        )
     rates = feedback.pass_rates(evals, iteration)
     prev = (
         prev_pass_rates
@@ -255,6 +267,7 @@ def diagnose_stage(
         notes=notes,
         summary={
             "eval_episodes": len(evals),
+            "infra_excluded": infra,
             "failed": len(failed),
             "summaries": len(summaries),
             "fallback_summaries": n_fb,

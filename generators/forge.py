@@ -2,7 +2,7 @@
 
 The generator is built twice with its seed in one sandbox (two interpreters, so hash-order bugs
 show up) and the two digests are recorded for verify's determinism check. Transient sandbox
-faults are retried up to `retries` times; a generator bug (exception, timeout, wrong shape) is a
+faults are retried up to `retries` times (1 + retries attempts); a generator bug (exception, timeout, wrong shape) is a
 failed row carrying its error, never retried.
 
     row = forge_candidate(candidate_row, SandboxConfig(backend="auto"))
@@ -118,20 +118,22 @@ def _forge_once(cand: dict[str, Any], sandbox: SandboxConfig, timeout: float) ->
 def forge_candidate(
     row: dict[str, Any], sandbox: SandboxConfig, retries: int = 3, timeout: float = 30.0
 ) -> dict[str, Any]:
-    """A CANDIDATES row -> a FORGED row (status ok, or failed with error and error_kind)."""
+    """A CANDIDATES row -> a FORGED row (status ok, or failed with error and error_kind).
+    A sandbox fault is retried up to `retries` times: at most 1 + retries attempts."""
     t0 = time.monotonic()
     cand = dict(row)
     if not cand.get("task_id") and cand.get("generator_code") is not None:
         cand["task_id"] = task_id_for(code_sha256(cand["generator_code"]), int(cand.get("seed", 0)))
+    max_attempts = 1 + max(0, retries)
     attempts = 0
     last = ""
-    while attempts < max(1, retries):
+    while attempts < max_attempts:
         attempts += 1
         try:
             values = _forge_once(cand, sandbox, timeout)
         except SandboxError as exc:
-            last = f"sandbox failed on attempt {attempts}/{retries}: {exc}"
-            if attempts < retries:
+            last = f"sandbox failed on attempt {attempts}/{max_attempts}: {exc}"
+            if attempts < max_attempts:
                 time.sleep(RETRY_BACKOFF_S * attempts)
             continue
         except GeneratorError as exc:

@@ -152,26 +152,76 @@ def render_task_toml(info: TaskInfo) -> str:
     return "\n".join(lines)
 
 
+@dataclass(frozen=True)
+class TaskHeader:
+    """What any Harbor task.toml says that running the task needs, clawloop-made or not."""
+
+    task_id: str
+    capability: str = ""
+    split: str = "train"
+    agent_timeout_sec: float = 600.0
+    verifier_timeout_sec: float = 120.0
+
+
+def _load_task_toml(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise TaskFolderError(f"{path}: cannot read task.toml ({exc})") from exc
+
+
+def _table(doc: dict[str, Any], *keys: str) -> dict[str, Any]:
+    for key in keys:
+        doc = doc.get(key) if isinstance(doc, dict) else None
+    return doc if isinstance(doc, dict) else {}
+
+
+def _header(doc: dict[str, Any], task_dir: Path) -> TaskHeader:
+    claw = _table(doc, "metadata", "clawloop")
+    try:
+        agent = float(_table(doc, "agent").get("timeout_sec", 600.0))
+        verifier = float(_table(doc, "verifier").get("timeout_sec", 120.0))
+    except (TypeError, ValueError) as exc:
+        raise TaskFolderError(
+            f"{task_dir}/task.toml: a timeout_sec is not a number ({exc})"
+        ) from exc
+    return TaskHeader(
+        task_id=str(_table(doc, "task").get("name") or Path(task_dir).name),
+        capability=str(claw.get("capability") or _table(doc, "metadata").get("category") or ""),
+        split=str(claw.get("split") or "train"),
+        agent_timeout_sec=agent,
+        verifier_timeout_sec=verifier,
+    )
+
+
+def read_task_header(task_dir: Path) -> TaskHeader:
+    """Name, capability, split and timeouts of any Harbor task folder: [task] name (else the
+    folder name), [metadata.clawloop] or [metadata] category, [agent]/[verifier] timeout_sec;
+    Harbor's defaults where task.toml is missing, unreadable or silent."""
+    try:
+        return _header(_load_task_toml(Path(task_dir, "task.toml")), Path(task_dir))
+    except TaskFolderError:
+        return TaskHeader(task_id=Path(task_dir).name)
+
+
 def read_task_info(task_dir: Path) -> TaskInfo:
     """Parse task.toml back into a TaskInfo (raises TaskFolderError if it is not a clawloop task)."""
     path = Path(task_dir, "task.toml")
-    try:
-        doc = tomllib.loads(path.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise TaskFolderError(f"{path}: cannot read task.toml ({exc})") from exc
-    claw = doc.get("metadata", {}).get("clawloop")
-    if not isinstance(claw, dict):
+    doc = _load_task_toml(path)
+    claw = _table(doc, "metadata", "clawloop")
+    if not claw:
         raise TaskFolderError(f"{path}: no [metadata.clawloop] table; not a clawloop task folder")
-    name = doc.get("task", {}).get("name") or Path(task_dir).name
+    header = _header(doc, Path(task_dir))
     fields = set(TaskInfo.__dataclass_fields__)
     known = {k: v for k, v in claw.items() if k in fields}
+    env = _table(doc, "environment")
     try:
         return TaskInfo(
-            task_id=str(name),
-            agent_timeout_sec=float(doc.get("agent", {}).get("timeout_sec", 600.0)),
-            verifier_timeout_sec=float(doc.get("verifier", {}).get("timeout_sec", 120.0)),
-            cpus=int(doc.get("environment", {}).get("cpus", 1)),
-            memory_mb=int(doc.get("environment", {}).get("memory_mb", 2048)),
+            task_id=header.task_id,
+            agent_timeout_sec=header.agent_timeout_sec,
+            verifier_timeout_sec=header.verifier_timeout_sec,
+            cpus=int(env.get("cpus", 1)),
+            memory_mb=int(env.get("memory_mb", 2048)),
             **known,
         )
     except TypeError as exc:

@@ -10,7 +10,8 @@ Checks (storage.schemas.CHECKS `check` names):
 A task is kept only if every check passes. Oracle, no-op and probes share one fresh sandbox and
 two execs (solve first, before the answer key is uploaded; then test.sh and one Python process
 grading the pristine workspace and every probe) because sandbox starts and interpreter starts
-dominate the cost.
+dominate the cost. Between them, taskenv.prepare_grading kills what solve.sh left running and
+empties /tests and /logs/verifier, so a hostile solve() cannot rewrite its own verdict.
 
     checks, verdict = verify_task(forged_row, SandboxConfig(backend="bwrap"))
 """
@@ -32,6 +33,7 @@ from harness.sandbox.base import TESTS, VERIFIER_LOGS, SandboxConfig, SandboxErr
 from harness.taskenv import (
     open_task,
     parse_reward,
+    prepare_grading,
     read_remote_text,
     run_solution,
     scratch,
@@ -263,6 +265,8 @@ def _stage_tests(task_dir: Path, dest: Path) -> None:
 def run_sandbox_checks(task_dir: Path, sandbox: SandboxConfig) -> dict[str, tuple[bool, str]]:
     """Oracle, no-op and trivial probes in one fresh sandbox with two execs:
     1. solution/solve.sh on the starting workspace (the answer key is not in the sandbox yet);
+       then taskenv.prepare_grading (its leftover processes killed, /tests and
+       /logs/verifier emptied);
     2. upload tests/, run tests/test.sh (the oracle's reward), then grade the pristine workspace
        (no-op) and each probe over a copy of it with the task's own grader, in one process.
     Raises SandboxError when the sandbox itself fails."""
@@ -273,6 +277,11 @@ def run_sandbox_checks(task_dir: Path, sandbox: SandboxConfig) -> dict[str, tupl
         _stage_tests(task_dir, tests)
         with open_task(task_dir, sandbox) as sb:
             solved = run_solution(sb, task_dir)
+            # solve() is LLM-written: whatever it left running dies before the answer key and
+            # the verifier arrive, and nothing it planted in /tests or /logs/verifier counts.
+            unfit = prepare_grading(sb)
+            if unfit:
+                return _unfit(unfit)
             sb.upload(tests, TESTS)
             script = (
                 f"bash {TESTS}/test.sh >{VERIFIER_LOGS}/test.log 2>&1; "
@@ -302,6 +311,11 @@ def run_sandbox_checks(task_dir: Path, sandbox: SandboxConfig) -> dict[str, tupl
     for name, result in sorted(results.items()):
         out[name] = _probe_verdict(result, f"probe {name.split(':', 1)[1]!r}")
     return out
+
+
+def _unfit(reason: str) -> dict[str, tuple[bool, str]]:
+    """Every sandbox check failed for one reason: the sandbox could not be graded in."""
+    return {"oracle": (False, reason), "noop": (False, reason)}
 
 
 def _probe_verdict(result: dict[str, Any], what: str) -> tuple[bool, str]:

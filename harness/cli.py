@@ -129,7 +129,7 @@ def _rollout(args: argparse.Namespace, task_dir: Path, cfg: RolloutConfig) -> li
             from harness.serve import local_policy_server
             from training.tiny_model import ensure_tiny_model
 
-            model_dir = ensure_tiny_model(Path.home() / ".cache" / "clawloop" / "models")
+            model_dir = ensure_tiny_model()
             base_url = stack.enter_context(local_policy_server(model_dir))
             model = model or str(model_dir)
             tokenizer = tokenizer or str(model_dir)

@@ -5,16 +5,18 @@
     traj, band, rates = rollout_stage(tasks, policy, RolloutConfig(), SandboxConfig())
 
 Each episode opens the task folder in its own sandbox (`harness.taskenv.open_task`), runs the agent
-loop, then the task's verifier in the same sandbox. Every episode yields a TRAJECTORIES row, also
-when the server or the sandbox fails (the row says so), so a group is never silently short. The
-band filter keeps tasks the policy sometimes but not always solves: lo <= passes <= hi.
+loop, then the task's verifier in the same sandbox, once whatever the agent left running is
+killed and the verifier's dirs are emptied (taskenv.run_tests), so no agent can grade itself.
+Every episode yields a TRAJECTORIES row, also when the server or the sandbox fails (the row says
+so), so a group is never silently short. The band filter keeps tasks the policy sometimes but not
+always solves: lo <= passes <= hi.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import time
-import tomllib
 from collections import defaultdict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -24,6 +26,7 @@ from typing import Any
 
 import openai
 
+from generators.taskfolder import read_task_header
 from harness.agent import AgentConfig, Episode, run_episode
 from harness.llm import LLMEndpoint, chat_token_counter, make_client
 from harness.prompts import initial_messages
@@ -31,10 +34,9 @@ from harness.sandbox.base import SandboxConfig, SandboxError
 from harness.taskenv import Grade, open_task, run_tests, task_timeouts
 from harness.tools import TOOLS
 from harness.trajectory import trajectory_row
+from storage.schemas import INFRA_END_REASONS
 
 log = logging.getLogger(__name__)
-# End reasons that say nothing about the policy (the agent loop's own are in harness.agent).
-INFRA_END_REASONS = frozenset({"server_error", "sandbox_error", "harness_error"})
 SANDBOX_START_ATTEMPTS = 2  # a sandbox that fails to start is a transient fault: retry once
 
 
@@ -103,17 +105,8 @@ class RolloutConfig:
 def task_row_from_folder(task_dir: Path) -> dict[str, Any]:
     """task_id / capability / split of a Harbor task folder, from task.toml ([task] name and
     [metadata.clawloop]); the folder name and empty values where task.toml does not say."""
-    try:
-        doc = tomllib.loads(Path(task_dir, "task.toml").read_text())
-    except (OSError, tomllib.TOMLDecodeError):
-        doc = {}
-    claw = doc.get("metadata", {}).get("clawloop", {})
-    claw = claw if isinstance(claw, dict) else {}
-    return {
-        "task_id": str(doc.get("task", {}).get("name") or Path(task_dir).name),
-        "capability": str(claw.get("capability") or doc.get("metadata", {}).get("category") or ""),
-        "split": str(claw.get("split") or "train"),
-    }
+    header = read_task_header(Path(task_dir))
+    return {"task_id": header.task_id, "capability": header.capability, "split": header.split}
 
 
 def _instruction(task_dir: Path) -> str:
@@ -168,6 +161,20 @@ def run_attempt(
             break
     if episode is None:  # every loop path sets it; kept for type checkers
         raise RuntimeError(f"no episode recorded for {task_dir} attempt {attempt}")
+    return _row(task_dir, task_row, policy, attempt, cfg, episode, grade, verifier_error)
+
+
+def _row(
+    task_dir: Path,
+    task_row: dict[str, Any],
+    policy: PolicyConfig,
+    attempt: int,
+    cfg: RolloutConfig,
+    episode: Episode,
+    grade: Grade,
+    error: str = "",
+) -> dict[str, Any]:
+    """The TRAJECTORIES row of one episode and its grade."""
     return trajectory_row(
         task_id=str(task_row.get("task_id") or Path(task_dir).name),
         capability=str(task_row.get("capability") or ""),
@@ -178,7 +185,7 @@ def run_attempt(
         reward=grade.reward,
         passed=grade.passed,
         checks={"checks": grade.checks, "reason": grade.reason, "log": grade.log},
-        error=verifier_error,
+        error=error,
         salt=cfg.salt,
     )
 
@@ -201,18 +208,8 @@ def safe_attempt(
         log.exception("episode %d of %s failed in the harness", attempt, task_dir)
         episode = Episode(messages=[], end_reason="harness_error")
         episode.error = f"{type(exc).__name__}: {exc}"
-        return trajectory_row(
-            task_id=str(task_row.get("task_id") or Path(task_dir).name),
-            capability=str(task_row.get("capability") or ""),
-            split=str(task_row.get("split") or "train"),
-            attempt=attempt,
-            policy_id=policy.id,
-            episode=episode,
-            reward=0.0,
-            passed=False,
-            checks={"checks": [], "reason": "not graded", "log": ""},
-            salt=cfg.salt,
-        )
+        not_graded = Grade(0.0, False, reason="not graded")
+        return _row(task_dir, task_row, policy, attempt, cfg, episode, not_graded)
 
 
 def rollout_task(
@@ -270,10 +267,14 @@ def band_filter(
 def pass_rates(
     trajectory_rows: list[dict[str, Any]], band_rows: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:
-    """ROLLOUT_PASS_RATES rows: per capability, episodes, passes, pass rate, mean reward, tasks kept."""
+    """ROLLOUT_PASS_RATES rows: per capability, episodes, passes, pass rate, mean reward, tasks
+    kept. Episodes that ended in an infrastructure fault (INFRA_END_REASONS) are not counted:
+    they say nothing about the policy; a capability with none left has NaN rates."""
     by_cap: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in trajectory_rows:
-        by_cap[row.get("capability", "")].append(row)
+        rows = by_cap[row.get("capability", "")]  # every capability gets a row
+        if row.get("end_reason") not in INFRA_END_REASONS:
+            rows.append(row)
     kept: dict[str, int] = defaultdict(int)
     tasks: dict[str, int] = defaultdict(int)
     for b in band_rows:
@@ -289,8 +290,10 @@ def pass_rates(
                 "tasks": tasks[cap],
                 "episodes": len(rows),
                 "passes": passes,
-                "pass_rate": passes / len(rows),
-                "mean_reward": sum(float(r["reward"]) for r in rows) / len(rows),
+                "pass_rate": passes / len(rows) if rows else math.nan,
+                "mean_reward": sum(float(r["reward"]) for r in rows) / len(rows)
+                if rows
+                else math.nan,
                 "kept_tasks": kept[cap],
             }
         )

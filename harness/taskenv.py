@@ -2,7 +2,9 @@
 
 Equivalent to building `environment/Dockerfile` (FROM the base image, COPY workspace/ /workspace)
 without a docker build per task: the sandbox starts from the base image and the workspace files
-are uploaded. Used by verify (oracle, no-op) and by rollouts (grading an agent's episode).
+are uploaded. Used by verify (oracle, no-op) and by rollouts (grading an agent's episode). The
+code that ran before grading is untrusted: `prepare_grading` kills what it left running and
+empties /tests and /logs/verifier before the verifier goes in.
 
     with open_task(task_dir, SandboxConfig(backend="bwrap")) as sb:
         run_solution(sb, task_dir)
@@ -17,13 +19,13 @@ import math
 import os
 import shutil
 import tempfile
-import tomllib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from generators.taskfolder import read_task_header
 from harness.sandbox.base import (
     SOLUTION,
     TESTS,
@@ -38,6 +40,15 @@ from harness.sandbox.base import (
 REWARD_FILE = f"{VERIFIER_LOGS}/reward.json"
 MAX_REWARD_BYTES = 1024 * 1024
 LOG_TAIL = 4000
+# Empties the dirs the verifier reads from and writes to, whatever the graded code did to them
+# (a planted reward.json or grader module, a dir made read-only); fails if anything is left.
+RESET_GRADING_SH = f"""
+for d in {TESTS} {VERIFIER_LOGS}; do
+    chmod -R u+rwX "$d" 2>/dev/null
+    find "$d" -mindepth 1 -delete 2>/dev/null
+    [ -z "$(ls -A "$d")" ] || {{ echo "could not empty $d" >&2; exit 1; }}
+done
+"""
 # Host scratch for task files in transit (uploads, downloads, unpacked tars). A RAM-backed
 # /dev/shm is preferred: forge+verify create and delete dozens of small files per task, and on
 # a disk file system each unlink/rmdir can cost about a millisecond of kernel time.
@@ -78,14 +89,8 @@ class Grade:
 
 def task_timeouts(task_dir: Path) -> tuple[float, float]:
     """(agent timeout_sec, verifier timeout_sec) from task.toml, with Harbor's usual defaults."""
-    try:
-        doc = tomllib.loads(Path(task_dir, "task.toml").read_text())
-    except (OSError, tomllib.TOMLDecodeError):
-        return 600.0, 120.0
-    return (
-        float(doc.get("agent", {}).get("timeout_sec", 600.0)),
-        float(doc.get("verifier", {}).get("timeout_sec", 120.0)),
-    )
+    header = read_task_header(Path(task_dir))
+    return header.agent_timeout_sec, header.verifier_timeout_sec
 
 
 def load_workspace(sb: Sandbox, task_dir: Path) -> None:
@@ -154,14 +159,37 @@ def read_remote_text(sb: Sandbox, remote: str, cap: int = MAX_REWARD_BYTES) -> s
         return local.read_text(errors="replace")
 
 
+def prepare_grading(sb: Sandbox) -> str:
+    """Make a sandbox fit to grade in after untrusted code ran there (an agent's episode, a
+    generated solve.sh): kill every process it left behind — a background loop could otherwise
+    rewrite /tests or reward.json while or after the verifier runs — then empty /tests and
+    /logs/verifier. Returns "" when done, else why the sandbox cannot be graded."""
+    if not sb.kill_strays():
+        return "processes left running in the sandbox could not be killed; not graded"
+    res = sb.exec(["sh", "-c", RESET_GRADING_SH], timeout=30.0, cwd="/")
+    if not res.ok:
+        why = "timed out" if res.timed_out else res.stderr.strip()[-300:] or f"exit {res.exit_code}"
+        return f"could not reset {TESTS} and {VERIFIER_LOGS} before grading ({why}); not graded"
+    return ""
+
+
 def run_tests(sb: Sandbox, task_dir: Path, timeout: float | None = None) -> Grade:
-    """Upload tests/ to /tests, run `bash /tests/test.sh`, and read /logs/verifier/reward.json."""
+    """Grade the sandbox's current state: prepare_grading, upload tests/ to /tests, run
+    `bash /tests/test.sh`, kill whatever it left running (code the verifier ran, e.g. the
+    agent's own scripts, may fork), then read /logs/verifier/reward.json."""
+    unfit = prepare_grading(sb)
+    if unfit:
+        return Grade(0.0, False, reason=unfit)
     sb.upload(Path(task_dir, "tests"), TESTS)
     limit = timeout if timeout is not None else task_timeouts(task_dir)[1]
     res = sb.exec(["bash", f"{TESTS}/test.sh"], timeout=limit, cwd=WORKSPACE)
     log = (res.stdout + res.stderr)[-LOG_TAIL:]
     if res.timed_out:
         return Grade(0.0, False, log=log, reason=f"the verifier ran past {limit:g}s and was killed")
+    if not sb.kill_strays():
+        return Grade(
+            0.0, False, log=log, reason="the verifier left processes that could not be killed"
+        )
     grade = parse_reward(read_remote_text(sb, REWARD_FILE))
     grade.log = log
     return grade

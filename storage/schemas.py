@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+# TRAJECTORIES end reasons that say nothing about the policy (the server, the sandbox or the
+# harness failed): such episodes are left out of pass counts, pass rates and GRPO groups.
+INFRA_END_REASONS = frozenset({"server_error", "sandbox_error", "harness_error"})
+
 # synthesize -> candidates.parquet: one row per candidate task (a generator + a seed).
 CANDIDATES = pa.schema(
     [

@@ -22,6 +22,7 @@ import pandas as pd
 import torch
 from transformers import Trainer
 
+from storage.schemas import INFRA_END_REASONS
 from training.config import TrainConfig
 from training.sequences import EncodeReport, TokenSample, encode_episode
 from training.trainer_base import MetricsMixin
@@ -135,8 +136,8 @@ def grpo_samples(
     if "split" in df.columns and len(df):
         df = df[df["split"] == cfg.split]
     if "end_reason" in df.columns and len(df):
-        # A server error says nothing about the policy; its reward would be noise in the group.
-        df = df[df["end_reason"] != "server_error"]
+        # An infrastructure fault says nothing about the policy; its reward would be noise.
+        df = df[~df["end_reason"].isin(INFRA_END_REASONS)]
     samples: list[TokenSample] = []
     for task_id, group in df.groupby("task_id", sort=True) if len(df) else []:
         report.groups_seen += 1

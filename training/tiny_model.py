@@ -9,7 +9,8 @@ and tool responses); a randomly initialised 2-layer Qwen3 config. The folder loa
 by model type `qwen3`).
 
 The build is deterministic in its recipe (corpus, sizes, template, seed), and cached by a hash of
-that recipe, so `ensure_tiny_model(cache)` costs a directory lookup after the first call.
+that recipe, so `ensure_tiny_model()` costs a directory lookup after the first call. The cache is
+$CLAWLOOP_CACHE/models (default ~/.cache/clawloop/models; see `default_cache_dir`).
 
     python -m training.tiny_model OUT_DIR        # build (or reuse) and print the folder
 """
@@ -272,13 +273,33 @@ def _write_model(dest: Path, recipe: TinyRecipe) -> None:
     tokenizer.save_pretrained(dest)
 
 
+def default_cache_dir() -> Path:
+    """Where clawloop caches what it builds: $CLAWLOOP_CACHE, else ~/.cache/clawloop."""
+    env = os.environ.get("CLAWLOOP_CACHE")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "clawloop"
+
+
+def _foreign(out_dir: Path, digest: str) -> FileExistsError:
+    return FileExistsError(
+        f"{out_dir} holds something other than this tiny model (recipe {digest[:12]}); "
+        "remove it or build into another folder"
+    )
+
+
 def build_tiny_model(out_dir: Path, seed: int = 0) -> Path:
-    """Build the tiny model into `out_dir` (reused as is when its recipe hash matches)."""
+    """Build the tiny model into `out_dir` (reused as is when its recipe hash matches).
+
+    Safe when several processes build at once: each builds beside the target and renames its
+    folder into place; a process that finds the target taken by then uses it and discards its
+    own. A target holding anything else is never deleted (another process may be using it):
+    FileExistsError says so."""
     out_dir = Path(out_dir)
     recipe = TinyRecipe(seed=seed)
     digest = recipe_hash(recipe)
     if _is_built(out_dir, digest):
         return out_dir
+    if out_dir.is_dir() and any(out_dir.iterdir()):
+        raise _foreign(out_dir, digest)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     # Build beside the target and rename: a killed build never leaves a folder that looks complete.
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
@@ -288,19 +309,25 @@ def build_tiny_model(out_dir: Path, seed: int = 0) -> Path:
             json.dumps({"sha256": digest, "recipe": asdict(recipe)}, indent=2)
         )
         tmp.chmod(0o755)  # mkdtemp makes it owner-only; servers may run as another user
-        if out_dir.exists():
-            shutil.rmtree(out_dir)
-        os.replace(tmp, out_dir)
+        try:
+            # Atomic, and refused when the target is a non-empty folder (another build won).
+            os.rename(tmp, out_dir)
+        except OSError:
+            if _is_built(out_dir, digest):
+                return out_dir
+            raise _foreign(out_dir, digest) from None
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
     return out_dir
 
 
-def ensure_tiny_model(cache_dir: Path, seed: int = 0) -> Path:
-    """The tiny model's folder under `cache_dir`, named by its recipe hash; built on first use."""
+def ensure_tiny_model(cache_dir: Path | None = None, seed: int = 0) -> Path:
+    """The tiny model's folder under `cache_dir` (default: default_cache_dir()/models), named
+    by its recipe hash; built on first use."""
     digest = recipe_hash(TinyRecipe(seed=seed))
-    return build_tiny_model(Path(cache_dir) / f"tiny-qwen3-{digest[:12]}", seed=seed)
+    cache = Path(cache_dir) if cache_dir is not None else default_cache_dir() / "models"
+    return build_tiny_model(cache / f"tiny-qwen3-{digest[:12]}", seed=seed)
 
 
 if __name__ == "__main__":

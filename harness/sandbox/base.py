@@ -96,6 +96,16 @@ class Sandbox(abc.ABC):
         """Copy `remote` (file or directory) out to the host path `local`."""
 
     @abc.abstractmethod
+    def kill_strays(self) -> bool:
+        """Kill every process the sandbox's commands left behind (background loops, `setsid` or
+        `nohup` daemons), keeping the sandbox usable. Call it between commands, never while one
+        runs (it would be killed too); graders call it before and after the verifier so that
+        nothing the graded code started can rewrite the verdict. True when nothing is left;
+        False when the leftovers could not be killed (e.g. they fill the process limit, so no
+        killer can start): nothing in the sandbox is trustworthy then. Raises SandboxError only
+        for an infrastructure fault."""
+
+    @abc.abstractmethod
     def stop(self) -> None:
         """Kill everything in the sandbox and remove it. Idempotent."""
 

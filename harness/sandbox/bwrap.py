@@ -312,6 +312,14 @@ class BwrapSandbox(Sandbox):
             timed_out=timed_out,
         )
 
+    def kill_strays(self) -> bool:
+        """Nothing to do, by construction: each exec is the pid 1 of its own pid namespace, and
+        the kernel kills every process of a namespace when its pid 1 exits, so no process
+        outlives the exec that started it (setsid, nohup and double forks included)."""
+        if self.dir is None:
+            raise SandboxError("bwrap sandbox is not started: call start() or use `with`")
+        return True
+
     def _kill_all(self, proc: subprocess.Popen) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)

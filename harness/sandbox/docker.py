@@ -54,6 +54,21 @@ GRACE_S = 5.0
 # than /logs: the engine does not copy image content into a volume with mount options, and the
 # layout promises only /logs/verifier.
 WRITABLE = (WORKSPACE, TESTS, SOLUTION, VERIFIER_LOGS, "/tmp")
+# Kills every process in the container but PID 1 (docker-init) and its first child, the sleeper
+# the container lives on (`kill -KILL -1` would take the sleeper too, and init exits with it).
+# Orphans are re-parented to init after the sleeper, so the sleeper is the first pid of init's
+# children list. Everything is stopped first (`kill -1` reaches all at once), so a loop cannot
+# fork a new process between the scan and the kill. Exit 3: the sleeper is not where expected.
+KILL_STRAYS_SH = r"""
+read -r sleeper rest </proc/1/task/1/children
+[ -n "$sleeper" ] || exit 3
+kill -s STOP -1 2>/dev/null
+for d in /proc/[0-9]*; do
+    p=${d#/proc/}
+    case $p in 1|"$sleeper"|$$) ;; *) kill -s KILL "$p" 2>/dev/null ;; esac
+done
+kill -s CONT "$sleeper"
+"""
 
 
 def client(timeout: int = 60) -> Any:
@@ -241,9 +256,9 @@ class DockerSandbox(Sandbox):
         reader.join(wall + GRACE_S)
         forced = reader.is_alive()
         if forced:
-            # Something outlived `timeout` (e.g. it left the process group): kill all but init.
-            with contextlib.suppress(docker.errors.DockerException):
-                container.exec_run(["kill", "-KILL", "-1"])
+            # Something outlived `timeout` (e.g. it left the process group): kill all of it.
+            with contextlib.suppress(SandboxError):
+                self.kill_strays()
             reader.join(GRACE_S)
             if reader.is_alive():
                 raise SandboxError(f"docker exec in {container.short_id} did not end after a kill")
@@ -264,6 +279,29 @@ class DockerSandbox(Sandbox):
             duration_s=duration,
             timed_out=timed_out,
         )
+
+    def kill_strays(self) -> bool:
+        """Kill all but init and the sleeper (KILL_STRAYS_SH), in an exec of its own: not under
+        `timeout`, whose process the script would stop. Execs share the container, so a
+        background process outlives the exec that started it until this runs."""
+        import docker.errors
+
+        container = self._require()
+        try:
+            res = container.exec_run(["sh", "-c", KILL_STRAYS_SH], stdout=True, stderr=True)
+        except docker.errors.APIError as exc:
+            # The engine answered but could not start the killer: if the container still runs,
+            # its leftovers fill the process table (a hostile box, not an engine fault).
+            if _is_running(container):
+                return False
+            raise SandboxError(
+                f"docker sandbox {container.short_id} stopped before its strays were killed: {exc}"
+            ) from exc
+        except Exception as exc:  # connection errors come from requests, not docker.errors
+            raise SandboxError(
+                f"killing leftover processes in {container.short_id} failed: {exc}"
+            ) from exc
+        return res.exit_code == 0
 
     def upload(self, local: Path, remote: str) -> None:
         import docker.errors
@@ -303,6 +341,14 @@ class DockerSandbox(Sandbox):
                 f"docker download of {remote} from {container.short_id} failed: {exc}"
             ) from exc
         unpack(bytes(data), Path(local))
+
+
+def _is_running(container: Any) -> bool:
+    try:
+        container.reload()
+    except Exception:
+        return False
+    return container.status == "running"
 
 
 def _drain(stream: Any, out: CappedBuffer, err: CappedBuffer) -> None:

@@ -317,6 +317,31 @@ def test_diagnose_stage_writes_report_plot_guidance_and_valid_tables(tmp_path):
     assert sorted(back["capability"]) == ["anomaly_flagging", "multi_document_merge"]
 
 
+def test_diagnose_leaves_infrastructure_failures_out_of_rates_and_summaries(tmp_path):
+    from generators.diagnose import DiagnoseConfig, diagnose_stage
+
+    rows = _eval_frame().to_dict("records")
+    infra = [
+        dict(_episode(f"x{i}", "anomaly_flagging", False, CHATTY), end_reason=reason)
+        for i, reason in enumerate(["server_error", "sandbox_error", "harness_error"])
+    ]
+    res = diagnose_stage(
+        pd.DataFrame(rows + infra),
+        None,
+        DiagnoseConfig(embedder="hashed"),
+        None,
+        tmp_path,
+        iteration=1,
+        capabilities=["anomaly_flagging", "multi_document_merge"],
+    )
+    anomaly = next(r for r in res.pass_rates if r["capability"] == "anomaly_flagging")
+    assert (anomaly["n_episodes"], anomaly["n_passed"]) == (5, 4)
+    assert len(res.summaries) == 5  # the policy's own failures only
+    assert res.summary["infra_excluded"] == 3 and res.summary["eval_episodes"] == 10
+    assert any("3 eval episodes ended in infrastructure faults" in n for n in res.notes)
+    assert "infrastructure faults" in res.report_path.read_text()
+
+
 def test_diagnose_stage_with_no_eval_episodes_keeps_going(tmp_path):
     from generators.diagnose import DiagnoseConfig, diagnose_stage
 

@@ -209,7 +209,8 @@ def test_forge_retries_transient_sandbox_faults(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(forge, "_forge_once", flaky)
     monkeypatch.setattr(forge, "RETRY_BACKOFF_S", 0.0)
     row = forge.forge_candidate(candidate_from_code(fixture("good"), 1), BWRAP, retries=3)
-    assert len(calls) == 3 and row["attempts"] == 3
+    # Retried up to 3 times: 1 + 3 attempts.
+    assert len(calls) == 4 and row["attempts"] == 4 and "attempt 4/4" in row["error"]
     assert (
         row["status"] == "failed"
         and row["error_kind"] == "sandbox"
@@ -240,3 +241,8 @@ def test_forge_retries_transient_sandbox_faults(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(forge, "_forge_once", once_flaky)
     row = forge.forge_candidate(candidate_from_code(fixture("good"), 1), BWRAP, retries=3)
     assert row["status"] == "ok" and row["attempts"] == 2
+
+    calls.clear()
+    monkeypatch.setattr(forge, "_forge_once", flaky)
+    row = forge.forge_candidate(candidate_from_code(fixture("good"), 1), BWRAP, retries=0)
+    assert len(calls) == 1 and row["attempts"] == 1 and row["error_kind"] == "sandbox"

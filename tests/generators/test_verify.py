@@ -204,6 +204,34 @@ def test_verifier_accepting_a_trivial_probe_is_dropped(tmp_path: Path) -> None:
     assert not verdict["kept"]
 
 
+# A solve() that fails the task but leaves a detached loop rewriting the verdict files (the
+# reward and the probe results) for the grader to find after test.sh and the probe driver ran.
+SELF_GRADING = r"""
+cat > /tmp/w.sh <<'EOS'
+while :; do
+    echo '{"reward": 1.0}' > /logs/verifier/reward.json
+    echo '{"noop": {"reward": 0.0}}' > /logs/verifier/probes.json
+    sleep 0.005
+done
+EOS
+(setsid bash /tmp/w.sh >/dev/null 2>&1 &)
+"""
+
+
+def test_a_solution_cannot_fake_the_oracle(sandbox: SandboxConfig, tmp_path: Path) -> None:
+    row = forged("bad_solve", sandbox)
+
+    def leave_a_writer(folder: Path) -> None:
+        solve = folder / "solution/solve.sh"
+        solve.write_text(solve.read_text() + SELF_GRADING)
+
+    checks, verdict = verify_task(_edited(row, tmp_path, leave_a_writer), sandbox)
+    oracle = by_name(checks)["oracle"]
+    assert not oracle["passed"] and "reference solution scores 0." in oracle["reason"], oracle
+    assert by_name(checks)["noop"]["passed"]  # graded for real, not read from the planted file
+    assert not verdict["kept"]
+
+
 def test_failed_forge_row_gets_a_verdict_without_sandbox() -> None:
     row = {
         "task_id": "x",

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import shutil
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 
-from harness.fake_openai import FakeOpenAI
+from harness.fake_openai import FakeOpenAI, ToolStep
 from harness.rollout import (
     PolicyConfig,
     RolloutConfig,
@@ -79,6 +80,36 @@ def test_pass_rates_per_capability():
         and rates["x"]["kept_tasks"] == 1
     )
     assert rates["y"]["pass_rate"] == 0.0 and rates["y"]["episodes"] == 2
+
+
+def test_pass_rates_leave_out_infrastructure_failures():
+    rows = (
+        _rows("a", [True, False], cap="x")
+        + _rows("a", [False], end="sandbox_error", cap="x")
+        + _rows("b", [False, False], end="server_error", cap="y")
+    )
+    rates = {r["capability"]: r for r in pass_rates(rows, band_filter(rows, n=3, lo=1, hi=2))}
+    assert (rates["x"]["episodes"], rates["x"]["passes"], rates["x"]["pass_rate"]) == (2, 1, 0.5)
+    assert rates["y"]["episodes"] == 0 and math.isnan(rates["y"]["pass_rate"])
+
+
+def test_task_row_and_timeouts_come_from_task_toml(tmp_path):
+    from harness.rollout import task_row_from_folder
+    from harness.taskenv import task_timeouts
+
+    assert task_row_from_folder(TASK)["task_id"] and task_timeouts(TASK)[1] > 0
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "task.toml").write_text(
+        '[task]\nname = "p1"\n[metadata]\ncategory = "audit"\n'
+        "[agent]\ntimeout_sec = 30\n[verifier]\ntimeout_sec = 12.5\n"
+    )
+    assert task_row_from_folder(plain) == {"task_id": "p1", "capability": "audit", "split": "train"}
+    assert task_timeouts(plain) == (30.0, 12.5)
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    assert task_row_from_folder(bare) == {"task_id": "bare", "capability": "", "split": "train"}
+    assert task_timeouts(bare) == (600.0, 120.0)
 
 
 def test_rollout_config_from_run_yaml_section():
@@ -308,3 +339,84 @@ def test_sandbox_that_cannot_start_is_recorded_not_raised():
     assert all("sandbox failed" in r["error"] and not r["passed"] for r in rows)
     [band] = band_filter(rows, n=2, lo=1, hi=1)
     assert not band["kept"] and "server/sandbox errors" in band["reason"]
+
+
+# -- an agent that tries to grade itself -------------------------------------------------------
+# Plants a passing reward.json in a read-only /logs/verifier and leaves a detached loop that keeps
+# rewriting it (and the verifier in /tests) for the grader to find.
+FAKE_REWARD = r"""
+echo '{"reward": 1.0}' > /tmp/r
+w() {
+    chmod u+w /logs/verifier /tests 2>/dev/null
+    cp /tmp/r /logs/verifier/reward.json
+    echo 'cp /tmp/r /logs/verifier/reward.json' > /tests/test.sh
+    chmod 555 /logs/verifier
+}
+w
+(setsid bash -c "$(declare -f w); while :; do w; sleep 0.005; done" >/dev/null 2>&1 &)
+sleep 0.1
+cat /logs/verifier/reward.json
+"""
+
+
+def test_a_sandbox_whose_strays_survive_is_not_graded(tmp_path):
+    from harness.sandbox.base import ExecResult, Sandbox
+    from harness.taskenv import run_tests
+
+    class Stuck(Sandbox):
+        backend = "stuck"
+
+        def __init__(self) -> None:
+            self.ran: list = []
+
+        def start(self) -> None: ...
+
+        def stop(self) -> None: ...
+
+        def exec(self, cmd, timeout=None, cwd="/workspace", env=None) -> ExecResult:
+            self.ran.append(cmd)
+            return ExecResult(0, "", "", 0.0)
+
+        def upload(self, local, remote) -> None:
+            self.ran.append(("upload", remote))
+
+        def download(self, remote, local) -> None:
+            raise FileNotFoundError(remote)
+
+        def kill_strays(self) -> bool:
+            return False
+
+    box = Stuck()
+    grade = run_tests(box, TASK)
+    assert not grade.passed and grade.reward == 0.0 and "could not be killed" in grade.reason
+    assert box.ran == []  # neither the verifier nor the answer key went in
+
+
+def _self_grading_rollout(sandbox: SandboxConfig) -> dict:
+    with FakeOpenAI("script", script=[ToolStep("run_shell", {"command": FAKE_REWARD})]) as fake:
+        [row] = rollout_task(TASK, ROW, PolicyConfig(fake.base_url, "fake"), 1, sandbox, 1)
+    return row
+
+
+def _assert_honest(row: dict) -> None:
+    assert row["end_reason"] == "finished", row["error"]
+    planted = json.loads(row["messages_json"])[3]["content"]
+    assert '"reward": 1.0' in planted, planted  # the fake reward was in place
+    assert not row["passed"] and row["reward"] == 0.0, row["checks_json"]
+    checks = json.loads(row["checks_json"])
+    assert checks["checks"] and not checks["checks"][0]["passed"]  # the real grader ran
+
+
+@needs_bwrap
+def test_an_agent_cannot_fake_its_reward_in_bwrap():
+    _assert_honest(_self_grading_rollout(BWRAP))
+
+
+@pytest.mark.docker
+def test_an_agent_cannot_fake_its_reward_in_docker():
+    from harness.sandbox import docker_available
+
+    why = docker_available()
+    if why is not None:
+        pytest.skip(f"docker not usable: {why}")
+    _assert_honest(_self_grading_rollout(SandboxConfig(backend="docker")))

@@ -38,3 +38,80 @@ def test_build_is_cached_by_recipe(tiny_model_dir):
     assert build_tiny_model(tiny_model_dir) == tiny_model_dir
     assert weights.stat().st_mtime_ns == before  # reused, not rebuilt
     assert recipe_hash(TinyRecipe(seed=0)) != recipe_hash(TinyRecipe(seed=1))
+
+
+def test_cache_dir_follows_clawloop_cache(monkeypatch, tmp_path):
+    from training.tiny_model import default_cache_dir
+
+    monkeypatch.setenv("CLAWLOOP_CACHE", str(tmp_path / "c"))
+    assert default_cache_dir() == tmp_path / "c"
+    monkeypatch.delenv("CLAWLOOP_CACHE")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert default_cache_dir() == tmp_path / "home" / ".cache" / "clawloop"
+
+
+def _fake_writer(monkeypatch, hook=None):
+    """Replace the (seconds-long) model write with one file naming the writing thread."""
+    import threading
+
+    import training.tiny_model as tm
+
+    def write(dest, recipe):
+        (dest / "who.txt").write_text(threading.current_thread().name)
+        if hook is not None:
+            hook(dest)
+
+    monkeypatch.setattr(tm, "_write_model", write)
+    return tm
+
+
+def test_concurrent_builds_agree_on_one_folder(monkeypatch, tmp_path):
+    import threading
+
+    barrier = threading.Barrier(2)
+    # Both builds finish writing before either renames: one rename wins, the other must use it.
+    tm = _fake_writer(monkeypatch, hook=lambda dest: barrier.wait(timeout=30))
+    out = tmp_path / "models" / "tiny"
+    got: list = []
+    threads = [
+        threading.Thread(target=lambda: got.append(tm.build_tiny_model(out)), name=f"b{i}")
+        for i in range(2)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert got == [out, out]
+    assert (out / "who.txt").read_text() in ("b0", "b1")
+    assert json.loads((out / tm.RECIPE_FILE).read_text())["sha256"] == recipe_hash(TinyRecipe())
+    assert [p.name for p in out.parent.iterdir()] == ["tiny"]  # the loser's build is gone
+
+
+def test_a_folder_built_by_another_process_meanwhile_is_used_not_replaced(monkeypatch, tmp_path):
+    out = tmp_path / "tiny"
+
+    def other_process_wins(dest):
+        out.mkdir()
+        (out / "who.txt").write_text("other")
+        digest = recipe_hash(TinyRecipe())
+        (out / "clawloop_recipe.json").write_text(json.dumps({"sha256": digest}))
+
+    tm = _fake_writer(monkeypatch, hook=other_process_wins)
+    assert tm.build_tiny_model(out) == out
+    assert (out / "who.txt").read_text() == "other"
+    assert [p.name for p in tmp_path.iterdir()] == ["tiny"]
+
+
+def test_a_foreign_target_is_refused_and_left_alone(monkeypatch, tmp_path):
+    import pytest
+
+    tm = _fake_writer(monkeypatch)
+    out = tmp_path / "tiny"
+    out.mkdir()
+    (out / "keep.txt").write_text("mine")
+    with pytest.raises(FileExistsError, match="remove it"):
+        tm.build_tiny_model(out)
+    assert (out / "keep.txt").read_text() == "mine"
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert tm.build_tiny_model(empty) == empty and (empty / "who.txt").is_file()
