@@ -52,7 +52,7 @@ def base_model_dir(cfg: RunConfig) -> Path:
         return Path(cfg.train.base_model).expanduser()
     from training.tiny_model import ensure_tiny_model
 
-    return ensure_tiny_model(Path.home() / ".cache" / "clawloop" / "models", seed=cfg.seed)
+    return ensure_tiny_model(seed=cfg.seed)
 
 
 def checkpoint_after(ctx: StageContext, iteration: int) -> Path | None:
@@ -244,20 +244,11 @@ def verified_tasks(ctx: StageContext, split: str, into: Path) -> list[tuple[Path
     return out
 
 
-def _rollout_cfg(cfg: RunConfig, section: dict[str, Any]) -> Any:
-    from harness.rollout import RolloutConfig
-
-    try:
-        return RolloutConfig.from_settings(section)
-    except (TypeError, ValueError) as exc:
-        raise StageError(f"rollout settings: {exc}") from exc
-
-
 def run_rollout(ctx: StageContext) -> StageResult:
     from harness.rollout import rollout_stage
 
     cfg = ctx.config
-    rcfg = _rollout_cfg(cfg, cfg.rollout.model_dump(exclude={"eval_n"}))
+    rcfg = cfg.rollout_config()  # checked when the config was loaded
     with tempfile.TemporaryDirectory(prefix="clawloop-rollout-") as tmp:
         tasks = verified_tasks(ctx, "train", Path(tmp))
         if not tasks:
@@ -288,19 +279,32 @@ def run_rollout(ctx: StageContext) -> StageResult:
     )
 
 
+def policy_adapter(ctx: StageContext, after_iteration: int) -> Path | None:
+    """The LoRA adapter the policy after `after_iteration` is made of, when it is one: an adapter
+    not merged into its checkpoint (train.merge_lora false), which the next train continues."""
+    found = trained_checkpoint(ctx, after_iteration)
+    if found is None:
+        return None
+    _, row = found
+    adapter = str(row.get("adapter_path") or "")
+    if row["kind"] != "lora" or not adapter:
+        return None
+    # Merged: the checkpoint holds the adapter's weights, and a new adapter trains on top of it.
+    merged = not _same_model(_adapter_base(adapter), str(row["checkpoint_path"]))
+    return None if merged else Path(adapter)
+
+
 def run_train(ctx: StageContext) -> StageResult:
-    from training.config import TrainConfig, TrainConfigError
     from training.stage import train_stage
 
-    section = ctx.config.train.model_dump(exclude={"base_model"})
-    try:
-        tcfg = TrainConfig.from_dict({k: v for k, v in section.items() if v is not None})
-    except TrainConfigError as exc:
-        raise StageError(f"train settings: {exc}") from exc
+    tcfg = ctx.config.train_config()  # checked when the config was loaded
     traj = artifacts.read_table(ctx.stage_url("rollout"), "trajectories")
     band = artifacts.read_table(ctx.stage_url("rollout"), "band")
     out_dir = local_stage_dir(ctx) / MODEL_DIR
-    result = train_stage(traj, band, tcfg, policy_dir(ctx, ctx.iteration - 1), out_dir)
+    adapter = policy_adapter(ctx, ctx.iteration - 1) if tcfg.lora else None
+    result = train_stage(
+        traj, band, tcfg, policy_dir(ctx, ctx.iteration - 1), out_dir, init_adapter=adapter
+    )
     metrics = result.metrics_frame().to_dict("records")
     return StageResult(
         {
@@ -313,6 +317,7 @@ def run_train(ctx: StageContext) -> StageResult:
             "reason": result.reason.splitlines()[0] if result.reason else "",
             "steps": len(metrics),
             "checkpoint": str(result.checkpoint_dir),
+            "continued_adapter": str(adapter) if adapter else "",
         },
     )
 
@@ -327,20 +332,15 @@ def _history(ctx: StageContext) -> pd.DataFrame | None:
 
 
 def run_diagnose(ctx: StageContext) -> StageResult:
-    from generators.diagnose import DiagnoseConfig, diagnose_stage
+    from generators.diagnose import diagnose_stage
     from harness.rollout import rollout_stage
 
     cfg = ctx.config
-    dsection = cfg.diagnose.model_dump(exclude={"eval_n"})
-    dcfg = DiagnoseConfig(**dsection)
-    rcfg = _rollout_cfg(
-        cfg,
-        {
-            **cfg.rollout.model_dump(exclude={"eval_n", "band", "n"}),
-            "n": cfg.diagnose.eval_n,
-            "band": (0, cfg.diagnose.eval_n),
-        },
-    )
+    # Difficulty starts at synthesize.multihop/dirtiness (checked when the config was loaded).
+    dcfg = cfg.diagnose_config()
+    rcfg = cfg.eval_rollout_config()
+    # Every capability synthesized this iteration gets a weight, the user's own included.
+    capabilities = sorted({str(r["capability"]) for r in ctx.rows("synthesize", "candidates")})
     prev_url = (
         fs.join(ctx.stage_url("diagnose", ctx.iteration - 1), "guidance.json")
         if ctx.iteration > 1
@@ -366,6 +366,7 @@ def run_diagnose(ctx: StageContext) -> StageResult:
                 Path(tmp) / "out",
                 ctx.iteration,
                 prev_guidance=prev_guidance,
+                capabilities=capabilities,
             )
         files = {
             name: (Path(tmp) / "out" / name).read_bytes()

@@ -259,8 +259,9 @@ StageRunner = Callable[[StageSpec, int, bool], StageOutcome]
 def run_iteration(
     stages: Sequence[StageSpec], iteration: int, force: set[str], runner: StageRunner
 ) -> list[StageOutcome]:
-    """`force`: the stage names forced in this iteration (see `dependents`)."""
-    """Run the stages of one iteration in order; stop at the first failed or blocked stage."""
+    """Run the stages of one iteration in order; stop at the first failed or blocked stage.
+
+    `force`: the stage names forced in this iteration (see `dependents`)."""
     outcomes = []
     for spec in stages:
         outcome = runner(spec, iteration, spec.name in force)

@@ -32,7 +32,15 @@ log = logging.getLogger("clawloop.pipeline")
 
 
 def _workers(cfg: RunConfig) -> int:
-    return max(cfg.forge.workers, cfg.verify.workers, cfg.rollout.workers, cfg.diagnose.workers)
+    """Threads of a stage flow's task runner: enough for the most concurrent stage's `ctx.map`
+    (synthesize maps its LLM writer batches over synthesize.llm_workers)."""
+    return max(
+        cfg.synthesize.llm_workers,
+        cfg.forge.workers,
+        cfg.verify.workers,
+        cfg.rollout.workers,
+        cfg.diagnose.workers,
+    )
 
 
 def _stage_body(

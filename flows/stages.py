@@ -348,11 +348,13 @@ def pipeline_stages() -> list[StageSpec]:
                 ag.run_diagnose,
                 lambda c, k: {
                     "diagnose": c.diagnose.model_dump(mode="json"),
+                    # guidance difficulty starts where synthesis starts
+                    "start_levels": [c.synthesize.multihop, c.synthesize.dirtiness],
                     "rollout": c.rollout.model_dump(mode="json"),
                     "sandbox": _sandbox_slice(c),
                     **policy_slice(c),
                 },
-                upstream=("verify", "train"),
+                upstream=("synthesize", "verify", "train"),  # candidates name the capabilities
                 previous=("diagnose",),
                 code=("generators", "harness", "flows/agent_stages.py", "storage/schemas.py"),
             )

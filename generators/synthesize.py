@@ -180,17 +180,26 @@ def split_groups(
 def _levels(
     capability: str, cfg: SynthesizeConfig, guidance: dict[str, Any], iteration: int
 ) -> tuple[int, int]:
+    """(multihop, dirtiness) for a capability: the guidance's wish, floored at the configured start
+    (difficulty never drops below it), at most one level per iteration above it, never above 3."""
     want = (guidance.get("difficulty") or {}).get(capability) or {}
-    # Difficulty rises at most one level per iteration from the configured start.
     grown = max(0, iteration - 1)
-    mh = min(int(want.get("multihop", cfg.multihop)), cfg.multihop + grown, MAX_LEVEL)
-    dt = min(int(want.get("dirtiness", cfg.dirtiness)), cfg.dirtiness + grown, MAX_LEVEL)
-    return max(0, mh), max(0, dt)
+
+    def level(wanted: Any, start: int) -> int:
+        return max(start, min(int(wanted), start + grown, MAX_LEVEL))
+
+    return (
+        level(want.get("multihop", cfg.multihop), cfg.multihop),
+        level(want.get("dirtiness", cfg.dirtiness), cfg.dirtiness),
+    )
 
 
 def _weights(capabilities: list[str], guidance: dict[str, Any]) -> list[float]:
-    given = guidance.get("capability_weights") or {}
-    ws = [max(0.0, float(given.get(c, 1.0 if not given else 0.0))) for c in capabilities]
+    """Sampling weights from the guidance. A capability the guidance does not know (a user
+    generator outside the catalog, say) gets the mean guided weight, so it keeps being sampled."""
+    given = {c: max(0.0, float(w)) for c, w in (guidance.get("capability_weights") or {}).items()}
+    unknown = sum(given.values()) / len(given) if given else 1.0
+    ws = [given.get(c, unknown) for c in capabilities]
     return ws if sum(ws) > 0 else [1.0] * len(capabilities)
 
 

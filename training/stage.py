@@ -1,6 +1,7 @@
 """The train stage: trajectories + band filter in, a servable checkpoint and metrics rows out.
 
     result = train_stage(trajectories, band, TrainConfig(), base_model, out_dir)
+    result = train_stage(..., init_adapter=previous_adapter)  # LoRA: continue that adapter
 
 Runs SFT on successful episodes of kept tasks, then GRPO on the kept groups (or either alone, per
 `cfg.phases`). Each phase starts from the previous phase's folder and writes its own:
@@ -8,6 +9,10 @@ Runs SFT on successful episodes of kept tasks, then GRPO on the kept groups (or 
 and, with LoRA, `.../adapter`. `result.checkpoint_dir` is the last one written. Nothing to train on
 is an outcome, not an error: status "nothing_to_train", a reason, and the base model as checkpoint.
 A phase that crashes gives status "failed" with the error, and the base model, so the loop can go on.
+
+With `cfg.lora` and `init_adapter` (the previous iteration's adapter when it was not merged), the
+first phase continues training that adapter on `base_model` instead of starting a fresh one, so
+LoRA learning accumulates across iterations; without LoRA, `init_adapter` is an error.
 """
 
 from __future__ import annotations
@@ -145,8 +150,11 @@ def train_stage(
     cfg: TrainConfig,
     base_model: str | Path,
     out_dir: Path,
+    init_adapter: Path | None = None,
 ) -> TrainResult:
-    """SFT and/or GRPO on one iteration's rollouts; see the module docstring for the outcomes."""
+    """SFT and/or GRPO on one iteration's rollouts; see the module docstring for the outcomes.
+
+    `init_adapter`: a peft LoRA adapter folder trained on `base_model` to continue (needs cfg.lora)."""
     from training.grpo import grpo_samples
     from training.sft import sft_samples
 
@@ -155,8 +163,20 @@ def train_stage(
     out_dir.mkdir(parents=True, exist_ok=True)
     base = str(base_model)
     result = TrainResult("nothing_to_train", "", Path(base), None, base, "base")
+    if init_adapter is not None:
+        init_adapter = Path(init_adapter)
+        if not cfg.lora:
+            raise ValueError(
+                f"train_stage got init_adapter={init_adapter} but cfg.lora is false: set lora "
+                "to continue the adapter, or pass init_adapter=None to train all weights"
+            )
+        if not (init_adapter / "adapter_config.json").is_file():
+            raise FileNotFoundError(
+                f"init_adapter {init_adapter} has no adapter_config.json: pass the `adapter` "
+                "folder a LoRA train stage wrote"
+            )
     tokenizer = load_tokenizer(Path(base))
-    policy = PolicyRef(Path(base))
+    policy = PolicyRef(Path(base), init_adapter)
     reasons: list[str] = []
     try:
         if cfg.run_sft:

@@ -55,7 +55,7 @@ STAGES = [
 
 
 def _cfg(tmp_path: Path, **extra) -> object:
-    return parse_config({"storage": {"root": str(tmp_path)}, **extra})
+    return parse_config({"storage": {"root": str(tmp_path)}, "iterations": 1, **extra})
 
 
 def _run(cfg, force=()) -> dict[str, str]:
@@ -167,7 +167,7 @@ KILL_SCRIPT = textwrap.dedent(
         return engine.StageResult({"part1": (SCHEMA, [{"task_id": "x"}]), "part2": (SCHEMA, [{"task_id": "y"}])})
 
     stages = [engine.StageSpec("slow", slow, lambda c, k: {})]
-    s = runs.run_loop(parse_config({"storage": {"root": root}}), "r", stages, thread_mapper(False))
+    s = runs.run_loop(parse_config({"storage": {"root": root}, "iterations": 1}), "r", stages, thread_mapper(False))
     print([o.status for o in s.outcomes])
     """
 )

@@ -4,6 +4,7 @@ Slow: serves the tiny offline model on CPU for rollout and diagnose."""
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
@@ -12,6 +13,7 @@ from flows import runs
 from flows.config import parse_config
 from flows.mapping import thread_mapper
 from flows.stages import pipeline_stages
+from storage import artifacts
 
 pytestmark = pytest.mark.slow
 
@@ -58,6 +60,7 @@ def test_two_iterations_of_every_stage_then_fully_cached(tmp_path):
                 "n_train": 2,
                 "n_eval": 1,
                 "eval_fraction": 0.34,
+                "multihop": 1,  # user generators fix their own level; guidance starts here
             },
             "rollout": {"n": 1, "band": [0, 1], "max_turns": 1, "max_tokens": 8},
             "diagnose": {"embedder": "hashed"},
@@ -74,5 +77,10 @@ def test_two_iterations_of_every_stage_then_fully_cached(tmp_path):
         synth2 = next(o for o in first.outcomes if o.iteration == 2 and o.stage == "synthesize")
         assert synth2.manifest.summary["guided"] is True
         assert any(k.startswith("iter-1/diagnose") for k in synth2.manifest.upstream)
+        guidance = json.loads((tmp_path / "runs/e2e/iter-1/diagnose/guidance.json").read_text())
+        candidates = artifacts.read_rows(str(tmp_path / "runs/e2e/iter-1/synthesize"), "candidates")
+        synthesized = {r["capability"] for r in candidates}
+        assert synthesized <= set(guidance["capability_weights"])  # user capabilities weighed
+        assert all(d["multihop"] >= 1 for d in guidance["difficulty"].values())
     again = runs.run_loop(cfg, "e2e", stages, thread_mapper(False))
     assert {o.status for o in again.outcomes} == {"skipped"}

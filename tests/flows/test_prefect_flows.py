@@ -84,3 +84,12 @@ def test_loop_skips_on_resume_reruns_one_stage_and_publishes_artifacts(
 
     keys = asyncio.run(artifact_keys())
     assert {"run-a-iter-1-synthesize", "run-a-iter-1-forge", "run-a-iter-1-forge-summary"} <= keys
+
+
+def test_the_stage_thread_pool_covers_every_stage_s_workers():
+    from flows.config import parse_config
+    from flows.pipeline import _workers
+
+    cfg = parse_config({"synthesize": {"llm_workers": 12}, "forge": {"workers": 3}})
+    assert _workers(cfg) == 12
+    assert _workers(parse_config({"diagnose": {"workers": 7}})) == 7

@@ -14,7 +14,7 @@ CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
 def test_no_file_gives_the_local_profile():
     cfg = load_config(None)
-    assert cfg.profile == "local" and cfg.iterations == 1 and cfg.storage.root == "runs"
+    assert cfg.profile == "local" and cfg.iterations == 2 and cfg.storage.root == "runs"
     assert load_config(None, iterations=3).iterations == 3
 
 
@@ -73,3 +73,98 @@ def test_a_configured_docker_host_reaches_the_sandbox_backends(monkeypatch):
     monkeypatch.delenv("DOCKER_HOST")
     apply_environment(parse_config({"sandbox": {"docker_host": "tcp://sandbox-host:2376"}}))
     assert os.environ["DOCKER_HOST"] == "tcp://sandbox-host:2376"
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        (
+            {"rollout": {"max_turn": 5}},
+            r"rollout\.max_turn: unknown field; did you mean 'max_turns'\?",
+        ),
+        (
+            {"rollout": {"temperatur": 0.5}},
+            r"rollout\.temperatur: unknown field; did you mean 'temperature'\?",
+        ),
+        ({"train": {"lora_rank": 8}}, r"train\.lora_rank: unknown field; did you mean 'lora_r'\?"),
+        (
+            {"diagnose": {"embeder": "hashed"}},
+            r"diagnose\.embeder: unknown field; did you mean 'embedder'\?",
+        ),
+    ],
+)
+def test_typos_in_stage_sections_fail_at_load_with_a_suggestion(data, expected):
+    with pytest.raises(ConfigError, match=expected):
+        parse_config(data)
+
+
+def test_bad_values_in_stage_sections_fail_at_load_naming_the_field():
+    with pytest.raises(ConfigError) as err:
+        parse_config(
+            {
+                "rollout": {"temperature": "hot"},
+                "train": {"phases": "rl"},
+                "diagnose": {"embedder": "bert", "mastery_threshold": 2},
+            }
+        )
+    text = str(err.value)
+    assert "rollout.temperature: " in text and "'hot'" in text
+    assert "train: " in text and "phases='rl'" in text
+    assert "diagnose.embedder: " in text and "diagnose.mastery_threshold: " in text
+    assert "ValidationError" not in text and "(top level)" not in text
+
+
+def test_diagnose_start_levels_follow_synthesize():
+    cfg = parse_config({"synthesize": {"multihop": 2, "dirtiness": 1}, "diagnose": {"workers": 3}})
+    dcfg = cfg.diagnose_config()
+    assert (dcfg.start_multihop, dcfg.start_dirtiness, dcfg.workers) == (2, 1, 3)
+    with pytest.raises(ConfigError, match=r"diagnose\.start_multihop: set by synthesize\.multihop"):
+        parse_config({"diagnose": {"start_multihop": 1}})
+
+
+def test_stage_configs_come_from_their_sections():
+    cfg = parse_config(
+        {
+            "rollout": {"n": 4, "band": [1, 3], "workers": 5, "temperature": 0.7},
+            "train": {"lora": True, "base_model": "/models/x"},
+            "diagnose": {"eval_n": 3},
+        }
+    )
+    r = cfg.rollout_config()
+    assert (r.n, r.band_lo, r.band_hi, r.concurrency, r.temperature) == (4, 1, 3, 5, 0.7)
+    e = cfg.eval_rollout_config()
+    assert (e.n, e.band_lo, e.band_hi, e.temperature) == (3, 0, 3, 0.7)
+    assert cfg.train_config().lora is True
+
+
+def test_serve_schedules_nightly_with_the_configured_cron(tmp_path, monkeypatch):
+    import argparse
+    from contextlib import contextmanager
+
+    import flows.server
+    from flows.run_cli import _cmd_serve
+
+    path = tmp_path / "c.yaml"
+    path.write_text('prefect:\n  nightly_cron: "15 3 * * 1"\n')
+    served: list[tuple] = []
+
+    @contextmanager
+    def fake_server(**kw):
+        yield "http://127.0.0.1:1/api"
+
+    monkeypatch.setattr(flows.server, "local_server", fake_server)
+    monkeypatch.setattr(flows.server, "serve_deployments", lambda *a: served.append(a))
+    monkeypatch.setenv("PREFECT_API_URL", "unset")
+    args = argparse.Namespace(config=str(path), port=1, root=str(tmp_path))
+    assert _cmd_serve(args) == 0
+    assert served == [("15 3 * * 1", str(path), str(tmp_path))]
+    with pytest.raises(ConfigError, match=r"prefect\.work_pool: unknown field"):
+        parse_config({"prefect": {"work_pool": "clawloop-process"}})
+
+
+def test_an_unmerged_lora_policy_needs_a_server_that_serves_adapters():
+    unmerged = {"train": {"lora": True, "merge_lora": False}}
+    with pytest.raises(ConfigError, match=r"train\.merge_lora: false .* cannot serve"):
+        parse_config(unmerged)
+    ok = parse_config({**unmerged, "llm": {"base_url": "http://gpu:8000/v1", "reload": "lora"}})
+    assert ok.train_config().merge_lora is False

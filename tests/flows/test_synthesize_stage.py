@@ -9,7 +9,6 @@ from collections import Counter
 import pytest
 
 import generators
-
 from generators.contract import OUTPUT_FORMATS
 from generators.synthesize import (
     SynthesisError,
@@ -131,3 +130,37 @@ def test_user_generators_are_read_without_being_imported(tmp_path):
 def test_nothing_to_sample_is_a_clear_error():
     with pytest.raises(SynthesisError, match="turn synthesize.builtin on"):
         synthesize(SynthesizeConfig(builtin=False), 0, 1)
+
+
+def test_difficulty_never_drops_below_the_configured_start(fake_library):
+    # Guidance from a diagnose that started at level 0 must not pull a run configured at 2 back down.
+    cfg = SynthesizeConfig(n_train=6, n_eval=0, multihop=2, dirtiness=1)
+    low = {
+        "capability_weights": {c: 1.0 for c in CAPS},
+        "difficulty": {c: {"multihop": 0, "dirtiness": 0} for c in CAPS},
+    }
+    rows, _ = synthesize(cfg, 0, 2, low)
+    assert {(r["multihop"], r["dirtiness"]) for r in rows} == {(2, 1)}
+    high = {
+        "capability_weights": {c: 1.0 for c in CAPS},
+        "difficulty": {c: {"multihop": 3, "dirtiness": 3} for c in CAPS},
+    }
+    assert {(r["multihop"], r["dirtiness"]) for r in synthesize(cfg, 0, 2, high)[0]} == {(3, 2)}
+    assert {(r["multihop"], r["dirtiness"]) for r in synthesize(cfg, 0, 9, high)[0]} == {(3, 3)}
+
+
+def test_capabilities_the_guidance_does_not_know_keep_being_sampled(fake_library, tmp_path):
+    meta = {
+        "capability": "tally",
+        "domain": "orchids",
+        "multihop": 0,
+        "dirtiness": 0,
+        "output_format": "csv",
+    }
+    (tmp_path / "orchids.py").write_text(TEMPLATE.format(title="Tally orchids", meta=meta))
+    cfg = SynthesizeConfig(generator_paths=[str(tmp_path)], n_train=40, n_eval=0, eval_fraction=0.0)
+    # The guidance knows only the catalog's capabilities, as diagnose's default would.
+    guidance = {"capability_weights": {"audit": 0.5, "merge": 0.25, "reconciliation": 0.25}}
+    counts = Counter(r["capability"] for r in synthesize(cfg, 0, 2, guidance)[0])
+    # tally gets the mean guided weight (1/3 of the total 4/3), so about a quarter of 40 draws.
+    assert counts["tally"] >= 4 and set(counts) == {"tally", *CAPS}

@@ -121,6 +121,21 @@ def test_grpo_trainer_loss_equals_reference(tiny_model_dir, tiny_tokenizer, tmp_
     assert not math.isnan(ours.item())
 
 
+def test_grpo_leaves_out_every_infrastructure_failure(tiny_tokenizer):
+    from storage.schemas import INFRA_END_REASONS
+
+    assert {"server_error", "sandbox_error", "harness_error"} == INFRA_END_REASONS
+    traj, band = _frames({"t1": [1.0, 0.0, 0.0, 0.0, 0.0, 1.0]}, {"t1": True})
+    # Three zero-reward episodes failed in the infrastructure, not the policy.
+    for i, reason in zip((1, 2, 3), sorted(INFRA_END_REASONS), strict=True):
+        traj.loc[i, "end_reason"] = reason
+    samples, report = grpo_samples(traj, band, tiny_tokenizer, TrainConfig(phases="grpo"))
+    assert report.episodes == 3 and report.kept_groups == 1
+    # Advantages over rewards [1, 0, 1]: the infra zeros would have shifted the mean to 1/3.
+    by_sign = sorted({round(s.advantage, 4) for s in samples})
+    assert len(by_sign) == 2 and by_sign[0] < 0 < by_sign[1] and by_sign[1] < -by_sign[0]
+
+
 @pytest.mark.slow
 def test_lora_sft_then_grpo_trains_every_adapter_weight(tiny_model_dir, tmp_path):
     traj, band = _frames({"t1": [1.0, 0.0]}, {"t1": True})
@@ -141,3 +156,44 @@ def test_lora_sft_then_grpo_trains_every_adapter_weight(tiny_model_dir, tmp_path
     assert all(v.abs().sum() > 0 for k, v in adapter.items() if "lora_B" in k)  # B starts at 0
     before, after = _weights(tiny_model_dir), _weights(result.checkpoint_dir)
     assert any(not torch.equal(before[k], after[k]) for k in before)  # merged model differs
+
+
+def test_lora_without_merge_continues_the_previous_adapter(tiny_model_dir, tmp_path):
+    traj, band = _frames({"t1": [1.0, 0.0]}, {"t1": True})
+    first_cfg = TrainConfig(
+        phases="sft",
+        lora=True,
+        lora_r=4,
+        merge_lora=False,
+        sft_max_steps=2,
+        sft_learning_rate=1e-2,
+        per_device_batch_size=3,
+    )
+    first = train_stage(traj, band, first_cfg, tiny_model_dir, tmp_path / "iter-1")
+    assert first.status == "trained" and first.kind == "lora", first.reason
+    assert first.checkpoint_dir == tiny_model_dir  # not merged: the policy is base + adapter
+    learned = load_file(str(first.adapter_dir / "adapter_model.safetensors"))
+    assert any(v.abs().sum() > 0 for k, v in learned.items() if "lora_B" in k)
+    # Learning rate 0: a continued adapter keeps exactly what iteration 1 learned; a fresh one
+    # (the old behaviour) would start with every lora_B at zero.
+    still = TrainConfig(**{**first_cfg.__dict__, "sft_learning_rate": 0.0})
+    second = train_stage(
+        traj, band, still, tiny_model_dir, tmp_path / "iter-2", init_adapter=first.adapter_dir
+    )
+    assert second.status == "trained" and second.adapter_dir != first.adapter_dir, second.reason
+    kept = load_file(str(second.adapter_dir / "adapter_model.safetensors"))
+    assert kept.keys() == learned.keys()
+    assert all(torch.equal(kept[k], learned[k]) for k in learned)
+    fresh = train_stage(traj, band, still, tiny_model_dir, tmp_path / "fresh")
+    zeros = load_file(str(fresh.adapter_dir / "adapter_model.safetensors"))
+    assert all(v.abs().sum() == 0 for k, v in zeros.items() if "lora_B" in k)
+
+
+def test_init_adapter_needs_lora_and_an_adapter_folder(tiny_model_dir, tmp_path):
+    traj, band = _frames({"t1": [1.0, 0.0]}, {"t1": True})
+    with pytest.raises(ValueError, match="cfg.lora is false"):
+        train_stage(traj, band, TrainConfig(), tiny_model_dir, tmp_path, init_adapter=tmp_path)
+    with pytest.raises(FileNotFoundError, match="adapter_config.json"):
+        train_stage(
+            traj, band, TrainConfig(lora=True), tiny_model_dir, tmp_path, init_adapter=tmp_path
+        )
