@@ -113,7 +113,7 @@ def why_incomplete(stage_url: str, expected_inputs_hash: str | None = None) -> s
     """None if the stage is complete and intact; otherwise the reason it must be rebuilt."""
     m = read_manifest(stage_url)
     if m is None:
-        return "no manifest yet (new, or stopped before finishing)"
+        return "no manifest yet"
     if m.status != "complete":
         return f"manifest status is {m.status!r}"
     if expected_inputs_hash is not None and m.inputs_hash != expected_inputs_hash:
