@@ -7,8 +7,8 @@ raw, ...: load drifts hit both alike), after one untimed warm-up of each, and pr
 milliseconds of each and the ratio ours/raw (target: <= 1.5):
 
   bwrap:  raw `bwrap --ro-bind ROOTFS / ... true` (subprocess)   vs start + exec(true) + stop
-          our exact isolation run raw (prlimit + our bwrap flags,
-          as the sandbox uid; no cgroup)                          vs BwrapSandbox.exec(["true"])
+          our exact isolation run raw (our launcher, else prlimit
+          as the sandbox uid, + our bwrap flags; no cgroup)       vs BwrapSandbox.exec(["true"])
   docker: raw containers.run(image, "true", remove=True)         vs start + exec(true) + stop
           raw container.exec_run("true")                         vs DockerSandbox.exec(["true"])
 """
@@ -29,11 +29,14 @@ from harness.sandbox import SandboxConfig, docker_available  # noqa: E402
 from harness.sandbox.bwrap import (  # noqa: E402
     BwrapSandbox,
     bwrap_argv,
+    capped,
     find_rootfs,
     rlimit_args,
+    rlimits,
     system_binds,
 )
 from harness.sandbox.command import env_for  # noqa: E402
+from harness.sandbox.launcher import launcher_argv, launcher_path  # noqa: E402
 
 RAW_BWRAP_TAIL = [
     "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--unshare-all", "--unshare-user",
@@ -85,12 +88,17 @@ def bench_bwrap(n: int) -> None:
     sb.start()
     try:
         nproc = sb.limits.pids + 1 if sb.uid is not None else None
-        same = ["prlimit", *rlimit_args(sb.limits, nproc), "--"]
-        same += bwrap_argv(sb.fs, sb.rootfs, ["true"], "/workspace", env_for(None))
-        uid = sb.uid
+        inner = bwrap_argv(sb.fs, sb.rootfs, ["true"], "/workspace", env_for(None))
+        uid, path = sb.uid, launcher_path()
+        if path is not None:  # what exec runs, minus the cgroup; stderr stands in for the report fd
+            same = launcher_argv(path, uid, None, 2, capped(rlimits(sb.limits, nproc)), inner)
+            as_uid = {}
+        else:
+            same = ["prlimit", *rlimit_args(sb.limits, nproc), "--", *inner]
+            as_uid = {"user": uid, "group": uid, "extra_groups": [] if uid else None}
 
         def raw_same() -> None:
-            subprocess.run(same, check=True, user=uid, group=uid, extra_groups=[] if uid else None)
+            subprocess.run(same, check=True, **as_uid)
 
         row("bwrap same flags vs exec", *paired_medians(raw_same, lambda: sb.exec(["true"]), n))
     finally:

@@ -12,9 +12,10 @@ unprivileged host uid claimed from a range (claim.py), so RLIMIT_NPROC counts th
 and `kill -1` as that uid ends everything it started. Total memory: a per-sandbox memory cgroup
 (cgroup.py) caps all of a sandbox's processes together, where cgroups are writable.
 
-One exec is one fork and one exec: the forked child (already the sandbox uid) moves itself into
-the sandbox's cgroup and lowers its rlimits, then execs bwrap; everything bwrap starts inherits
-both. No prlimit/setpriv helper processes (see `_enter`).
+One exec is one vfork and two execs: a tiny compiled launcher (launcher.py) moves itself into the
+sandbox's cgroup, lowers its rlimits and becomes the sandbox uid, then execs bwrap; everything
+bwrap starts inherits all three. Without a C compiler the same steps run in a preexec_fn of a
+forked child (`_enter`): slower (fork copies this process), same isolation.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from . import cgroup
+from . import cgroup, launcher
 from .archive import pack, split_remote, unpack
 from .base import (
     SOLUTION,
@@ -109,21 +110,28 @@ def rlimit_args(limits: Limits, nproc: int | None) -> list[str]:
     return [f"{_PRLIMIT_FLAGS[which]}={value}" for which, value in rlimits(limits, nproc).items()]
 
 
+def capped(limits: dict[int, int]) -> dict[int, int]:
+    """Rlimits no higher than our own hard limits (the most an unprivileged process may set)."""
+    out = {}
+    for which, value in limits.items():
+        hard = resource.getrlimit(which)[1]
+        out[which] = value if hard == resource.RLIM_INFINITY else min(value, hard)
+    return out
+
+
 def _enter(tasks_fd: int | None, limits: dict[int, int]) -> Callable[[], None]:
-    """The code the forked child runs (already the sandbox uid) just before it execs bwrap.
+    """The fallback launcher: code the forked child (already the sandbox uid) runs just before it
+    execs bwrap, doing what launcher.py's C launcher does.
 
     It joins the sandbox's memory cgroup by writing "0" to the cgroup's `tasks` file through an
     fd this (root) process opened: a thread moving itself skips the global lock that moving
     another process takes (a synchronize_rcu, ~10 ms per exec), and the fd carries root's
     permission, so the cgroup files need not be handed to the sandbox uid. Then it lowers its
-    rlimits, which needs no privilege (values above our own hard limits are capped to them).
-    Python's preexec_fn warning (a lock another thread held at fork time) does not bite: the
-    hook only calls os.write and resource.setrlimit, bound before the fork, and CPython resets
-    its own locks in the child as it does for os.fork()."""
-    pairs = []
-    for which, value in limits.items():
-        hard = resource.getrlimit(which)[1]
-        pairs.append((which, value if hard == resource.RLIM_INFINITY else min(value, hard)))
+    rlimits (already capped to ours, so no privilege is needed). Python's preexec_fn warning (a
+    lock another thread held at fork time) does not bite: the hook only calls os.write and
+    resource.setrlimit, bound before the fork, and CPython resets its own locks in the child as
+    it does for os.fork()."""
+    pairs = list(limits.items())
     setrlimit, write = resource.setrlimit, os.write
 
     def enter() -> None:
@@ -133,6 +141,27 @@ def _enter(tasks_fd: int | None, limits: dict[int, int]) -> Callable[[], None]:
             setrlimit(which, (value, value))
 
     return enter
+
+
+def _spawn(
+    argv: list[str], uid: int | None, tasks_fd: int | None, report_fd: int, limits: dict[int, int]
+) -> tuple[list[str], dict]:
+    """The argv and Popen keyword arguments that start `argv` as `uid`, in the cgroup behind
+    `tasks_fd`, under `limits`: through the compiled launcher (vfork; it reports a failed set-up
+    on `report_fd`) when there is one, else through subprocess's user switch and a preexec_fn
+    (fork; subprocess raises a failed set-up itself)."""
+    limits = capped(limits)
+    path = launcher.launcher_path()
+    if path is not None:
+        fds = (report_fd,) if tasks_fd is None else (report_fd, tasks_fd)
+        argv = launcher.launcher_argv(path, uid, tasks_fd, report_fd, limits, argv)
+        return argv, {"pass_fds": fds}
+    return argv, {
+        "preexec_fn": _enter(tasks_fd, limits),
+        "user": uid,
+        "group": uid,
+        "extra_groups": [] if uid is not None else None,
+    }
 
 
 def system_binds(rootfs: Path | None) -> list[str]:
@@ -267,7 +296,10 @@ class BwrapSandbox(Sandbox):
         # leave the child writing to whatever file reuses that fd number.
         with self._lock:
             tasks_fd = None if self._tasks_fd is None else os.dup(self._tasks_fd)
-        enter = _enter(tasks_fd, rlimits(self.limits, nproc))
+        # The launcher's only channel for "could not set the sandbox up": the command cannot
+        # write to it (it is closed when bwrap starts), so its stderr cannot fake a set-up fault.
+        report, report_w = os.pipe()
+        argv, how = _spawn(argv, self.uid, tasks_fd, report_w, rlimits(self.limits, nproc))
         start = time.monotonic()
         try:
             proc = subprocess.Popen(
@@ -279,14 +311,13 @@ class BwrapSandbox(Sandbox):
                 # a scheduler autogroup (~3 ms under load); bwrap --new-session gives the command
                 # the session that keeps it off any terminal.
                 process_group=0,
-                preexec_fn=enter,
-                user=self.uid,
-                group=self.uid,
-                extra_groups=[] if self.uid is not None else None,
+                **how,
             )
         except (OSError, subprocess.SubprocessError) as exc:
+            os.close(report)
             raise SandboxError(f"could not start bwrap in {self.dir}: {exc}") from exc
         finally:
+            os.close(report_w)
             if tasks_fd is not None:
                 os.close(tasks_fd)
         with self._lock:
@@ -297,13 +328,18 @@ class BwrapSandbox(Sandbox):
             if timed_out:
                 self._kill_all(proc)
             code = proc.wait()
+            failure = os.read(report, 4096)  # EOF at once: the launcher exec'd or exited
         except BaseException:
             self._kill_all(proc)
             proc.wait()
             raise
         finally:
+            os.close(report)
             with self._lock:
                 self._running.discard(proc)
+        if failure:
+            why = failure.decode(errors="replace")
+            raise SandboxError(f"could not start bwrap in {self.dir}: clawloop-enter: {why}")
         return ExecResult(
             exit_code=TIMEOUT_EXIT if timed_out else _exit_code(code),
             stdout=out.text(),

@@ -492,3 +492,81 @@ def test_sweep_removes_the_cgroup_of_a_killed_run() -> None:
     while Path(group).exists() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not Path(group).exists() and not Path(ident).exists()
+
+
+# -- the compiled launcher and its preexec fallback ---------------------------------------------
+
+
+def test_launcher_argv_passes_uid_fd_limits_then_the_command() -> None:
+    from harness.sandbox.launcher import launcher_argv
+
+    args = launcher_argv("/x/enter", 3000001, 7, 8, {0: 10, 9: 33}, ["bwrap", "--", "true"])
+    assert args == ["/x/enter", "3000001", "7", "8", "0=10", "9=33", "--", "bwrap", "--", "true"]
+    assert launcher_argv("/x/enter", None, None, 5, {}, ["true"])[1:4] == ["-1", "-1", "5"]
+
+
+def test_launcher_refuses_a_cache_others_can_write(tmp_path: Path) -> None:
+    from harness.sandbox.launcher import _check_private
+
+    binary = tmp_path / "enter"
+    binary.write_text("")
+    os.chmod(tmp_path, 0o755)
+    _check_private(binary)
+    os.chmod(tmp_path, 0o777)
+    with pytest.raises(RuntimeError, match="not private"):
+        _check_private(binary)
+
+
+LIMITS_PROBE = "grep -E 'Max (cpu time|file size|processes|address space)' /proc/self/limits"
+
+
+@pytest.mark.parametrize("use_launcher", [True, False], ids=["launcher", "preexec"])
+def test_both_launch_paths_apply_every_limit(use_launcher: bool, monkeypatch) -> None:
+    if shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap is not installed")
+    from harness.sandbox import launcher
+
+    if use_launcher:
+        if launcher.launcher_path() is None:
+            pytest.skip("no C compiler to build the launcher here")
+    else:
+        monkeypatch.setattr(launcher, "launcher_path", lambda: None)
+    with open_sandbox(SandboxConfig(backend="bwrap", limits=SMALL)) as box:
+        res = box.exec(LIMITS_PROBE)
+        groups = box.exec("cat /proc/self/status").stdout
+        bomb = box.exec(["python3", "-c", FORK_BOMB], timeout=15)
+    lines = {" ".join(line.split()[:-3]): line.split()[-3:-1] for line in res.stdout.splitlines()}
+    assert lines["Max cpu time"] == [str(SMALL.cpu_seconds)] * 2, res
+    assert lines["Max file size"] == [str(SMALL.file_size_mb << 20)] * 2
+    assert lines["Max address space"] == [str(SMALL.memory_mb << 20)] * 2
+    if os.geteuid() == 0:  # a sandbox uid of its own: the process limit counts only its own
+        assert lines["Max processes"] == [str(SMALL.pids + 1)] * 2
+        group_line = next(line for line in groups.splitlines() if line.startswith("Groups:"))
+        assert group_line.split() == ["Groups:"]  # no supplementary groups carried over from root
+        forked, errno = (int(x) for x in bomb.stdout.split())
+        assert forked < SMALL.pids and errno == 11, bomb
+
+
+def test_a_launcher_that_cannot_set_up_raises_sandbox_error(monkeypatch) -> None:
+    if shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap is not installed")
+    from harness.sandbox import launcher
+
+    if launcher.launcher_path() is None:
+        pytest.skip("no C compiler to build the launcher here")
+    # An rlimit argument the launcher cannot parse: it must fail before running anything.
+    monkeypatch.setattr(
+        launcher,
+        "launcher_argv",
+        lambda path, uid, tasks, report, *a: [path, "-1", "-1", str(report), "x", "--", "true"],
+    )
+    with (
+        open_sandbox(SandboxConfig(backend="bwrap", limits=SMALL)) as box,
+        pytest.raises(SandboxError, match="clawloop-enter: x: Invalid argument"),
+    ):
+        box.exec("true")
+    monkeypatch.undo()
+    # A command cannot fake that fault: what it prints is its own result.
+    with open_sandbox(SandboxConfig(backend="bwrap", limits=SMALL)) as box:
+        res = box.exec("echo 'clawloop-enter: x: Invalid argument' >&2; exit 125")
+    assert res.exit_code == 125 and "clawloop-enter" in res.stderr
