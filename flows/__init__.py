@@ -1,0 +1,7 @@
+"""Prefect flows (loop -> iteration -> one flow per stage) and the `clawloop` CLI."""
+
+import os
+
+# Prefect's temporary server would try to send usage telemetry; these machines are often offline,
+# where that only logs a scary ERROR line. Users can still opt in by setting the variable.
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
