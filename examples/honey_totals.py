@@ -1,7 +1,12 @@
 """Total the honey harvested per hive from an apiary harvest log."""
 
-GENERATOR = {"capability": "domain_calculation", "domain": "apiculture",
-             "multihop": 0, "dirtiness": 0, "output_format": "json"}
+GENERATOR = {
+    "capability": "domain_calculation",
+    "domain": "apiculture",
+    "multihop": 0,
+    "dirtiness": 0,
+    "output_format": "json",
+}
 
 import csv
 import json
@@ -15,7 +20,9 @@ def _log(seed):
     rows = []
     for day in range(1, 13):
         hive = f"HV-{rng.choice(hives)}"
-        rows.append({"date": f"2024-07-{day:02d}", "hive": hive, "kg": f"{rng.uniform(1.5, 9.5):.2f}"})
+        rows.append(
+            {"date": f"2024-07-{day:02d}", "hive": hive, "kg": f"{rng.uniform(1.5, 9.5):.2f}"}
+        )
     return rows
 
 
@@ -34,11 +41,18 @@ def build(seed):
         "files": {"harvest.csv": "\n".join(lines) + "\n"},
         "answer": {"output/totals.json": _totals(rows)},
         "contract": {
-            "outputs": [{"path": "output/totals.json", "format": "json",
-                         "schema": {"type": "object", "additionalProperties": {"type": "number"}}}],
+            "outputs": [
+                {
+                    "path": "output/totals.json",
+                    "format": "json",
+                    "schema": {"type": "object", "additionalProperties": {"type": "number"}},
+                }
+            ],
             "tolerance": {"abs": 0.01, "rel": 0.0},
-            "decisions": ["Key the object by hive id exactly as written in the log",
-                          "Round each total to 2 decimals"],
+            "decisions": [
+                "Key the object by hive id exactly as written in the log",
+                "Round each total to 2 decimals",
+            ],
         },
     }
 

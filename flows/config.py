@@ -5,31 +5,32 @@ run` with no arguments uses it) and `cluster` (a vLLM endpoint, a remote Docker 
 Every section has defaults and one-line help per field; see configs/local.yaml and
 configs/cluster.yaml. A bad file gets a `ConfigError` naming each wrong field and how to fix it.
 
-The rollout:, train: and diagnose: sections name a few options here (with the CPU demo's
-defaults) and pass every other key to the stage's own config class (harness.rollout.RolloutConfig,
-training.config.TrainConfig, generators.diagnose.DiagnoseConfig). `RunConfig.rollout_config()`,
-`.train_config()` and `.diagnose_config()` are the one mapping from sections to those classes; the
-config is checked through them when it is loaded, so a typo fails before any stage does work.
+The rollout:, train: and diagnose: sections are the stage's own config class (harness.rollout.
+RolloutConfig, training.config.TrainConfig, generators.diagnose.DiagnoseConfig): its fields, types
+and help, with the CPU demo's defaults where they differ, plus the few keys only the pipeline reads
+(declared below, each with its help). `RunConfig.rollout_config()`, `.train_config()` and
+`.diagnose_config()` build the stage configs; each is built once when the file loads, so a typo or
+a bad value fails before any stage does work.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import typing
-from collections.abc import Callable
+from abc import abstractmethod
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
+from pydantic.fields import FieldInfo
 
+from generators.diagnose import DiagnoseConfig
 from generators.synthesize import SynthesizeConfig
+from harness.rollout import RolloutConfig
 from harness.sandbox.base import Limits, SandboxConfig
-
-if TYPE_CHECKING:
-    from generators.diagnose import DiagnoseConfig
-    from harness.rollout import RolloutConfig
-    from training.config import TrainConfig
+from training.config import TrainConfig
 
 
 class ConfigError(ValueError):
@@ -100,38 +101,75 @@ class VerifySettings(_Section):
     workers: int = Field(2, ge=1, le=256, description="tasks verified concurrently")
 
 
-class _OpenSection(BaseModel):
-    # The rollout/train/diagnose stages own their option names: other keys pass through to them,
-    # and RunConfig checks them against the stage's config class when the file is loaded.
-    model_config = ConfigDict(extra="allow")
+# Stage-config fields a section does not take, because the run config sets them another way.
+_SET_ELSEWHERE = {
+    "rollout.band_lo": "set by rollout.band: [low, high]; set that instead",
+    "rollout.band_hi": "set by rollout.band: [low, high]; set that instead",
+    "rollout.concurrency": "set by rollout.workers; set that instead",
+    "diagnose.start_multihop": "set by synthesize.multihop (the difficulty synthesis starts at); set that instead",
+    "diagnose.start_dirtiness": "set by synthesize.dirtiness (the difficulty synthesis starts at); set that instead",
+}
 
 
-class RolloutSettings(_OpenSection):
-    # Defaults are the CPU demo's (small groups, short episodes); configs/cluster.yaml sets the
-    # paper's N=8, band [1, 5], 30 turns. Other harness.rollout.RolloutConfig fields pass through.
-    n: int = Field(2, ge=1, description="rollouts per task (the GRPO group size)")
+class _StageSection(_Section):
+    """A section holding a stage config's fields; building that config when the file loads runs
+    the stage's own checks (ranges, allowed names) before any stage does work."""
+
+    @abstractmethod
+    def stage_config(self, **set_elsewhere: Any) -> Any:
+        """The stage's config class from this section (plus fields other sections set)."""
+
+    @model_validator(mode="after")
+    def _stage_accepts_it(self) -> _StageSection:
+        self.stage_config()
+        return self
+
+
+def _stage_section(stage: type, section: str, **defaults: Any) -> type[_StageSection]:
+    """A section model with `stage`'s fields (a dataclass's or a pydantic model's): their types,
+    constraints and help, with `defaults` in place of the stage's own, less _SET_ELSEWHERE."""
+    skip = {key.partition(".")[2] for key in _SET_ELSEWHERE if key.startswith(f"{section}.")}
+    fields: dict[str, Any] = {}
+    if issubclass(stage, BaseModel):
+        for name, info in stage.model_fields.items():
+            if name in defaults:
+                info = FieldInfo.merge_field_infos(info, default=defaults[name])
+            fields[name] = (info.annotation, info)
+    else:
+        hints = typing.get_type_hints(stage)
+        for f in dataclasses.fields(stage):
+            default = defaults.get(f.name, f.default)
+            fields[f.name] = (hints[f.name], Field(default, description=f.metadata.get("help")))
+    kept = {name: spec for name, spec in fields.items() if name not in skip}
+    return create_model(f"{stage.__name__}Fields", __base__=_StageSection, **kept)
+
+
+class RolloutSettings(_stage_section(RolloutConfig, "rollout", n=2, max_turns=3, max_tokens=64)):
+    # The CPU demo's defaults (small groups, short episodes); configs/cluster.yaml sets the
+    # paper's N=8, band [1, 5], 30 turns.
     band: tuple[int, int] = Field(
         (1, 1), description="keep tasks whose pass count is in [low, high]"
     )
     workers: int = Field(2, ge=1, description="episodes run concurrently")
-    max_turns: int = Field(3, ge=1, description="assistant replies per episode")
-    max_tokens: int = Field(64, ge=1, description="completion tokens per reply")
+
+    def stage_config(self, **set_elsewhere: Any) -> RolloutConfig:
+        return RolloutConfig.from_settings({**self.model_dump(), **set_elsewhere})
 
 
-class TrainSettings(_OpenSection):
-    deepspeed: str | None = Field(
-        None, description="DeepSpeed config file (cluster); None = plain CPU/GPU training"
-    )
+class TrainSettings(_stage_section(TrainConfig, "train")):
     base_model: str | None = Field(
         None, description="policy checkpoint to start from; None = the tiny offline model"
     )
 
+    def stage_config(self, **set_elsewhere: Any) -> TrainConfig:
+        return TrainConfig.from_dict({**self.model_dump(exclude={"base_model"}), **set_elsewhere})
 
-class DiagnoseSettings(_OpenSection):
-    # Other generators.diagnose.DiagnoseConfig fields pass through, except its start_multihop and
-    # start_dirtiness: those are synthesize.multihop and synthesize.dirtiness.
-    workers: int = Field(2, ge=1, description="failure summaries requested concurrently")
+
+class DiagnoseSettings(_stage_section(DiagnoseConfig, "diagnose")):
     eval_n: int = Field(1, ge=1, description="episodes per held-out eval task")
+
+    def stage_config(self, **set_elsewhere: Any) -> DiagnoseConfig:
+        return DiagnoseConfig(**self.model_dump(exclude={"eval_n"}), **set_elsewhere)
 
 
 class PrefectSettings(_Section):
@@ -172,8 +210,7 @@ class RunConfig(_Section):
 
     @model_validator(mode="after")
     def _local_serving_needs_merged_weights(self) -> RunConfig:
-        extra = self.train.model_extra or {}
-        if not self.llm.base_url and extra.get("lora") is True and extra.get("merge_lora") is False:
+        if not self.llm.base_url and self.train.lora and not self.train.merge_lora:
             # The policy would be base + adapter, and transformers serve only serves full weights:
             # rollout and diagnose would quietly run the base model.
             raise ValueError(
@@ -183,20 +220,11 @@ class RunConfig(_Section):
             )
         return self
 
-    @model_validator(mode="after")
-    def _stage_sections_fit_their_stages(self) -> RunConfig:
-        errors = _stage_section_errors(self)
-        if errors:
-            raise StageSectionError(errors)
-        return self
-
     # ---- the stage configs these sections map to (the stages call these) -----------------------
 
     def rollout_config(self, **overrides: Any) -> RolloutConfig:
         """harness.rollout.RolloutConfig from `rollout:`; `overrides` replace section keys."""
-        from harness.rollout import RolloutConfig
-
-        return RolloutConfig.from_settings({**self.rollout.model_dump(), **overrides})
+        return self.rollout.stage_config(**overrides)
 
     def eval_rollout_config(self) -> RolloutConfig:
         """The diagnose stage's held-out rollouts: `diagnose.eval_n` episodes per task, no band."""
@@ -205,138 +233,31 @@ class RunConfig(_Section):
 
     def train_config(self) -> TrainConfig:
         """training.config.TrainConfig from `train:` (base_model is the engine's, not the trainer's)."""
-        from training.config import TrainConfig
-
-        section = self.train.model_dump(exclude={"base_model"})
-        return TrainConfig.from_dict({k: v for k, v in section.items() if v is not None})
+        return self.train.stage_config()
 
     def diagnose_config(self) -> DiagnoseConfig:
         """generators.diagnose.DiagnoseConfig from `diagnose:`; its difficulty starts where
         synthesis starts (synthesize.multihop/dirtiness), so guidance never drops below it."""
-        from generators.diagnose import DiagnoseConfig
-
-        return DiagnoseConfig(
-            **self.diagnose.model_dump(exclude={"eval_n"}),
-            start_multihop=self.synthesize.multihop,
-            start_dirtiness=self.synthesize.dirtiness,
+        return self.diagnose.stage_config(
+            start_multihop=self.synthesize.multihop, start_dirtiness=self.synthesize.dirtiness
         )
-
-
-class StageSectionError(ValueError):
-    """rollout:/train:/diagnose: keys their stage rejects; one 'section.field: problem' per line."""
-
-    def __init__(self, lines: list[str]) -> None:
-        super().__init__("; ".join(lines))
-        self.lines = lines
-
-
-# Keys of a section that belong to the engine or another section, not to the stage's class.
-_DERIVED = {
-    "diagnose": {
-        "start_multihop": "set by synthesize.multihop (the difficulty synthesis starts at); set that instead",
-        "start_dirtiness": "set by synthesize.dirtiness (the difficulty synthesis starts at); set that instead",
-    }
-}
-
-
-def _stage_classes() -> dict[str, tuple[type, set[str], Callable[[RunConfig], Any]]]:
-    """section -> (stage config class, keys the section accepts, builder); sections whose stage
-    code is not installed in this checkout are left out (that stage is not in the pipeline)."""
-    out: dict[str, tuple[type, set[str], Callable[[RunConfig], Any]]] = {}
-    try:
-        from harness.rollout import RolloutConfig
-
-        keys = set(RolloutConfig.__dataclass_fields__) | {"band", "workers"}
-        out["rollout"] = (RolloutConfig, keys, RunConfig.rollout_config)
-    except ImportError:
-        pass
-    try:
-        from training.config import TrainConfig
-
-        keys = set(TrainConfig.__dataclass_fields__)
-        out["train"] = (TrainConfig, keys, RunConfig.train_config)
-    except ImportError:
-        pass
-    try:
-        from generators.diagnose import DiagnoseConfig
-
-        keys = set(DiagnoseConfig.model_fields) - set(_DERIVED["diagnose"])
-        out["diagnose"] = (DiagnoseConfig, keys, RunConfig.diagnose_config)
-    except ImportError:
-        pass
-    return out
-
-
-def _type_errors(name: str, cls: type, values: dict[str, Any]) -> list[str]:
-    """Values of a dataclass config whose type is wrong (dataclasses do not check types)."""
-    hints = typing.get_type_hints(cls)
-    lines = []
-    for key, value in values.items():
-        if key not in hints:
-            continue
-        try:
-            TypeAdapter(hints[key]).validate_python(value, strict=True)
-        except ValidationError as exc:
-            msg = exc.errors()[0]["msg"]
-            lines.append(f"{name}.{key}: {msg} (got {value!r})")
-    return lines
-
-
-def _stage_section_errors(cfg: RunConfig) -> list[str]:
-    lines: list[str] = []
-    for name, (cls, keys, build) in _stage_classes().items():
-        section: BaseModel = getattr(cfg, name)
-        accepted = keys | set(type(section).model_fields)
-        extra = dict(section.model_extra or {})
-        bad = False
-        for key in sorted(extra):
-            if key in _DERIVED.get(name, {}):
-                lines.append(f"{name}.{key}: {_DERIVED[name][key]}")
-            elif key not in accepted:
-                close = difflib.get_close_matches(key, sorted(accepted), n=1)
-                fix = (
-                    f"did you mean '{close[0]}'?"
-                    if close
-                    else f"known fields: {', '.join(sorted(accepted))}"
-                )
-                lines.append(f"{name}.{key}: unknown field; {fix}")
-            else:
-                continue
-            bad = True
-        if bad:
-            continue
-        if isinstance(cls, type) and hasattr(cls, "__dataclass_fields__"):
-            type_lines = _type_errors(name, cls, extra)
-            if type_lines:
-                lines += type_lines
-                continue
-        try:
-            build(cfg)
-        except ValidationError as exc:  # a pydantic stage config (diagnose) names the field
-            for err in exc.errors():
-                field = ".".join(str(p) for p in err["loc"])
-                lines.append(f"{name}.{field}: {err['msg']} (got {err.get('input')!r})")
-        except (TypeError, ValueError) as exc:
-            lines.append(f"{name}: {exc}")
-    return lines
 
 
 def _format_errors(exc: ValidationError, source: str) -> str:
     lines = [f"invalid config {source}:"]
     for err in exc.errors():
-        stage_error = (err.get("ctx") or {}).get("error")
-        if isinstance(stage_error, StageSectionError):
-            lines += [f"  {line}" for line in stage_error.lines]
-            continue
         field = ".".join(str(p) for p in err["loc"]) or "(top level)"
         msg = err["msg"].removeprefix("Value error, ")
-        if err["type"] == "extra_forbidden":
+        if field in _SET_ELSEWHERE:
+            msg = _SET_ELSEWHERE[field]
+        elif err["type"] == "extra_forbidden":
             parent, _, name = field.rpartition(".")
             known = _known_fields(parent)
             close = difflib.get_close_matches(name, known, n=1)
             fix = f"did you mean '{close[0]}'?" if close else f"known fields: {', '.join(known)}"
             msg = f"unknown field; {fix}"
-        elif "input" in err and err["type"] != "missing":
+        elif "input" in err and err["type"] != "missing" and not isinstance(err["input"], dict):
+            # quote a wrong value, not the whole section or file a cross-field check failed on
             msg = f"{msg} (got {err['input']!r})"
         lines.append(f"  {field}: {msg}")
     return "\n".join(lines)

@@ -37,8 +37,12 @@ class GeneratorMeta:
     @classmethod
     def from_dict(cls, d: Any, title: str = "") -> GeneratorMeta:
         if not isinstance(d, dict):
-            raise ContractError("GENERATOR must be a dict literal with keys " + ", ".join(CAPABILITY_KEYS))
-        missing = [k for k in ("capability", "domain") if not isinstance(d.get(k), str) or not d.get(k)]
+            raise ContractError(
+                "GENERATOR must be a dict literal with keys " + ", ".join(CAPABILITY_KEYS)
+            )
+        missing = [
+            k for k in ("capability", "domain") if not isinstance(d.get(k), str) or not d.get(k)
+        ]
         if missing:
             raise ContractError(f"GENERATOR is missing string field(s): {', '.join(missing)}")
         meta = cls(
@@ -52,7 +56,9 @@ class GeneratorMeta:
         if not 0 <= meta.multihop <= 3 or not 0 <= meta.dirtiness <= 3:
             raise ContractError("GENERATOR multihop and dirtiness must be integers in 0..3")
         if meta.output_format not in OUTPUT_FORMATS:
-            raise ContractError(f"GENERATOR output_format must be one of {OUTPUT_FORMATS}, got {meta.output_format!r}")
+            raise ContractError(
+                f"GENERATOR output_format must be one of {OUTPUT_FORMATS}, got {meta.output_format!r}"
+            )
         return meta
 
 
@@ -161,8 +167,12 @@ def validate_build(obj: Any) -> BuildResult:
     if not isinstance(c, dict) or not isinstance(c.get("outputs"), list) or not c["outputs"]:
         raise ContractError("build()['contract']['outputs'] must be a non-empty list")
     tol = c.get("tolerance", {"abs": 0.0, "rel": 0.0})
-    if not isinstance(tol, dict) or not all(isinstance(v, int | float) and v >= 0 for v in tol.values()):
-        raise ContractError("build()['contract']['tolerance'] must be {'abs': float>=0, 'rel': float>=0}")
+    if not isinstance(tol, dict) or not all(
+        isinstance(v, int | float) and v >= 0 for v in tol.values()
+    ):
+        raise ContractError(
+            "build()['contract']['tolerance'] must be {'abs': float>=0, 'rel': float>=0}"
+        )
     decisions = c.get("decisions", [])
     if not isinstance(decisions, list) or not all(isinstance(d, str) for d in decisions):
         raise ContractError("build()['contract']['decisions'] must be a list of strings")
@@ -175,8 +185,12 @@ def validate_build(obj: Any) -> BuildResult:
         raise ContractError("build()['answer'] must be a {output_relpath: value} dict")
     expected = set(graded_paths(contract))
     if set(answer) != expected:
-        raise ContractError(f"build()['answer'] keys {sorted(answer)} must equal the graded outputs {sorted(expected)}")
+        raise ContractError(
+            f"build()['answer'] keys {sorted(answer)} must equal the graded outputs {sorted(expected)}"
+        )
     clash = expected & set(files)
     if clash:
-        raise ContractError(f"output path(s) {sorted(clash)} already exist in the starting workspace")
+        raise ContractError(
+            f"output path(s) {sorted(clash)} already exist in the starting workspace"
+        )
     return BuildResult(instruction=instruction, files=dict(files), answer=answer, contract=contract)

@@ -20,7 +20,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -62,18 +62,33 @@ class PolicyConfig:
         return self.policy_id or self.model
 
 
+def _opt(default: Any, help: str) -> Any:
+    return field(default=default, metadata={"help": help})
+
+
 @dataclass(frozen=True)
 class RolloutConfig:
-    n: int = 8  # episodes per task (the GRPO group size)
-    band_lo: int = 1  # keep tasks with at least this many passes (drops what the agent never does)
-    band_hi: int = 5  # ... and at most this many (drops what it always does)
-    max_turns: int = 30  # assistant replies per episode
-    episode_timeout_s: float = 600.0  # wall time per episode (capped by task.toml [agent])
-    max_tokens: int = 1024  # completion tokens per reply
-    context_len: int = 32768  # the served model's context window
-    temperature: float = 1.0  # on-policy sampling
-    concurrency: int = 4  # episodes in flight across the whole stage
-    salt: str = ""  # makes episode ids differ between runs of the same policy
+    """Settings of the rollout stage; the help text is also the run YAML's (`rollout:` section)."""
+
+    n: int = _opt(8, "rollouts per task (the GRPO group size)")
+    band_lo: int = _opt(1, "keep tasks with at least this many passes (drops what it never does)")
+    band_hi: int = _opt(5, "... and at most this many (drops what it always does)")
+    max_turns: int = _opt(30, "assistant replies per episode")
+    episode_timeout_s: float = _opt(600.0, "wall time per episode (capped by task.toml [agent])")
+    max_tokens: int = _opt(1024, "completion tokens per reply")
+    context_len: int = _opt(32768, "the served model's context window")
+    temperature: float = _opt(1.0, "sampling temperature (1.0: on-policy)")
+    concurrency: int = _opt(4, "episodes in flight across the whole stage")
+    salt: str = _opt("", "makes episode ids differ between runs of the same policy")
+
+    def __post_init__(self) -> None:
+        for name in ("n", "max_turns", "max_tokens", "context_len", "concurrency"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"RolloutConfig.{name} must be >= 1, got {getattr(self, name)}")
+        if not 0 <= self.band_lo <= self.band_hi:
+            raise ValueError(
+                f"RolloutConfig band [{self.band_lo}, {self.band_hi}]: need 0 <= low <= high"
+            )
 
     @classmethod
     def from_settings(cls, settings: dict[str, Any]) -> RolloutConfig:

@@ -140,7 +140,10 @@ FAILURE_SUMMARIES = pa.schema(
         ("capability", pa.string()),
         ("iteration", pa.int16()),
         ("failure_step", pa.int32()),  # index of the assistant turn where it went wrong (0-based)
-        ("root_cause", pa.string()),  # task_misunderstanding | wrong_tool | bad_edit | early_stop | other
+        (
+            "root_cause",
+            pa.string(),
+        ),  # task_misunderstanding | wrong_tool | bad_edit | early_stop | other
         ("missing_capability", pa.string()),
         ("evidence", pa.string()),
         ("fallback", pa.bool_()),  # True: heuristic summary, the policy's answer was unusable
@@ -189,7 +192,10 @@ GUIDANCE = pa.schema(
         ("mastered", pa.bool_()),
         ("multihop", pa.int8()),
         ("dirtiness", pa.int8()),
-        ("patterns", pa.string()),  # recurring failure patterns, text for the generator-writer prompt
+        (
+            "patterns",
+            pa.string(),
+        ),  # recurring failure patterns, text for the generator-writer prompt
     ]
 )
 

@@ -168,3 +168,25 @@ def test_an_unmerged_lora_policy_needs_a_server_that_serves_adapters():
         parse_config(unmerged)
     ok = parse_config({**unmerged, "llm": {"base_url": "http://gpu:8000/v1", "reload": "lora"}})
     assert ok.train_config().merge_lora is False
+
+
+def test_stage_sections_take_fields_and_help_from_the_stage_configs():
+    import dataclasses
+
+    from generators.diagnose import DiagnoseConfig
+    from harness.rollout import RolloutConfig
+    from training.config import TrainConfig
+
+    rollout = RunConfig.model_fields["rollout"].annotation.model_fields
+    stage = {f.name: f for f in dataclasses.fields(RolloutConfig)}
+    assert rollout["temperature"].default == stage["temperature"].default
+    assert rollout["max_turns"].description == stage["max_turns"].metadata["help"]
+    assert rollout["max_turns"].default == 3  # the CPU demo's, not the stage's 30
+    train = RunConfig.model_fields["train"].annotation.model_fields
+    assert set(train) == {f.name for f in dataclasses.fields(TrainConfig)} | {"base_model"}
+    diagnose = RunConfig.model_fields["diagnose"].annotation.model_fields
+    assert diagnose["embedder"].description == DiagnoseConfig.model_fields["embedder"].description
+    with pytest.raises(ConfigError, match=r"rollout\.concurrency: set by rollout\.workers"):
+        parse_config({"rollout": {"concurrency": 3}})
+    with pytest.raises(ConfigError, match=r"rollout: RolloutConfig\.n must be >= 1, got 0"):
+        parse_config({"rollout": {"n": 0}})

@@ -12,7 +12,12 @@ def good() -> dict:
         "answer": {"output/totals.csv": [{"apiary": "A", "kg": 30.5}]},
         "contract": {
             "outputs": [
-                {"path": "output/totals.csv", "format": "csv", "columns": ["apiary", "kg"], "key": ["apiary"]}
+                {
+                    "path": "output/totals.csv",
+                    "format": "csv",
+                    "columns": ["apiary", "kg"],
+                    "key": ["apiary"],
+                }
             ],
             "tolerance": {"abs": 0.01, "rel": 0.0},
             "decisions": ["Round to 1 decimal"],
