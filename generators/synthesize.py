@@ -207,9 +207,9 @@ def _candidate(
     fam: Family, seed: int, split: str, fmt: str, levels: tuple[int, int]
 ) -> dict[str, Any]:
     if fam.origin == "builtin":
-        from generators import library
+        from generators.library import render_generator  # lazy, like list_builtin
 
-        code = library.render_generator(fam.capability, fam.domain, levels[0], levels[1], fmt)
+        code = render_generator(fam.capability, fam.domain, levels[0], levels[1], fmt)
         meta = read_generator_meta(code, f"builtin {fam.capability}/{fam.domain}")
     else:
         code = fam.code

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,23 +18,6 @@ from flows.stages import _synthesize_slice, _writer_guidance, pipeline_stages
 from generators.synthesize import llm_picks
 from harness.fake_openai import FakeOpenAI
 from storage import artifacts, fs
-
-
-@pytest.fixture(autouse=True)
-def _leave_generators_library_unimported():
-    """These tests import the real built-in library; tests/flows/test_synthesize_stage.py swaps in a
-    fake through sys.modules only, which a `generators.library` attribute left on the package
-    would bypass. Leave both as they were found."""
-    import generators
-
-    had_module = "generators.library" in sys.modules
-    had_attr = hasattr(generators, "library")
-    yield
-    if not had_module:
-        sys.modules.pop("generators.library", None)
-    if not had_attr and hasattr(generators, "library"):
-        delattr(generators, "library")
-
 
 PATTERN = "[merge] agent skipped the precedence rule when two sources disagree"
 _WANT = re.compile(r"exactly this metadata:\nGENERATOR = (\{.*?\})\n", re.DOTALL)

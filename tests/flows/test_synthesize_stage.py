@@ -8,7 +8,6 @@ from collections import Counter
 
 import pytest
 
-import generators
 from generators.contract import OUTPUT_FORMATS
 from generators.synthesize import (
     SynthesisError,
@@ -49,8 +48,6 @@ def fake_library(monkeypatch):
 
     lib.render_generator = render
     monkeypatch.setitem(sys.modules, "generators.library", lib)
-    # `from generators import library` reads the package attribute once the real module is loaded.
-    monkeypatch.setattr(generators, "library", lib, raising=False)
     return lib
 
 
