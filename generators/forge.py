@@ -125,6 +125,15 @@ def forge_candidate(
     if not cand.get("task_id") and cand.get("generator_code") is not None:
         cand["task_id"] = task_id_for(code_sha256(cand["generator_code"]), int(cand.get("seed", 0)))
     max_attempts = 1 + max(0, retries)
+    label = (
+        f"generator sha256 {str(cand.get('generator_sha256', ''))[:12]}, seed {cand.get('seed')}"
+    )
+
+    def failed(error: str, kind: str) -> dict[str, Any]:
+        return _row(
+            cand, error=error, error_kind=kind, attempts=attempts, duration_s=time.monotonic() - t0
+        )
+
     attempts = 0
     last = ""
     while attempts < max_attempts:
@@ -137,42 +146,15 @@ def forge_candidate(
                 time.sleep(RETRY_BACKOFF_S * attempts)
             continue
         except GeneratorError as exc:
-            kind = exc.kind
-            return _row(
-                cand,
-                error=exc.message,
-                error_kind=kind,
-                attempts=attempts,
-                duration_s=time.monotonic() - t0,
-            )
+            return failed(exc.message, exc.kind)
         except TaskFolderError as exc:
-            return _row(
-                cand,
-                error=str(exc),
-                error_kind="contract",
-                attempts=attempts,
-                duration_s=time.monotonic() - t0,
-            )
+            return failed(str(exc), "contract")
         except Exception as exc:  # one odd candidate must not stop a stage of thousands
-            label = f"generator sha256 {str(cand.get('generator_sha256', ''))[:12]}, seed {cand.get('seed')}"
-            return _row(
-                cand,
-                error=f"{label}: internal error while forging: {type(exc).__name__}: {exc}",
-                error_kind="crash",
-                attempts=attempts,
-                duration_s=time.monotonic() - t0,
+            return failed(
+                f"{label}: internal error while forging: {type(exc).__name__}: {exc}", "crash"
             )
         return _row(cand, attempts=attempts, duration_s=time.monotonic() - t0, **values)
-    label = (
-        f"generator sha256 {str(cand.get('generator_sha256', ''))[:12]}, seed {cand.get('seed')}"
-    )
-    return _row(
-        cand,
-        error=f"{label}: {last}",
-        error_kind="sandbox",
-        attempts=attempts,
-        duration_s=time.monotonic() - t0,
-    )
+    return failed(f"{label}: {last}", "sandbox")
 
 
 def forge_to_folder(
