@@ -19,16 +19,13 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from generators.contract import OUTPUT_FORMATS  # noqa: E402
-from generators.forge import candidate_from_code, forge_candidate  # noqa: E402
-from generators.library import capabilities, domains, render_generator  # noqa: E402
-from generators.verify import verify_task  # noqa: E402
-from harness.sandbox import docker_available, open_sandbox  # noqa: E402
-from harness.sandbox.base import SandboxConfig  # noqa: E402
+from clawloop.generators.contract import OUTPUT_FORMATS  # noqa: E402
+from clawloop.generators.forge import candidate_from_code, forge_candidate  # noqa: E402
+from clawloop.generators.library import capabilities, domains, render_generator  # noqa: E402
+from clawloop.generators.verify import verify_task  # noqa: E402
+from clawloop.harness.sandbox.backend import docker_available, open_sandbox  # noqa: E402
+from clawloop.harness.sandbox.base import SandboxConfig  # noqa: E402
 
 RAW_BWRAP = [
     "bwrap", "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib",

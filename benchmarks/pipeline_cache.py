@@ -20,15 +20,12 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from flows import engine, runs  # noqa: E402
-from flows.config import RunConfig, parse_config  # noqa: E402
-from flows.mapping import thread_mapper  # noqa: E402
-from flows.stages import pipeline_stages  # noqa: E402
-from storage import artifacts, fs, schemas  # noqa: E402
+from clawloop.flows import engine, runs  # noqa: E402
+from clawloop.flows.config import RunConfig, parse_config  # noqa: E402
+from clawloop.flows.mapping import thread_mapper  # noqa: E402
+from clawloop.flows.stages import pipeline_stages  # noqa: E402
+from clawloop.storage import artifacts, fs, schemas  # noqa: E402
 
 
 def _cfg(root: str, args: argparse.Namespace) -> RunConfig:
@@ -102,7 +99,7 @@ def main() -> int:
         print(f"ratio cached/first = {cached / first:.4f}  (target <= 0.05)")
 
         # Overhead per forged task: engine forge stage vs direct calls on the same candidates.
-        from generators.forge import forge_candidate
+        from clawloop.generators.forge import forge_candidate
 
         cands = artifacts.read_rows(fs.stage_url(tmp, "bench", 1, "synthesize"), "candidates")
         box = cfg.sandbox.to_sandbox_config()
@@ -127,7 +124,7 @@ def main() -> int:
         if args.prefect:
             from prefect import flow
 
-            from tasks.units import prefect_mapper
+            from clawloop.tasks.units import prefect_mapper
 
             @flow(name="bench-noop", persist_result=False)
             def bench(tag: str) -> float:

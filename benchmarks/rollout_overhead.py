@@ -16,16 +16,20 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
 from pathlib import Path
 
-from harness.agent import AgentConfig, run_episode
-from harness.fake_openai import FakeOpenAI, ToolStep
-from harness.llm import LLMEndpoint, make_client
-from harness.rollout import PolicyConfig, RolloutConfig, rollout_task
-from harness.sandbox import open_sandbox
-from harness.sandbox.base import SandboxConfig
-from harness.tools import call_tool
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the fake server
+
+from doubles.fake_openai import FakeOpenAI, ToolStep
+
+from clawloop.harness.agent import AgentConfig, run_episode
+from clawloop.harness.llm import LLMEndpoint, make_client
+from clawloop.harness.rollout import PolicyConfig, RolloutConfig, rollout_task
+from clawloop.harness.sandbox.backend import open_sandbox
+from clawloop.harness.sandbox.base import SandboxConfig
+from clawloop.harness.tools import call_tool
 
 TASK = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "tasks" / "hive_totals"
 COMMAND = "wc -l harvest.csv"
@@ -38,7 +42,7 @@ def _time(fn) -> float:
 
 
 def tool_overhead(sandbox: SandboxConfig, calls: int) -> None:
-    from harness.taskenv import load_workspace
+    from clawloop.harness.taskenv import load_workspace
 
     with open_sandbox(sandbox) as sb:
         load_workspace(sb, TASK)

@@ -21,12 +21,10 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from harness.sandbox import SandboxConfig, docker_available  # noqa: E402
-from harness.sandbox.bwrap import (  # noqa: E402
+from clawloop.harness.sandbox.backend import docker_available  # noqa: E402
+from clawloop.harness.sandbox.base import SandboxConfig
+from clawloop.harness.sandbox.bwrap import (  # noqa: E402
     BwrapSandbox,
     bwrap_argv,
     capped,
@@ -35,8 +33,8 @@ from harness.sandbox.bwrap import (  # noqa: E402
     rlimits,
     system_binds,
 )
-from harness.sandbox.command import env_for  # noqa: E402
-from harness.sandbox.launcher import launcher_argv, launcher_path  # noqa: E402
+from clawloop.harness.sandbox.command import env_for  # noqa: E402
+from clawloop.harness.sandbox.launcher import launcher_argv, launcher_path  # noqa: E402
 
 RAW_BWRAP_TAIL = [
     "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--unshare-all", "--unshare-user",
@@ -107,7 +105,7 @@ def bench_bwrap(n: int) -> None:
 
 def bench_docker(n: int) -> None:
     import docker
-    from harness.sandbox.docker import DockerSandbox
+    from clawloop.harness.sandbox.docker import DockerSandbox
 
     cfg = SandboxConfig(backend="docker")
     cli = docker.from_env()

@@ -18,12 +18,10 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 import pandas as pd  # noqa: E402
 
-from training.config import TrainConfig  # noqa: E402
-from training.tiny_model import ensure_tiny_model  # noqa: E402
+from clawloop.training.config import TrainConfig  # noqa: E402
+from clawloop.training.tiny_model import ensure_tiny_model  # noqa: E402
 
 TOOLS = [
     {
@@ -66,9 +64,9 @@ def episode(i: int, turns: int = 4) -> list[dict]:
 def run_ours(
     model_dir: Path, rows: pd.DataFrame, band: pd.DataFrame, batch: int, out: Path
 ) -> float:
-    from training.sft import sft_samples
-    from training.stage import run_phase
-    from training.trainer_base import PolicyRef, load_tokenizer
+    from clawloop.training.sft import sft_samples
+    from clawloop.training.stage import run_phase
+    from clawloop.training.trainer_base import PolicyRef, load_tokenizer
 
     cfg = TrainConfig(phases="sft", per_device_batch_size=batch, max_seq_len=8192)
     tok = load_tokenizer(model_dir)

@@ -25,9 +25,9 @@ from typing import Any
 
 import pandas as pd
 
-from flows.config import RunConfig
-from flows.engine import StageContext, StageError, StageResult
-from storage import artifacts, fs, schemas
+from clawloop.flows.config import RunConfig
+from clawloop.flows.engine import StageContext, StageError, StageResult
+from clawloop.storage import artifacts, fs, schemas
 
 log = logging.getLogger("clawloop.agent_stages")
 MODEL_DIR = "model"  # the train stage's checkpoint folder, inside its stage folder
@@ -50,7 +50,7 @@ def local_stage_dir(
 def base_model_dir(cfg: RunConfig) -> Path:
     if cfg.train.base_model:
         return Path(cfg.train.base_model).expanduser()
-    from training.tiny_model import ensure_tiny_model
+    from clawloop.training.tiny_model import ensure_tiny_model
 
     return ensure_tiny_model(seed=cfg.seed)
 
@@ -106,7 +106,7 @@ def _adapter_base(adapter_path: str) -> str:
 
 
 def _restart_hint(ctx: StageContext, path: str) -> str:
-    from harness.serve import vllm_command
+    from clawloop.harness.serve import vllm_command
 
     return (
         f"restart vLLM on it:\n    {vllm_command(path, ctx.config.llm.model)}\n"
@@ -119,8 +119,13 @@ def endpoint_policy(ctx: StageContext, after_iteration: int) -> tuple[Any, str]:
 
     Applies `llm.reload`; raises StageError (what, where, what to do) when the endpoint cannot
     serve that policy and the config says it must."""
-    from harness.rollout import PolicyConfig
-    from harness.serve import AdapterLoadError, ServeError, load_lora_adapter, served_models
+    from clawloop.harness.rollout import PolicyConfig
+    from clawloop.harness.serve import (
+        AdapterLoadError,
+        ServeError,
+        load_lora_adapter,
+        served_models,
+    )
 
     llm = ctx.config.llm
     url = llm.base_url or ""
@@ -204,12 +209,12 @@ def endpoint_policy(ctx: StageContext, after_iteration: int) -> tuple[Any, str]:
 def serve_policy(ctx: StageContext, after_iteration: int) -> Iterator[tuple[Any, str]]:
     """(harness.rollout.PolicyConfig, note) for the policy after `after_iteration`: the configured
     endpoint (see `endpoint_policy`), or its checkpoint folder served locally for the block."""
-    from harness.rollout import PolicyConfig
+    from clawloop.harness.rollout import PolicyConfig
 
     if ctx.config.llm.base_url:
         yield endpoint_policy(ctx, after_iteration)
         return
-    from harness.serve import local_policy_server
+    from clawloop.harness.serve import local_policy_server
 
     model_dir = policy_dir(ctx, after_iteration)
     with local_policy_server(model_dir) as url:
@@ -227,7 +232,7 @@ def serve_policy(ctx: StageContext, after_iteration: int) -> Iterator[tuple[Any,
 
 def verified_tasks(ctx: StageContext, split: str, into: Path) -> list[tuple[Path, dict[str, Any]]]:
     """Kept tasks of one split, unpacked into task folders under `into`."""
-    from generators.taskfolder import unpack_tar
+    from clawloop.harness.taskfolder.folder import unpack_tar
 
     kept = {
         v["task_id"] for v in ctx.rows("verify", "verdicts") if v["kept"] and v["split"] == split
@@ -245,7 +250,7 @@ def verified_tasks(ctx: StageContext, split: str, into: Path) -> list[tuple[Path
 
 
 def run_rollout(ctx: StageContext) -> StageResult:
-    from harness.rollout import rollout_stage
+    from clawloop.harness.rollout import rollout_stage
 
     cfg = ctx.config
     rcfg = cfg.rollout_config()  # checked when the config was loaded
@@ -295,7 +300,7 @@ def policy_adapter(ctx: StageContext, after_iteration: int) -> Path | None:
 
 
 def run_train(ctx: StageContext) -> StageResult:
-    from training.stage import train_stage
+    from clawloop.training.stage import train_stage
 
     tcfg = ctx.config.train_config()  # checked when the config was loaded
     traj = artifacts.read_table(ctx.stage_url("rollout"), "trajectories")
@@ -332,8 +337,8 @@ def _history(ctx: StageContext) -> pd.DataFrame | None:
 
 
 def run_diagnose(ctx: StageContext) -> StageResult:
-    from generators.diagnose import diagnose_stage
-    from harness.rollout import rollout_stage
+    from clawloop.generators.diagnosis.diagnose import diagnose_stage
+    from clawloop.harness.rollout import rollout_stage
 
     cfg = ctx.config
     # Difficulty starts at synthesize.multihop/dirtiness (checked when the config was loaded).

@@ -1,6 +1,6 @@
 """The `clawloop` command line: one console script, a subcommand per verb.
 
-Subcommands live beside the code they drive and register themselves here with
+Each verb group is a module here (run_cli, task_cli, rollout_cli, train_cli) with a
 `register(subparsers)`; this module only parses, dispatches, and turns expected errors into one
 clear line on stderr (exit 2) instead of a traceback.
 """
@@ -18,25 +18,20 @@ def make_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     # Each module adds its verbs; imports stay here so `clawloop --help` lists everything.
-    from flows import run_cli
-    from generators import cli as generators_cli
-    from harness import cli as harness_cli
-    from training import cli as training_cli
+    from clawloop.flows import rollout_cli, run_cli, task_cli, train_cli
 
-    run_cli.register(sub)
-    generators_cli.register(sub)
-    harness_cli.register(sub)
-    training_cli.register(sub)
+    for verbs in (run_cli, task_cli, rollout_cli, train_cli):
+        verbs.register(sub)
     return parser
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
     """Errors a user can cause and fix: printed as one line, no traceback."""
-    from flows.config import ConfigError
-    from flows.engine import StageError
-    from flows.server import ServerError
-    from generators.synthesize import SynthesisError
-    from storage.fs import StorageError
+    from clawloop.flows.config import ConfigError
+    from clawloop.flows.engine import StageError
+    from clawloop.flows.server import ServerError
+    from clawloop.generators.synthesize import SynthesisError
+    from clawloop.storage.fs import StorageError
 
     return (ConfigError, StageError, ServerError, SynthesisError, StorageError)
 

@@ -26,11 +26,11 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
 from pydantic.fields import FieldInfo
 
-from generators.diagnose import DiagnoseConfig
-from generators.synthesize import SynthesizeConfig
-from harness.rollout import RolloutConfig
-from harness.sandbox.base import Limits, SandboxConfig
-from training.config import TrainConfig
+from clawloop.generators.diagnosis.diagnose import DiagnoseConfig
+from clawloop.generators.synthesize import SynthesizeConfig
+from clawloop.harness.rollout import RolloutConfig
+from clawloop.harness.sandbox.base import Limits, SandboxConfig
+from clawloop.training.config import TrainConfig
 
 
 class ConfigError(ValueError):
@@ -223,7 +223,7 @@ class RunConfig(_Section):
     # ---- the stage configs these sections map to (the stages call these) -----------------------
 
     def rollout_config(self, **overrides: Any) -> RolloutConfig:
-        """harness.rollout.RolloutConfig from `rollout:`; `overrides` replace section keys."""
+        """clawloop.harness.rollout.RolloutConfig from `rollout:`; `overrides` replace section keys."""
         return self.rollout.stage_config(**overrides)
 
     def eval_rollout_config(self) -> RolloutConfig:
@@ -232,11 +232,11 @@ class RunConfig(_Section):
         return self.rollout_config(n=n, band=(0, n))
 
     def train_config(self) -> TrainConfig:
-        """training.config.TrainConfig from `train:` (base_model is the engine's, not the trainer's)."""
+        """clawloop.training.config.TrainConfig from `train:` (base_model is the engine's, not the trainer's)."""
         return self.train.stage_config()
 
     def diagnose_config(self) -> DiagnoseConfig:
-        """generators.diagnose.DiagnoseConfig from `diagnose:`; its difficulty starts where
+        """clawloop.generators.diagnosis.diagnose.DiagnoseConfig from `diagnose:`; its difficulty starts where
         synthesis starts (synthesize.multihop/dirtiness), so guidance never drops below it."""
         return self.diagnose.stage_config(
             start_multihop=self.synthesize.multihop, start_dirtiness=self.synthesize.dirtiness

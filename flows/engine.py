@@ -19,11 +19,11 @@ from typing import Any, Literal, Protocol
 
 import pyarrow as pa
 
-from flows.config import RunConfig
-from storage import artifacts, fs
-from storage.blobs import BlobStore
-from storage.cache_key import code_version, inputs_hash
-from storage.manifest import Manifest, read_manifest, why_incomplete
+from clawloop.flows.config import RunConfig
+from clawloop.storage import artifacts, fs
+from clawloop.storage.blobs import BlobStore
+from clawloop.storage.cache_key import code_version, inputs_hash
+from clawloop.storage.manifest import Manifest, read_manifest, why_incomplete
 
 log = logging.getLogger("clawloop.engine")
 

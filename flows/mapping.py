@@ -11,8 +11,8 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any
 
-from tasks.progress import progress_bar
-from tasks.retry import call_with_retries
+from clawloop.tasks.progress import progress_bar
+from clawloop.tasks.retry import call_with_retries
 
 
 def thread_mapper(progress: bool | None = None) -> Callable[..., list[Any]]:

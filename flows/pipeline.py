@@ -21,12 +21,12 @@ from prefect import Flow, flow  # noqa: E402
 from prefect.states import Failed, State  # noqa: E402
 from prefect.task_runners import ThreadPoolTaskRunner  # noqa: E402
 
-from flows import engine, report, runs  # noqa: E402
-from flows.config import RunConfig, parse_config  # noqa: E402
-from flows.stages import ORDER, pipeline_stages  # noqa: E402
-from storage import fs  # noqa: E402
-from tasks.artifacts import artifact_key, publish_stage  # noqa: E402
-from tasks.units import prefect_mapper  # noqa: E402
+from clawloop.flows import engine, report, runs  # noqa: E402
+from clawloop.flows.config import RunConfig, parse_config  # noqa: E402
+from clawloop.flows.stages import ORDER, pipeline_stages  # noqa: E402
+from clawloop.storage import fs  # noqa: E402
+from clawloop.tasks.artifacts import artifact_key, publish_stage  # noqa: E402
+from clawloop.tasks.units import prefect_mapper  # noqa: E402
 
 log = logging.getLogger("clawloop.pipeline")
 

@@ -11,8 +11,8 @@ from typing import Any
 
 from rich.table import Table
 
-from flows.engine import StageOutcome
-from flows.runs import RunInfo, RunSummary
+from clawloop.flows.engine import StageOutcome
+from clawloop.flows.runs import RunInfo, RunSummary
 
 STATUS_STYLE = {
     "ran": "green",

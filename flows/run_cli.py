@@ -16,7 +16,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from flows.stages import ORDER
+from clawloop.flows.stages import ORDER
 
 console = Console(stderr=False)
 
@@ -31,8 +31,8 @@ def _logging(verbose: bool) -> None:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from flows import report, runs
-    from flows.stages import pipeline_stages
+    from clawloop.flows import report, runs
+    from clawloop.flows.stages import pipeline_stages
 
     _logging(args.verbose)
     cfg = runs.resolve_config(args.config, args.run_id, root=args.root, iterations=args.iterations)
@@ -42,13 +42,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
         f"[bold]clawloop run[/] {run_id}: {cfg.iterations} iteration(s) of {' -> '.join(names)}; artifacts in {cfg.storage.root}/{run_id}/"
     )
     if args.no_prefect:
-        from flows.mapping import thread_mapper
+        from clawloop.flows.mapping import thread_mapper
 
         summary = runs.run_loop(
             cfg, run_id, pipeline_stages(), thread_mapper(), force=args.force or []
         )
     else:
-        from flows.pipeline import loop_flow
+        from clawloop.flows.pipeline import loop_flow
 
         state = loop_flow(run_id, cfg.model_dump(mode="json"), args.force or [], return_state=True)
         summary = state.result(raise_on_failure=False)
@@ -67,9 +67,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_rerun(args: argparse.Namespace) -> int:
-    from flows import report, runs
-    from flows.engine import StageError
-    from flows.stages import pipeline_stages
+    from clawloop.flows import report, runs
+    from clawloop.flows.engine import StageError
+    from clawloop.flows.stages import pipeline_stages
 
     _logging(args.verbose)
     cfg = runs.load_run_config(args.root, args.run_id)
@@ -78,13 +78,13 @@ def _cmd_rerun(args: argparse.Namespace) -> int:
             f"no run {args.run_id!r} under {args.root}: list runs with `clawloop runs`"
         )
     if args.no_prefect:
-        from flows.mapping import thread_mapper
+        from clawloop.flows.mapping import thread_mapper
 
         outcome = runs.rerun_stage(
             cfg, args.run_id, args.iteration, args.stage, pipeline_stages(), thread_mapper()
         )
     else:
-        from flows.pipeline import rerun_stage_flow
+        from clawloop.flows.pipeline import rerun_stage_flow
 
         state = rerun_stage_flow(
             args.run_id, args.iteration, args.stage, args.root, return_state=True
@@ -105,7 +105,7 @@ def _cmd_rerun(args: argparse.Namespace) -> int:
 
 
 def _cmd_runs(args: argparse.Namespace) -> int:
-    from flows import report, runs
+    from clawloop.flows import report, runs
 
     found = runs.list_runs(args.root)
     if not found:
@@ -116,7 +116,7 @@ def _cmd_runs(args: argparse.Namespace) -> int:
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
-    from flows.server import local_server
+    from clawloop.flows.server import local_server
 
     with local_server(
         port=args.port,
@@ -125,8 +125,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         os.environ["PREFECT_API_URL"] = api_url
         from prefect.settings import PREFECT_API_URL, temporary_settings
 
-        from flows.config import load_config
-        from flows.server import serve_deployments
+        from clawloop.flows.config import load_config
+        from clawloop.flows.server import serve_deployments
 
         cron = load_config(args.config).prefect.nightly_cron
         ui = api_url.removesuffix("/api")

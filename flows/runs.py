@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from flows import engine
-from flows.config import ConfigError, RunConfig, load_config, parse_config
-from storage import fs
-from storage.manifest import read_manifest
+from clawloop.flows import engine
+from clawloop.flows.config import ConfigError, RunConfig, load_config, parse_config
+from clawloop.storage import fs
+from clawloop.storage.manifest import read_manifest
 
 RUN_FILE = "run.json"
 log = logging.getLogger("clawloop.runs")
@@ -69,7 +69,7 @@ def sweep_sandboxes() -> None:
     """Remove sandboxes (labelled containers, bwrap roots) that killed runs left behind.
 
     Best effort: a sweep that races another process's cleanup must not stop the pipeline."""
-    from harness.sandbox import sweep
+    from clawloop.harness.sandbox.backend import sweep
 
     try:
         removed = sweep()

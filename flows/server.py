@@ -101,8 +101,8 @@ def serve_deployments(cron: str, config_path: str | None, root: str) -> None:
     """Serve nightly + rerun-stage + loop from this process until interrupted (blocks)."""
     from prefect import serve
 
-    from flows.pipeline import loop_flow, nightly_flow, rerun_stage_flow
-    from flows.runs import resolve_config
+    from clawloop.flows.pipeline import loop_flow, nightly_flow, rerun_stage_flow
+    from clawloop.flows.runs import resolve_config
 
     cfg = resolve_config(config_path, None, root=root)
     serve(

@@ -15,12 +15,12 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from flows.config import RunConfig
-from flows.engine import StageContext, StageResult, StageSpec
-from generators.synthesize import llm_picks, synthesize
-from storage import fs, schemas
-from storage.artifacts import empty_row
-from tasks.retry import is_transient
+from clawloop.flows.config import RunConfig
+from clawloop.flows.engine import StageContext, StageResult, StageSpec
+from clawloop.generators.synthesize import llm_picks, synthesize
+from clawloop.storage import fs, schemas
+from clawloop.storage.artifacts import empty_row
+from clawloop.tasks.retry import is_transient
 
 log = logging.getLogger("clawloop.stages")
 ORDER = ("synthesize", "forge", "verify", "rollout", "train", "diagnose")
@@ -66,7 +66,7 @@ def _guidance(ctx: StageContext) -> dict[str, Any] | None:
 def writer_endpoint(ctx: StageContext) -> tuple[Any, str]:
     """(harness.llm.LLMEndpoint | None, where): `synthesize.llm`, else the policy endpoint as it
     serves this iteration's policy (`llm.reload` applies), else None (the built-in library)."""
-    from harness.llm import LLMEndpoint
+    from clawloop.harness.llm import LLMEndpoint
 
     cfg = ctx.config
     w = cfg.synthesize.llm
@@ -76,7 +76,7 @@ def writer_endpoint(ctx: StageContext) -> tuple[Any, str]:
         )
     if not cfg.llm.base_url:
         return None, "no generator-writer endpoint: llm.base_url is null and synthesize.llm unset"
-    from flows.agent_stages import endpoint_policy
+    from clawloop.flows.agent_stages import endpoint_policy
 
     policy, note = endpoint_policy(ctx, ctx.iteration - 1)
     ep = policy.endpoint()
@@ -98,7 +98,7 @@ def _llm_write(
     ctx: StageContext, rows: list[dict[str, Any]], guidance: dict[str, Any] | None
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Swap `synthesize.llm_share` of the train candidates for LLM-written generators."""
-    from generators.llm_writer import WriterError, llm_candidates, normalized_hash
+    from clawloop.generators.llm_writer import WriterError, llm_candidates, normalized_hash
 
     s = ctx.config.synthesize
     picks = llm_picks(rows, s.llm_share, ctx.config.seed, ctx.iteration)
@@ -189,7 +189,7 @@ def _forge_failed_row(row: dict[str, Any], exc: BaseException) -> dict[str, Any]
 
 
 def _run_forge(ctx: StageContext) -> StageResult:
-    from generators.forge import forge_candidate
+    from clawloop.generators.forge import forge_candidate
 
     cands = ctx.rows("synthesize", "candidates")
     box = ctx.config.sandbox.to_sandbox_config()
@@ -236,7 +236,7 @@ def _verify_error(
 
 
 def _run_verify(ctx: StageContext) -> StageResult:
-    from generators.verify import verify_task
+    from clawloop.generators.verify import verify_task
 
     forged = ctx.rows("forge", "tasks")
     box = ctx.config.sandbox.to_sandbox_config()
@@ -284,7 +284,7 @@ def pipeline_stages() -> list[StageSpec]:
             code=("generators", "storage/schemas.py"),
         ),
     ]
-    if _exists("generators.forge"):
+    if _exists("clawloop.generators.forge"):
         stages.append(
             StageSpec(
                 "forge",
@@ -294,7 +294,7 @@ def pipeline_stages() -> list[StageSpec]:
                 code=_CODE_SANDBOX,
             )
         )
-    if _exists("generators.verify") and stages[-1].name == "forge":
+    if _exists("clawloop.generators.verify") and stages[-1].name == "forge":
         stages.append(
             StageSpec(
                 "verify",
@@ -306,7 +306,7 @@ def pipeline_stages() -> list[StageSpec]:
         )
     if stages[-1].name != "verify":
         return stages
-    from flows import agent_stages as ag
+    from clawloop.flows import agent_stages as ag
 
     def policy_slice(c: RunConfig) -> dict[str, Any]:
         return {
@@ -315,7 +315,7 @@ def pipeline_stages() -> list[StageSpec]:
             "seed": c.seed,
         }
 
-    if _exists("harness.rollout"):
+    if _exists("clawloop.harness.rollout"):
         stages.append(
             StageSpec(
                 "rollout",
@@ -330,7 +330,7 @@ def pipeline_stages() -> list[StageSpec]:
                 code=("harness", "flows/agent_stages.py", "storage/schemas.py"),
             )
         )
-    if _exists("training.stage") and stages[-1].name == "rollout":
+    if _exists("clawloop.training.stage") and stages[-1].name == "rollout":
         stages.append(
             StageSpec(
                 "train",
@@ -341,7 +341,7 @@ def pipeline_stages() -> list[StageSpec]:
                 code=("training", "flows/agent_stages.py", "storage/schemas.py"),
             )
         )
-    if _exists("generators.diagnose") and stages[-1].name == "train":
+    if _exists("clawloop.generators.diagnosis.diagnose") and stages[-1].name == "train":
         stages.append(
             StageSpec(
                 "diagnose",

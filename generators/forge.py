@@ -15,10 +15,22 @@ import time
 from pathlib import Path
 from typing import Any
 
-from generators.contract import ContractError
-from generators.runner import GeneratorError, build_in, code_sha256, parse_meta, stage_generator
-from generators.taskfolder import TaskFolderError, TaskInfo, pack_files, task_files, unpack_tar
-from harness.sandbox.base import SandboxConfig, SandboxError
+from clawloop.generators.contract import ContractError
+from clawloop.generators.runner import (
+    GeneratorError,
+    build_in,
+    code_sha256,
+    parse_meta,
+    stage_generator,
+)
+from clawloop.harness.sandbox.base import SandboxConfig, SandboxError
+from clawloop.harness.taskfolder.folder import (
+    TaskFolderError,
+    TaskInfo,
+    pack_files,
+    task_files,
+    unpack_tar,
+)
 
 RETRY_BACKOFF_S = 0.5
 
@@ -71,7 +83,7 @@ def _row(cand: dict[str, Any], **values: Any) -> dict[str, Any]:
 def _forge_once(cand: dict[str, Any], sandbox: SandboxConfig, timeout: float) -> dict[str, Any]:
     """One attempt: both builds in one sandbox, then the task folder on the host.
     Raises SandboxError (retryable) or GeneratorError (not)."""
-    from harness.sandbox import open_sandbox
+    from clawloop.harness.sandbox.backend import open_sandbox
 
     code, seed = cand["generator_code"], int(cand["seed"])
     try:

@@ -6,7 +6,7 @@ concatenation: a header (title docstring, the GENERATOR literal, the domain voca
 the shared helpers (generators/builtin/_prelude.py, then _outputs.py) and the capability skeleton
 (generators/builtin/<capability>.py), each taken from below its marker line.
 
-    from generators.library import render_generator
+    from clawloop.generators.library import render_generator
     src = render_generator("reconciliation", "apiculture", multihop=2, dirtiness=1, output_format="csv")
 """
 
@@ -17,11 +17,39 @@ import itertools
 import pprint
 from pathlib import Path
 
-from generators.catalog import CAPABILITIES, get_capability
-from generators.contract import OUTPUT_FORMATS
-from generators.domains import DOMAINS, get_domain
+# The source parts, imported (they only define functions) so that the stage cache keys, which follow
+# imports, see an edit to any of them; their code runs only inside rendered generators.
+from clawloop.generators.builtin import (
+    _outputs,
+    _prelude,
+    anomaly_flagging,
+    cross_source_audit,
+    domain_calculation,
+    entity_resolution,
+    multi_document_merge,
+    reconciliation,
+    time_window_aggregation,
+    unit_schema_normalisation,
+)
+from clawloop.generators.catalog import CAPABILITIES, get_capability
+from clawloop.generators.contract import OUTPUT_FORMATS
+from clawloop.generators.domains import DOMAINS, get_domain
 
-BUILTIN_DIR = Path(__file__).parent / "builtin"
+SOURCES: dict[str, Path] = {
+    f"{m.__name__.rpartition('.')[2]}.py": Path(str(m.__file__))
+    for m in (
+        _outputs,
+        _prelude,
+        anomaly_flagging,
+        cross_source_audit,
+        domain_calculation,
+        entity_resolution,
+        multi_document_merge,
+        reconciliation,
+        time_window_aggregation,
+        unit_schema_normalisation,
+    )
+}
 PRELUDE_MARKER = "# --- prelude ---"
 SKELETON_MARKER = "# --- skeleton ---"
 
@@ -32,7 +60,12 @@ class RenderError(ValueError):
 
 @functools.cache
 def _part(filename: str, marker: str) -> str:
-    text = (BUILTIN_DIR / filename).read_text(encoding="utf-8")
+    if filename not in SOURCES:
+        raise RenderError(
+            f"generators/builtin/{filename} is not among the source parts generators/library.py "
+            "imports: add it to the import list and SOURCES there"
+        )
+    text = SOURCES[filename].read_text(encoding="utf-8")
     head, sep, body = text.partition(marker + "\n")
     if not sep:
         raise RenderError(

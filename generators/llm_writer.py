@@ -30,10 +30,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from generators.contract import ContractError
-from harness.failure_summary import ChatFn, endpoint_chat
-from harness.llm import LLMEndpoint, LLMError
-from harness.sandbox.base import SandboxConfig
+from clawloop.generators.contract import ContractError
+from clawloop.harness.llm import ChatFn, LLMEndpoint, LLMError, endpoint_chat
+from clawloop.harness.sandbox.base import SandboxConfig
 
 Status = Literal["ok", "dropped", "duplicate"]
 ForgeFn = Callable[
@@ -139,7 +138,7 @@ def normalized_hash(code: str) -> str:
 
 def static_check(code: str, spec: WriterSpec, max_chars: int = 60_000) -> None:
     """Host-side checks with `ast` only (the code is never run here); raise WriterError saying what."""
-    from generators.runner import parse_meta
+    from clawloop.generators.runner import parse_meta
 
     if len(code) > max_chars:
         raise WriterError(f"the generator is {len(code)} characters; keep it under {max_chars}")
@@ -260,7 +259,7 @@ def repair_message(stage: str, error: str, max_chars: int) -> dict[str, Any]:
 def _default_forge(
     row: dict[str, Any], sandbox: SandboxConfig, retries: int, timeout: float
 ) -> dict[str, Any]:
-    from generators.forge import forge_candidate
+    from clawloop.generators.forge import forge_candidate
 
     return forge_candidate(row, sandbox, retries=retries, timeout=timeout)
 
@@ -268,7 +267,7 @@ def _default_forge(
 def _default_verify(
     forged: dict[str, Any], sandbox: SandboxConfig
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    from generators.verify import verify_task
+    from clawloop.generators.verify import verify_task
 
     return verify_task(forged, sandbox)
 
@@ -291,7 +290,7 @@ def write_generator(
     `seen_hashes` holds the normalised hashes already accepted (and the example's); an accepted
     generator's hash is added to it.
     """
-    from generators.forge import candidate_from_code
+    from clawloop.generators.forge import candidate_from_code
 
     forge = forge_fn or (
         lambda row, sb: _default_forge(row, sb, cfg.forge_retries, cfg.build_timeout_s)
@@ -387,8 +386,8 @@ def _check_one(
 def example_for(spec: WriterSpec) -> str:
     """A built-in generator of the same capability (another domain when possible) as the example."""
     try:
-        from generators import library
-        from generators.domains import domain_names
+        from clawloop.generators import library
+        from clawloop.generators.domains import domain_names
     except ImportError:
         return ""
     others = [d for d in domain_names() if d != spec.domain] or [spec.domain]

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from generators.contract import BuildResult, ContractError, GeneratorMeta, validate_build
-from harness.sandbox.base import ExecResult, Sandbox, SandboxConfig, SandboxError
-from harness.taskenv import scratch
+from clawloop.generators.contract import BuildResult, ContractError, GeneratorMeta, validate_build
+from clawloop.harness.sandbox.base import ExecResult, Sandbox, SandboxConfig, SandboxError
+from clawloop.harness.sandbox.scratch import scratch
 
 ErrorKind = Literal["contract", "timeout", "crash", "sandbox"]
 
@@ -253,7 +253,7 @@ def run_builds(
 ) -> tuple[list[BuildResult], str]:
     """Build `times` times with one seed, each in its own interpreter (fresh hash seed), in one
     sandbox. Raises GeneratorError on the first failed build; kind "sandbox" for infra faults."""
-    from harness.sandbox import open_sandbox
+    from clawloop.harness.sandbox.backend import open_sandbox
 
     try:
         gen = parse_meta(code)

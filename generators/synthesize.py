@@ -30,7 +30,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from generators.contract import OUTPUT_FORMATS, ContractError, GeneratorMeta
+from clawloop.generators.contract import OUTPUT_FORMATS, ContractError, GeneratorMeta
 
 log = logging.getLogger("clawloop.synthesize")
 MAX_LEVEL = 3
@@ -150,7 +150,9 @@ def user_families(paths: list[str]) -> tuple[list[Family], list[str]]:
 
 def builtin_families(cfg: SynthesizeConfig) -> list[Family]:
     """Every (capability, domain) pair the built-in library can render, optionally restricted."""
-    from generators.library import list_builtin  # lazy: only when the built-in library is on
+    from clawloop.generators.library import (
+        list_builtin,  # lazy: only when the built-in library is on
+    )
 
     pairs = list_builtin()
     if cfg.capabilities:
@@ -207,7 +209,7 @@ def _candidate(
     fam: Family, seed: int, split: str, fmt: str, levels: tuple[int, int]
 ) -> dict[str, Any]:
     if fam.origin == "builtin":
-        from generators.library import render_generator  # lazy, like list_builtin
+        from clawloop.generators.library import render_generator  # lazy, like list_builtin
 
         code = render_generator(fam.capability, fam.domain, levels[0], levels[1], fmt)
         meta = read_generator_meta(code, f"builtin {fam.capability}/{fam.domain}")

@@ -5,7 +5,7 @@ Checks (storage.schemas.CHECKS `check` names):
     leak             no non-trivial answer value appears in instruction.md or the contract
     oracle           solution/solve.sh then tests/test.sh in a fresh sandbox gives reward 1.0
     noop             tests/test.sh on the untouched workspace must not pass (else a false positive)
-    trivial:<probe>  each probe from generators/probes.py (empty, copied, constant outputs) fails
+    trivial:<probe>  each probe from harness/taskfolder/probes.py (empty, copied, constant outputs) fails
 
 A task is kept only if every check passes. Oracle, no-op and probes share one fresh sandbox and
 two execs (solve first, before the answer key is uploaded; then test.sh and one Python process
@@ -27,10 +27,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from generators.runner import GeneratorError, build_in, parse_meta, stage_generator
-from generators.taskfolder import TaskFolderError, read_task_info, unpack_tar
-from harness.sandbox.base import TESTS, VERIFIER_LOGS, SandboxConfig, SandboxError
-from harness.taskenv import (
+from clawloop.generators.runner import GeneratorError, build_in, parse_meta, stage_generator
+from clawloop.harness.sandbox.base import TESTS, VERIFIER_LOGS, SandboxConfig, SandboxError
+from clawloop.harness.taskenv import (
     open_task,
     parse_reward,
     prepare_grading,
@@ -39,6 +38,7 @@ from harness.taskenv import (
     scratch,
     task_timeouts,
 )
+from clawloop.harness.taskfolder.folder import TaskFolderError, read_task_info, unpack_tar
 
 PROBE_STAGE_NAME = ".clawloop-probes"
 PROBE_STAGE = f"{TESTS}/{PROBE_STAGE_NAME}"
@@ -207,7 +207,7 @@ def check_determinism(
             return False, "no second build and no solution/generator.py to rebuild from"
         code = gen_path.read_text()
         try:
-            from harness.sandbox import open_sandbox
+            from clawloop.harness.sandbox.backend import open_sandbox
 
             info = read_task_info(task_dir)
             gen = parse_meta(code)
@@ -249,7 +249,7 @@ def workspace_files(task_dir: Path) -> dict[str, str]:
 def _stage_tests(task_dir: Path, dest: Path) -> None:
     """What goes to /tests after the solution ran: the task's tests/ plus the probe stage
     (driver, probes, a pristine copy of the starting workspace for the no-op and the probes)."""
-    from generators.probes import trivial_probes
+    from clawloop.harness.taskfolder.probes import trivial_probes
 
     contract = json.loads((task_dir / "tests" / "contract.json").read_text())
     shutil.copytree(task_dir / "tests", dest)

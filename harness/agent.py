@@ -23,10 +23,10 @@ from typing import Any
 
 import openai
 
-from harness.llm import ChatReply, LLMError, chat
-from harness.prompts import initial_messages
-from harness.sandbox.base import Sandbox, SandboxError
-from harness.tools import TOOLS, call_tool
+from clawloop.harness.llm import ChatReply, LLMError, chat
+from clawloop.harness.prompts import initial_messages
+from clawloop.harness.sandbox.base import Sandbox, SandboxError
+from clawloop.harness.tools import TOOLS, call_tool
 
 END_REASONS = (
     "finished",

@@ -228,3 +228,58 @@ def chat_token_counter(
         return len(ids)
 
     return count
+
+
+# A chat function takes OpenAI-format messages and returns the assistant's text. It raises
+# LLMError when the server gives no usable reply. Core logic depends only on this callable.
+ChatFn = Callable[[list[dict[str, Any]]], str]
+
+
+def endpoint_chat(
+    endpoint: LLMEndpoint, *, max_tokens: int = 400, temperature: float = 0.0
+) -> ChatFn:
+    """A ChatFn over an OpenAI-compatible endpoint (harness.llm), text in, text out."""
+    client = make_client(endpoint)
+
+    def _chat(messages: list[dict[str, Any]]) -> str:
+        reply = chat(
+            client,
+            endpoint.model,
+            messages,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            want_token_ids=False,
+        )
+        return str(reply.message.get("content") or "")
+
+    return _chat
+
+
+def circuit_breaker(chat_fn: ChatFn, max_consecutive_errors: int = 3) -> ChatFn:
+    """Wrap a ChatFn so that after N endpoint errors in a row every call fails at once.
+
+    A stalled server would otherwise cost one request timeout per failed episode; once the breaker
+    opens, the remaining summaries go straight to the heuristic fallback with the reason.
+    """
+    state = {"errors": 0, "last": ""}
+    lock = threading.Lock()
+
+    def _chat(messages: list[dict[str, Any]]) -> str:
+        with lock:
+            if state["errors"] >= max_consecutive_errors:
+                raise LLMError(
+                    "connection",
+                    f"skipped: {state['errors']} endpoint errors in a row (last: {state['last'][:200]})",
+                )
+        try:
+            reply = chat_fn(messages)
+        except LLMError as exc:
+            with lock:
+                state["errors"] += 1
+                state["last"] = str(exc)
+            raise
+        with lock:
+            state["errors"] = 0
+        return reply
+
+    return _chat

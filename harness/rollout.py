@@ -26,15 +26,15 @@ from typing import Any
 
 import openai
 
-from generators.taskfolder import read_task_header
-from harness.agent import AgentConfig, Episode, run_episode
-from harness.llm import LLMEndpoint, chat_token_counter, make_client
-from harness.prompts import initial_messages
-from harness.sandbox.base import SandboxConfig, SandboxError
-from harness.taskenv import Grade, open_task, run_tests, task_timeouts
-from harness.tools import TOOLS
-from harness.trajectory import trajectory_row
-from storage.schemas import INFRA_END_REASONS
+from clawloop.harness.agent import AgentConfig, Episode, run_episode
+from clawloop.harness.llm import LLMEndpoint, chat_token_counter, make_client
+from clawloop.harness.prompts import initial_messages
+from clawloop.harness.sandbox.base import SandboxConfig, SandboxError
+from clawloop.harness.taskenv import Grade, open_task, run_tests, task_timeouts
+from clawloop.harness.taskfolder.folder import read_task_header
+from clawloop.harness.tools import TOOLS
+from clawloop.harness.trajectory import trajectory_row
+from clawloop.storage.schemas import INFRA_END_REASONS
 
 log = logging.getLogger(__name__)
 SANDBOX_START_ATTEMPTS = 2  # a sandbox that fails to start is a transient fault: retry once
@@ -366,9 +366,9 @@ def write_rollout_tables(
     rate_rows: list[dict[str, Any]] | None = None,
 ) -> dict[str, str]:
     """Write trajectories/band/rollout_pass_rates Parquet files atomically; returns name -> path."""
-    from storage import fs
-    from storage.artifacts import write_table
-    from storage.schemas import BAND, ROLLOUT_PASS_RATES, TRAJECTORIES
+    from clawloop.storage import fs
+    from clawloop.storage.artifacts import write_table
+    from clawloop.storage.schemas import BAND, ROLLOUT_PASS_RATES, TRAJECTORIES
 
     out = str(out_dir)
     tables = [("trajectories", trajectory_rows, TRAJECTORIES), ("band", band_rows, BAND)]

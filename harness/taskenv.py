@@ -13,20 +13,15 @@ empties /tests and /logs/verifier before the verifier goes in.
 
 from __future__ import annotations
 
-import functools
 import json
 import math
-import os
-import shutil
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from generators.taskfolder import read_task_header
-from harness.sandbox.base import (
+from clawloop.harness.sandbox.base import (
     SOLUTION,
     TESTS,
     VERIFIER_LOGS,
@@ -36,6 +31,8 @@ from harness.sandbox.base import (
     SandboxConfig,
     SandboxError,
 )
+from clawloop.harness.sandbox.scratch import scratch
+from clawloop.harness.taskfolder.folder import read_task_header
 
 REWARD_FILE = f"{VERIFIER_LOGS}/reward.json"
 MAX_REWARD_BYTES = 1024 * 1024
@@ -49,31 +46,6 @@ for d in {TESTS} {VERIFIER_LOGS}; do
     [ -z "$(ls -A "$d")" ] || {{ echo "could not empty $d" >&2; exit 1; }}
 done
 """
-# Host scratch for task files in transit (uploads, downloads, unpacked tars). A RAM-backed
-# /dev/shm is preferred: forge+verify create and delete dozens of small files per task, and on
-# a disk file system each unlink/rmdir can cost about a millisecond of kernel time.
-SHM = "/dev/shm"
-MIN_SHM_FREE = 512 * 1024 * 1024
-
-
-@functools.lru_cache(maxsize=1)
-def scratch_dir() -> str | None:
-    """Where to put short-lived host temp dirs: $CLAWLOOP_SCRATCH if set, else /dev/shm when it
-    is writable with room to spare (a container's default 64 MiB is not), else None (the
-    system temp dir). Decided once per process."""
-    if env := os.environ.get("CLAWLOOP_SCRATCH"):
-        return env
-    try:
-        if os.access(SHM, os.W_OK | os.X_OK) and shutil.disk_usage(SHM).free >= MIN_SHM_FREE:
-            return SHM
-    except OSError:
-        pass
-    return None
-
-
-def scratch(prefix: str) -> tempfile.TemporaryDirectory:
-    """A temp dir in the host scratch space (see scratch_dir), removed when the `with` ends."""
-    return tempfile.TemporaryDirectory(prefix=prefix, dir=scratch_dir())
 
 
 @dataclass
@@ -103,7 +75,7 @@ def load_workspace(sb: Sandbox, task_dir: Path) -> None:
 @contextmanager
 def open_task(task_dir: Path, config: SandboxConfig) -> Iterator[Sandbox]:
     """A fresh sandbox holding the task's starting workspace; stopped on exit."""
-    from harness.sandbox import open_sandbox
+    from clawloop.harness.sandbox.backend import open_sandbox
 
     with open_sandbox(config) as sb:
         load_workspace(sb, Path(task_dir))

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.sandbox.base import WORKSPACE, Sandbox
+from clawloop.harness.sandbox.base import WORKSPACE, Sandbox
 
 MAX_OUTPUT_CHARS = 12_000  # what one observation may hold; more is cut in the middle
 SHELL_TIMEOUT_S = 60.0  # default per shell command; the model may ask for up to MAX_SHELL_TIMEOUT_S

@@ -14,11 +14,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harness.agent import Episode
-from harness.tools import TOOLS
-from storage import fs
-from storage.artifacts import read_rows, write_table
-from storage.schemas import TRAJECTORIES
+from clawloop.harness.agent import Episode
+from clawloop.harness.tools import TOOLS
+from clawloop.storage import fs
+from clawloop.storage.artifacts import read_rows, write_table
+from clawloop.storage.schemas import TRAJECTORIES
 
 
 def episode_id(task_id: str, policy_id: str, attempt: int, salt: str = "") -> str:

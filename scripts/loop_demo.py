@@ -1,6 +1,6 @@
 """Show the loop closing: iteration 2's synthesis shifts toward what iteration 1 failed most.
 
-A fake policy (harness/fake_openai.py over real HTTP) solves the tasks of some capabilities by
+A fake policy (tests/doubles/fake_openai.py over real HTTP) solves the tasks of some capabilities by
 replaying their reference solution and gets the others wrong (right files, wrong content). The
 whole pipeline runs K=2 iterations on the local profile through the engine (flows.runs.run_loop,
 the same path as `clawloop run --no-prefect`): synthesize, forge and verify in real sandboxes,
@@ -33,13 +33,13 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # run as `python scripts/loop_demo.py` from anywhere
-    sys.path.insert(0, str(ROOT))
+# The scripted policy is a test double (tests/doubles/fake_openai.py).
+if str(ROOT / "tests") not in sys.path:
+    sys.path.insert(0, str(ROOT / "tests"))
 
 import pandas as pd  # noqa: E402
 import yaml  # noqa: E402
-
-from harness.fake_openai import (  # noqa: E402
+from doubles.fake_openai import (  # noqa: E402
     FakeOpenAI,
     Router,
     ToolStep,
@@ -47,7 +47,8 @@ from harness.fake_openai import (  # noqa: E402
     solution_steps,
     wrong_steps,
 )
-from harness.prompts import task_message  # noqa: E402
+
+from clawloop.harness.prompts import task_message  # noqa: E402
 
 SOLVE = ("reconciliation", "time_window_aggregation")
 FAIL = ("anomaly_flagging",)
@@ -79,7 +80,7 @@ class TaskIndex:
         self._lock = threading.Lock()
 
     def _refresh(self) -> None:
-        from generators.taskfolder import unpack_tar
+        from clawloop.harness.taskfolder.folder import unpack_tar
 
         for parquet in sorted(self.run_dir.glob("iter-*/forge/tasks.parquet")):
             frame = pd.read_parquet(
@@ -252,11 +253,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--backend", default="auto", choices=["auto", "docker", "bwrap"])
     args = p.parse_args(argv)
 
-    from flows import runs
-    from flows.config import load_config
-    from flows.mapping import thread_mapper
-    from flows.stages import pipeline_stages
-    from storage.artifacts import read_table
+    from clawloop.flows import runs
+    from clawloop.flows.config import load_config
+    from clawloop.flows.mapping import thread_mapper
+    from clawloop.flows.stages import pipeline_stages
+    from clawloop.storage.artifacts import read_table
 
     capabilities = sorted(set(args.solve) | set(args.fail))
     if set(args.solve) & set(args.fail):

@@ -17,16 +17,13 @@ import sys
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from generators.contract import OUTPUT_FORMATS  # noqa: E402
-from generators.forge import candidate_from_code, forge_candidate  # noqa: E402
-from generators.library import capabilities, domains, render_generator  # noqa: E402
-from generators.verify import verify_task  # noqa: E402
-from harness.sandbox import docker_available  # noqa: E402
-from harness.sandbox.base import SandboxConfig  # noqa: E402
+from clawloop.generators.contract import OUTPUT_FORMATS  # noqa: E402
+from clawloop.generators.forge import candidate_from_code, forge_candidate  # noqa: E402
+from clawloop.generators.library import capabilities, domains, render_generator  # noqa: E402
+from clawloop.generators.verify import verify_task  # noqa: E402
+from clawloop.harness.sandbox.backend import docker_available  # noqa: E402
+from clawloop.harness.sandbox.base import SandboxConfig  # noqa: E402
 
 
 def candidates(n_seeds: int) -> tuple[list[dict], list[str]]:

@@ -18,8 +18,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from storage import fs
-from storage.manifest import (
+from clawloop.storage import fs
+from clawloop.storage.manifest import (
     MANIFEST,
     FileEntry,
     Manifest,

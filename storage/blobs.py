@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from storage import fs
+from clawloop.storage import fs
 
 REF_PREFIX = "sha256:"
 

@@ -12,7 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from storage.manifest import sha256_json
+from clawloop.storage.manifest import sha256_json
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 

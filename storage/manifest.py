@@ -15,7 +15,7 @@ import logging
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from storage import fs
+from clawloop.storage import fs
 
 MANIFEST = "manifest.json"
 log = logging.getLogger("clawloop.storage")

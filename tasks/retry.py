@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from harness.sandbox.base import SandboxError
+from clawloop.harness.sandbox.base import SandboxError
 
 SANDBOX_RETRIES = 3  # the mission's rule: failed sandbox builds are retried up to three times
 

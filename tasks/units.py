@@ -17,8 +17,8 @@ from prefect.cache_policies import NO_CACHE
 from prefect.client.schemas.objects import TaskRun
 from prefect.states import State
 
-from tasks.progress import progress_bar
-from tasks.retry import is_transient
+from clawloop.tasks.progress import progress_bar
+from clawloop.tasks.retry import is_transient
 
 
 def _retry_transient(_task: Task[..., Any], _run: TaskRun, state: State[Any]) -> bool:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import torch
 from torch.utils.data import Dataset
 
-from training.sequences import TokenSample
+from clawloop.training.sequences import TokenSample
 
 
 class SampleDataset(Dataset):

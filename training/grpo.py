@@ -22,10 +22,10 @@ import pandas as pd
 import torch
 from transformers import Trainer
 
-from storage.schemas import INFRA_END_REASONS
-from training.config import TrainConfig
-from training.sequences import EncodeReport, TokenSample, encode_episode
-from training.trainer_base import MetricsMixin
+from clawloop.storage.schemas import INFRA_END_REASONS
+from clawloop.training.config import TrainConfig
+from clawloop.training.sequences import EncodeReport, TokenSample, encode_episode
+from clawloop.training.trainer_base import MetricsMixin
 
 
 # ---------------------------------------------------------------------------- pure math

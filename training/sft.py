@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 import pandas as pd
 from transformers import Trainer
 
-from training.config import TrainConfig
-from training.sequences import EncodeReport, TokenSample, encode_episode
-from training.trainer_base import MetricsMixin
+from clawloop.training.config import TrainConfig
+from clawloop.training.sequences import EncodeReport, TokenSample, encode_episode
+from clawloop.training.trainer_base import MetricsMixin
 
 
 @dataclass

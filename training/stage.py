@@ -26,9 +26,9 @@ from typing import Any
 
 import pandas as pd
 
-from training.config import TrainConfig
-from training.sequences import EncodeReport, TokenSample
-from training.trainer_base import PolicyRef, load_tokenizer
+from clawloop.training.config import TrainConfig
+from clawloop.training.sequences import EncodeReport, TokenSample
+from clawloop.training.trainer_base import PolicyRef, load_tokenizer
 
 METRIC_EXTRAS = ("clip_frac", "ratio_mean", "kl", "offpolicy_frac")
 
@@ -118,10 +118,10 @@ def run_phase(
     """Train one phase from `start` on `samples`; returns the written policy and metrics rows."""
     from transformers import set_seed
 
-    from training.batching import SampleCollator, SampleDataset
-    from training.grpo import GRPOGroupTrainer
-    from training.sft import MaskedSFTTrainer
-    from training.trainer_base import load_policy, save_policy, training_arguments
+    from clawloop.training.batching import SampleCollator, SampleDataset
+    from clawloop.training.grpo import GRPOGroupTrainer
+    from clawloop.training.sft import MaskedSFTTrainer
+    from clawloop.training.trainer_base import load_policy, save_policy, training_arguments
 
     set_seed(cfg.seed)
     phase_dir = out_dir / phase
@@ -155,8 +155,8 @@ def train_stage(
     """SFT and/or GRPO on one iteration's rollouts; see the module docstring for the outcomes.
 
     `init_adapter`: a peft LoRA adapter folder trained on `base_model` to continue (needs cfg.lora)."""
-    from training.grpo import grpo_samples
-    from training.sft import sft_samples
+    from clawloop.training.grpo import grpo_samples
+    from clawloop.training.sft import sft_samples
 
     t0 = time.monotonic()
     out_dir = Path(out_dir)

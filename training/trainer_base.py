@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, Trainer, TrainingArguments
 
-from training.config import TrainConfig
+from clawloop.training.config import TrainConfig
 
 
 class TrainError(RuntimeError):

@@ -3,8 +3,8 @@
 Rendered after the prelude (generators/library.py); the import below is for linters only.
 """
 
-from generators.builtin._outputs import *  # noqa: F403
-from generators.builtin._prelude import *  # noqa: F403
+from clawloop.generators.builtin._outputs import *  # noqa: F403
+from clawloop.generators.builtin._prelude import *  # noqa: F403
 
 # ruff: noqa: F405  (the prelude names; the renderer pastes the prelude above this skeleton)
 

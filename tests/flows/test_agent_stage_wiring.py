@@ -10,15 +10,13 @@ from types import SimpleNamespace
 
 import pytest
 
-import generators.diagnose
-import training.stage
-from flows import agent_stages as ag
-from flows import engine, runs
-from flows.config import parse_config
-from flows.mapping import thread_mapper
-from storage import schemas
-from storage.artifacts import empty_row
-from training.stage import TrainResult
+from clawloop.flows import agent_stages as ag
+from clawloop.flows import engine, runs
+from clawloop.flows.config import parse_config
+from clawloop.flows.mapping import thread_mapper
+from clawloop.storage import schemas
+from clawloop.storage.artifacts import empty_row
+from clawloop.training.stage import TrainResult
 
 
 def _tables(name: str, tables: dict, upstream: tuple[str, ...] = ()) -> engine.StageSpec:
@@ -50,7 +48,7 @@ def test_train_continues_an_unmerged_adapter_from_the_previous_iteration(
             (checkpoint / "config.json").write_text("{}")
         return TrainResult("trained", "trained sft", checkpoint, adapter, base, "lora", ["sft"])
 
-    monkeypatch.setattr(training.stage, "train_stage", fake_train)
+    monkeypatch.setattr("clawloop.training.stage.train_stage", fake_train)
     cfg = _cfg(
         tmp_path,
         llm={"base_url": "http://127.0.0.1:9/v1"},  # an unmerged adapter needs a LoRA server
@@ -82,7 +80,7 @@ def test_diagnose_starts_at_synthesize_levels_and_weighs_synthesized_capabilitie
         calls.append({"cfg": cfg, "capabilities": capabilities})
         return SimpleNamespace(tables=lambda: {"pass_rates": (schemas.PASS_RATES, [])}, summary={})
 
-    monkeypatch.setattr(generators.diagnose, "diagnose_stage", fake_diagnose)
+    monkeypatch.setattr("clawloop.generators.diagnosis.diagnose.diagnose_stage", fake_diagnose)
     cfg = _cfg(
         tmp_path,
         llm={"base_url": "http://127.0.0.1:9/v1"},  # never called: nothing to roll out

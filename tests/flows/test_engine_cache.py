@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from flows import engine, runs
-from flows.config import parse_config
-from flows.mapping import thread_mapper
-from storage import fs
-from storage.manifest import read_manifest, why_incomplete
+from clawloop.flows import engine, runs
+from clawloop.flows.config import parse_config
+from clawloop.flows.mapping import thread_mapper
+from clawloop.storage import fs
+from clawloop.storage.manifest import read_manifest, why_incomplete
 
 SCHEMA = pa.schema([("task_id", pa.string()), ("score", pa.float64())])
 CALLS: Counter[str] = Counter()
@@ -150,10 +150,10 @@ KILL_SCRIPT = textwrap.dedent(
     import os, sys, time
     from pathlib import Path
     import pyarrow as pa
-    from flows import engine, runs
-    from flows.config import parse_config
-    from flows.mapping import thread_mapper
-    from storage import artifacts
+    from clawloop.flows import engine, runs
+    from clawloop.flows.config import parse_config
+    from clawloop.flows.mapping import thread_mapper
+    from clawloop.storage import artifacts
 
     SCHEMA = pa.schema([("task_id", pa.string())])
     root, marker = sys.argv[1], Path(sys.argv[2])
@@ -221,7 +221,7 @@ def test_a_folder_the_stage_wrote_itself_is_guarded_by_the_manifest(tmp_path):
 
 
 def test_cli_errors_are_one_line_and_exit_2(tmp_path, capsys):
-    from flows.cli import main
+    from clawloop.flows.cli import main
 
     assert main(["run", "--config", str(tmp_path / "missing.yaml"), "--no-prefect"]) == 2
     assert "does not exist" in capsys.readouterr().err

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from flows import engine
+from clawloop.flows import engine
 
 
 def test_run_iteration_forces_named_stages_and_stops_at_a_failure():

@@ -10,14 +10,14 @@ import shutil
 from pathlib import Path
 
 import pytest
+from doubles.fake_openai import FakeOpenAI
 
-from flows import engine, runs
-from flows.config import parse_config
-from flows.mapping import thread_mapper
-from flows.stages import _synthesize_slice, _writer_guidance, pipeline_stages
-from generators.synthesize import llm_picks
-from harness.fake_openai import FakeOpenAI
-from storage import artifacts, fs
+from clawloop.flows import engine, runs
+from clawloop.flows.config import parse_config
+from clawloop.flows.mapping import thread_mapper
+from clawloop.flows.stages import _synthesize_slice, _writer_guidance, pipeline_stages
+from clawloop.generators.synthesize import llm_picks
+from clawloop.storage import artifacts, fs
 
 PATTERN = "[merge] agent skipped the precedence rule when two sources disagree"
 _WANT = re.compile(r"exactly this metadata:\nGENERATOR = (\{.*?\})\n", re.DOTALL)
@@ -32,7 +32,7 @@ class GeneratorWriter(FakeOpenAI):
 
     def respond(self, body):
         resp = super().respond(body)
-        from generators import library
+        from clawloop.generators import library
 
         user = next(m["content"] for m in body["messages"] if m["role"] == "user")
         want = json.loads(_WANT.search(user).group(1))
@@ -70,7 +70,7 @@ def _guidance_stage():
 
 
 def _summary(root: Path, run_id: str, k: int) -> dict:
-    from storage.manifest import read_manifest
+    from clawloop.storage.manifest import read_manifest
 
     return read_manifest(fs.stage_url(str(root), run_id, k, "synthesize")).summary
 

@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
-from harness.fake_openai import FakeOpenAI, ToolStep, first_user_text
+from doubles.fake_openai import FakeOpenAI, ToolStep, first_user_text
 
 ROOT = Path(__file__).resolve().parents[2]
 

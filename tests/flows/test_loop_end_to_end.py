@@ -9,11 +9,11 @@ import shutil
 
 import pytest
 
-from flows import runs
-from flows.config import parse_config
-from flows.mapping import thread_mapper
-from flows.stages import pipeline_stages
-from storage import artifacts
+from clawloop.flows import runs
+from clawloop.flows.config import parse_config
+from clawloop.flows.mapping import thread_mapper
+from clawloop.flows.stages import pipeline_stages
+from clawloop.storage import artifacts
 
 pytestmark = pytest.mark.slow
 

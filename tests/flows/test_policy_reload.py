@@ -11,15 +11,15 @@ import logging
 from pathlib import Path
 
 import pyarrow as pa
+from doubles.fake_openai import FakeOpenAI
 
-from flows import agent_stages as ag
-from flows import engine, runs
-from flows.config import parse_config
-from flows.mapping import thread_mapper
-from harness.fake_openai import FakeOpenAI
-from harness.llm import chat, make_client
-from storage import schemas
-from storage.artifacts import empty_row
+from clawloop.flows import agent_stages as ag
+from clawloop.flows import engine, runs
+from clawloop.flows.config import parse_config
+from clawloop.flows.mapping import thread_mapper
+from clawloop.harness.llm import chat, make_client
+from clawloop.storage import schemas
+from clawloop.storage.artifacts import empty_row
 
 PROBE = pa.schema([("model", pa.string()), ("policy_id", pa.string()), ("note", pa.string())])
 BASE = "/models/base-8b"

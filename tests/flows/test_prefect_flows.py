@@ -25,7 +25,7 @@ def harness(tmp_path_factory):
 
 
 def _stages():
-    from flows import engine
+    from clawloop.flows import engine
 
     def make(ctx):
         return engine.StageResult(
@@ -57,8 +57,8 @@ def test_loop_skips_on_resume_reruns_one_stage_and_publishes_artifacts(
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 
-    from flows import pipeline
-    from flows.config import parse_config
+    from clawloop.flows import pipeline
+    from clawloop.flows.config import parse_config
 
     monkeypatch.setattr(pipeline, "pipeline_stages", _stages)
     config = parse_config({"storage": {"root": str(tmp_path)}, "iterations": 1}).model_dump(
@@ -87,8 +87,8 @@ def test_loop_skips_on_resume_reruns_one_stage_and_publishes_artifacts(
 
 
 def test_the_stage_thread_pool_covers_every_stage_s_workers():
-    from flows.config import parse_config
-    from flows.pipeline import _workers
+    from clawloop.flows.config import parse_config
+    from clawloop.flows.pipeline import _workers
 
     cfg = parse_config({"synthesize": {"llm_workers": 12}, "forge": {"workers": 3}})
     assert _workers(cfg) == 12

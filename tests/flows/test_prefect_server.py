@@ -115,7 +115,7 @@ def test_deployments_schedule_and_run_artifacts_visible_through_the_api(tmp_path
             [
                 sys.executable,
                 "-m",
-                "flows.cli",
+                "clawloop.flows.cli",
                 "serve",
                 "--config",
                 str(cfg),
@@ -130,7 +130,16 @@ def test_deployments_schedule_and_run_artifacts_visible_through_the_api(tmp_path
         )
         procs.append(serve)
         run = subprocess.run(
-            [sys.executable, "-m", "flows.cli", "run", "--config", str(cfg), "--run-id", "api-run"],
+            [
+                sys.executable,
+                "-m",
+                "clawloop.flows.cli",
+                "run",
+                "--config",
+                str(cfg),
+                "--run-id",
+                "api-run",
+            ],
             env=env,
             cwd=ROOT,
             capture_output=True,

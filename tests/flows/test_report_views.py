@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from flows.engine import StageOutcome
-from flows.report import runs_table, stage_markdown, stage_table, summary_table
-from flows.runs import RunInfo, RunSummary, StageInfo
-from storage.manifest import FileEntry, Manifest
+from clawloop.flows.engine import StageOutcome
+from clawloop.flows.report import runs_table, stage_markdown, stage_table, summary_table
+from clawloop.flows.runs import RunInfo, RunSummary, StageInfo
+from clawloop.storage.manifest import FileEntry, Manifest
 
 M = Manifest(
     "forge",

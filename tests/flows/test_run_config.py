@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from flows.config import ConfigError, RunConfig, load_config, parse_config
+from clawloop.flows.config import ConfigError, RunConfig, load_config, parse_config
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
@@ -66,7 +66,7 @@ def test_sandbox_settings_map_to_the_sandbox_interface():
 
 
 def test_a_configured_docker_host_reaches_the_sandbox_backends(monkeypatch):
-    from flows.runs import apply_environment
+    from clawloop.flows.runs import apply_environment
 
     # setenv first, so monkeypatch restores (or removes) DOCKER_HOST for the tests after this one.
     monkeypatch.setenv("DOCKER_HOST", "unset")
@@ -141,8 +141,7 @@ def test_serve_schedules_nightly_with_the_configured_cron(tmp_path, monkeypatch)
     import argparse
     from contextlib import contextmanager
 
-    import flows.server
-    from flows.run_cli import _cmd_serve
+    from clawloop.flows.run_cli import _cmd_serve
 
     path = tmp_path / "c.yaml"
     path.write_text('prefect:\n  nightly_cron: "15 3 * * 1"\n')
@@ -152,8 +151,8 @@ def test_serve_schedules_nightly_with_the_configured_cron(tmp_path, monkeypatch)
     def fake_server(**kw):
         yield "http://127.0.0.1:1/api"
 
-    monkeypatch.setattr(flows.server, "local_server", fake_server)
-    monkeypatch.setattr(flows.server, "serve_deployments", lambda *a: served.append(a))
+    monkeypatch.setattr("clawloop.flows.server.local_server", fake_server)
+    monkeypatch.setattr("clawloop.flows.server.serve_deployments", lambda *a: served.append(a))
     monkeypatch.setenv("PREFECT_API_URL", "unset")
     args = argparse.Namespace(config=str(path), port=1, root=str(tmp_path))
     assert _cmd_serve(args) == 0
@@ -173,9 +172,9 @@ def test_an_unmerged_lora_policy_needs_a_server_that_serves_adapters():
 def test_stage_sections_take_fields_and_help_from_the_stage_configs():
     import dataclasses
 
-    from generators.diagnose import DiagnoseConfig
-    from harness.rollout import RolloutConfig
-    from training.config import TrainConfig
+    from clawloop.generators.diagnosis.diagnose import DiagnoseConfig
+    from clawloop.harness.rollout import RolloutConfig
+    from clawloop.training.config import TrainConfig
 
     rollout = RunConfig.model_fields["rollout"].annotation.model_fields
     stage = {f.name: f for f in dataclasses.fields(RolloutConfig)}

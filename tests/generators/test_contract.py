@@ -2,7 +2,7 @@
 
 import pytest
 
-from generators.contract import ContractError, GeneratorMeta, check_relpath, validate_build
+from clawloop.generators.contract import ContractError, GeneratorMeta, check_relpath, validate_build
 
 
 def good() -> dict:

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from generators.contract import validate_build
-from generators.forge import candidate_from_code, forge_candidate, task_id_for
-from generators.taskfolder import (
+from clawloop.generators.contract import validate_build
+from clawloop.generators.forge import candidate_from_code, forge_candidate, task_id_for
+from clawloop.harness.sandbox.base import SandboxConfig, SandboxError
+from clawloop.harness.taskfolder.folder import (
     TaskFolderError,
     TaskInfo,
     export_rows,
@@ -26,8 +27,7 @@ from generators.taskfolder import (
     unpack_tar,
     write_task_folder,
 )
-from harness.sandbox.base import SandboxConfig, SandboxError
-from storage.schemas import FORGED
+from clawloop.storage.schemas import FORGED
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "generators"
 BWRAP = SandboxConfig(backend="bwrap")
@@ -198,7 +198,7 @@ def test_forge_nondeterministic_records_both_digests() -> None:
 
 
 def test_forge_retries_transient_sandbox_faults(monkeypatch: pytest.MonkeyPatch) -> None:
-    import generators.forge as forge
+    import clawloop.generators.forge as forge
 
     calls = []
 

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from generators import catalog, domains
-from generators.contract import OUTPUT_FORMATS, validate_build
-from generators.grader import grade
-from generators.library import RenderError, list_builtin, render_generator
-from generators.probes import trivial_probes
+from clawloop.generators import catalog, domains
+from clawloop.generators.contract import OUTPUT_FORMATS, validate_build
+from clawloop.generators.library import RenderError, list_builtin, render_generator
+from clawloop.harness.taskfolder.grader import grade
+from clawloop.harness.taskfolder.probes import trivial_probes
 
 DEFAULT_DOMAINS = ("apiculture", "amateur_radio", "textile_conservation")
 COMBOS = ((0, 0), (1, 2), (2, 1), (3, 3))

@@ -8,8 +8,9 @@ import shutil
 import textwrap
 
 import pytest
+from doubles.fake_openai import FakeOpenAI
 
-from generators.llm_writer import (
+from clawloop.generators.llm_writer import (
     WriterConfig,
     WriterError,
     WriterSpec,
@@ -19,10 +20,8 @@ from generators.llm_writer import (
     write_generator,
     write_generators,
 )
-from harness.failure_summary import endpoint_chat
-from harness.fake_openai import FakeOpenAI
-from harness.llm import LLMEndpoint
-from harness.sandbox.base import SandboxConfig
+from clawloop.harness.llm import LLMEndpoint, endpoint_chat
+from clawloop.harness.sandbox.base import SandboxConfig
 
 SPEC = WriterSpec("domain_calculation", "apiculture", 0, 0, "json", seed=11)
 
@@ -322,7 +321,7 @@ def test_hostile_writer_that_never_improves_is_dropped(tmp_path):
 
 
 def test_llm_candidates_replace_builtin_rows_and_keep_the_rest():
-    from generators.llm_writer import llm_candidates
+    from clawloop.generators.llm_writer import llm_candidates
 
     builtin = [
         {
@@ -371,7 +370,7 @@ def test_llm_candidates_replace_builtin_rows_and_keep_the_rest():
 
 
 def test_writer_prompt_carries_spec_patterns_and_a_builtin_example():
-    from generators.llm_writer import example_for
+    from clawloop.generators.llm_writer import example_for
 
     example = example_for(SPEC)
     assert "GENERATOR" in example and "def build" in example and '"apiculture"' not in example

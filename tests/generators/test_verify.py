@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from generators.verify import (
+from clawloop.generators.verify import (
     _probe_verdict,
     find_leaks,
     is_revealing_string,
@@ -112,10 +112,10 @@ def test_probe_verdicts() -> None:
 
 # ---- sandbox checks on planted generators, both backends -------------------------------------
 
-from generators.forge import candidate_from_code, forge_candidate  # noqa: E402
-from generators.taskfolder import pack_dir, unpack_tar  # noqa: E402
-from generators.verify import verify_task  # noqa: E402
-from harness.sandbox.base import SandboxConfig  # noqa: E402
+from clawloop.generators.forge import candidate_from_code, forge_candidate  # noqa: E402
+from clawloop.generators.verify import verify_task  # noqa: E402
+from clawloop.harness.sandbox.base import SandboxConfig  # noqa: E402
+from clawloop.harness.taskfolder.folder import pack_dir, unpack_tar  # noqa: E402
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "generators"
 BACKENDS = [

@@ -7,13 +7,13 @@ import shutil
 from pathlib import Path
 
 import pytest
+from doubles.fake_openai import FakeOpenAI
 
-from harness.agent import AgentConfig, estimate_tokens, parse_text_tool_calls, run_episode
-from harness.fake_openai import FakeOpenAI
-from harness.llm import LLMEndpoint, make_client
-from harness.sandbox.base import SandboxConfig
-from harness.taskenv import open_task, run_tests
-from harness.tools import MAX_OUTPUT_CHARS, call_tool, resolve_path, truncate
+from clawloop.harness.agent import AgentConfig, estimate_tokens, parse_text_tool_calls, run_episode
+from clawloop.harness.llm import LLMEndpoint, make_client
+from clawloop.harness.sandbox.base import SandboxConfig
+from clawloop.harness.taskenv import open_task, run_tests
+from clawloop.harness.tools import MAX_OUTPUT_CHARS, call_tool, resolve_path, truncate
 
 TASK = Path(__file__).parents[1] / "fixtures" / "tasks" / "hive_totals"
 INSTRUCTION = (TASK / "instruction.md").read_text()
@@ -76,7 +76,7 @@ def test_resolve_path_keeps_workspace_semantics(path, want):
 
 @pytest.mark.parametrize("path", ["../etc/passwd", "/etc/passwd", "/workspace/../root", ""])
 def test_resolve_path_refuses_escapes(path):
-    from harness.tools import ToolError
+    from clawloop.harness.tools import ToolError
 
     with pytest.raises(ToolError):
         resolve_path(path)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from doubles.fake_openai import FakeOpenAI
 
-from harness.fake_openai import FakeOpenAI
-from harness.llm import LLMEndpoint, LLMError, chat, make_client, reply_from_response
+from clawloop.harness.llm import LLMEndpoint, LLMError, chat, make_client, reply_from_response
 
 MESSAGES = [{"role": "system", "content": "s"}, {"role": "user", "content": "do it"}]
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from doubles.fake_openai import FakeOpenAI, ToolStep
 
-from harness.fake_openai import FakeOpenAI, ToolStep
-from harness.rollout import (
+from clawloop.harness.rollout import (
     PolicyConfig,
     RolloutConfig,
     band_filter,
@@ -21,7 +21,7 @@ from harness.rollout import (
     rollout_task,
     write_rollout_tables,
 )
-from harness.sandbox.base import SandboxConfig
+from clawloop.harness.sandbox.base import SandboxConfig
 
 TASK = Path(__file__).parents[1] / "fixtures" / "tasks" / "hive_totals"
 BWRAP = SandboxConfig(backend="bwrap")
@@ -94,8 +94,8 @@ def test_pass_rates_leave_out_infrastructure_failures():
 
 
 def test_task_row_and_timeouts_come_from_task_toml(tmp_path):
-    from harness.rollout import task_row_from_folder
-    from harness.taskenv import task_timeouts
+    from clawloop.harness.rollout import task_row_from_folder
+    from clawloop.harness.taskenv import task_timeouts
 
     assert task_row_from_folder(TASK)["task_id"] and task_timeouts(TASK)[1] > 0
     plain = tmp_path / "plain"
@@ -144,8 +144,8 @@ def test_oracle_rollout_all_pass_and_wrong_rollout_all_fail(tmp_path):
 @needs_bwrap
 @pytest.mark.parametrize("capability", ["reconciliation", "cross_source_audit"])
 def test_oracle_passes_and_wrong_fails_on_a_forged_builtin_task(tmp_path, capability):
-    from generators.forge import forge_to_folder
-    from generators.library import domains, render_generator
+    from clawloop.generators.forge import forge_to_folder
+    from clawloop.generators.library import domains, render_generator
 
     task = tmp_path / capability
     code = render_generator(capability, domains()[0])
@@ -221,7 +221,7 @@ def test_stage_bounds_concurrency_and_reports_per_capability(tmp_path):
 
 @needs_bwrap
 def test_cli_json_reports_passes_and_never_writes_the_api_key(tmp_path, monkeypatch, capsys):
-    from harness import cli
+    from clawloop.flows import rollout_cli as cli
 
     monkeypatch.setenv("CLAWLOOP_TEST_API_KEY", "sk-do-not-store-3141")
     parser = argparse.ArgumentParser()
@@ -259,7 +259,7 @@ def test_cli_json_reports_passes_and_never_writes_the_api_key(tmp_path, monkeypa
 
 
 def test_cli_refuses_a_folder_that_is_not_a_task(tmp_path, capsys):
-    from harness import cli
+    from clawloop.flows import rollout_cli as cli
 
     parser = argparse.ArgumentParser()
     cli.register(parser.add_subparsers())
@@ -274,11 +274,11 @@ def test_cli_refuses_a_folder_that_is_not_a_task(tmp_path, capsys):
 @needs_bwrap
 @pytest.mark.slow
 def test_rollout_against_transformers_serve_on_the_tiny_model(tmp_path):
-    from harness.llm import LLMEndpoint, chat, chat_token_counter, make_client
-    from harness.prompts import initial_messages
-    from harness.serve import local_policy_server
-    from harness.tools import TOOLS
-    from training.tiny_model import ensure_tiny_model
+    from clawloop.harness.llm import LLMEndpoint, chat, chat_token_counter, make_client
+    from clawloop.harness.prompts import initial_messages
+    from clawloop.harness.serve import local_policy_server
+    from clawloop.harness.tools import TOOLS
+    from clawloop.training.tiny_model import ensure_tiny_model
 
     model_dir = ensure_tiny_model(tmp_path / "models")
     cfg = RolloutConfig(n=3, max_turns=2, max_tokens=32, context_len=8192, episode_timeout_s=120)
@@ -310,7 +310,7 @@ def test_rollout_against_transformers_serve_on_the_tiny_model(tmp_path):
 
 @pytest.mark.docker
 def test_oracle_and_wrong_rollouts_in_docker_sandboxes():
-    from harness.sandbox import docker_available
+    from clawloop.harness.sandbox.backend import docker_available
 
     why = docker_available()
     if why is not None:
@@ -326,7 +326,7 @@ def test_oracle_and_wrong_rollouts_in_docker_sandboxes():
 
 @pytest.mark.docker
 def test_sandbox_that_cannot_start_is_recorded_not_raised():
-    from harness.sandbox import docker_available
+    from clawloop.harness.sandbox.backend import docker_available
 
     why = docker_available()
     if why is not None:
@@ -360,8 +360,8 @@ cat /logs/verifier/reward.json
 
 
 def test_a_sandbox_whose_strays_survive_is_not_graded(tmp_path):
-    from harness.sandbox.base import ExecResult, Sandbox
-    from harness.taskenv import run_tests
+    from clawloop.harness.sandbox.base import ExecResult, Sandbox
+    from clawloop.harness.taskenv import run_tests
 
     class Stuck(Sandbox):
         backend = "stuck"
@@ -414,7 +414,7 @@ def test_an_agent_cannot_fake_its_reward_in_bwrap():
 
 @pytest.mark.docker
 def test_an_agent_cannot_fake_its_reward_in_docker():
-    from harness.sandbox import docker_available
+    from clawloop.harness.sandbox.backend import docker_available
 
     why = docker_available()
     if why is not None:

@@ -22,18 +22,11 @@ from pathlib import Path
 
 import pytest
 
-from harness.sandbox import (
-    Limits,
-    SandboxConfig,
-    SandboxError,
-    docker_available,
-    open_sandbox,
-    resolve_backend,
-    sweep,
-)
-from harness.sandbox import bwrap as bwrap_mod
-from harness.sandbox.archive import pack, unpack
-from harness.sandbox.command import OUTPUT_CAP, CappedBuffer, argv_for
+from clawloop.harness.sandbox.archive import pack, unpack
+from clawloop.harness.sandbox import bwrap as bwrap_mod
+from clawloop.harness.sandbox.backend import docker_available, open_sandbox, resolve_backend, sweep
+from clawloop.harness.sandbox.base import Limits, SandboxConfig, SandboxError
+from clawloop.harness.sandbox.command import OUTPUT_CAP, CappedBuffer, argv_for
 
 REPO = Path(__file__).resolve().parents[2]
 SMALL = Limits(wall_seconds=20, cpu_seconds=10, memory_mb=256, pids=32, file_size_mb=8, disk_mb=256)
@@ -127,7 +120,7 @@ def test_archive_refuses_links_out_of_the_destination(tmp_path: Path) -> None:
 
 
 def test_resolve_backend_auto_without_any_backend_says_what_to_install(monkeypatch) -> None:
-    import harness.sandbox as sandbox_pkg
+    from clawloop.harness.sandbox import backend as sandbox_pkg
 
     sandbox_pkg._auto.cache_clear()
     monkeypatch.delenv("CLAWLOOP_SANDBOX", raising=False)
@@ -145,7 +138,7 @@ def test_resolve_backend_auto_without_any_backend_says_what_to_install(monkeypat
 
 def test_docker_run_kwargs_lock_the_container_down() -> None:
     pytest.importorskip("docker")
-    from harness.sandbox.docker import LABEL, run_kwargs
+    from clawloop.harness.sandbox.docker import LABEL, run_kwargs
 
     kw = run_kwargs(SMALL, {"clawloop.owner_pid": "1"})
     assert kw["network_mode"] == "none" and kw["cap_drop"] == ["ALL"]
@@ -349,7 +342,8 @@ ORPHAN = textwrap.dedent(
     """
     import sys, time
     sys.path.insert(0, {repo!r})
-    from harness.sandbox import open_sandbox, SandboxConfig
+    from clawloop.harness.sandbox.base import SandboxConfig
+    from clawloop.harness.sandbox.backend import open_sandbox
     sb = open_sandbox(SandboxConfig(backend={backend!r}))
     sb.start()
     ident = str(sb.dir) if {backend!r} == "bwrap" else sb.container.id
@@ -419,7 +413,7 @@ def test_owner_json_names_this_process(tmp_path: Path, monkeypatch) -> None:
 
 
 def test_own_memory_path_reads_the_v1_memory_line() -> None:
-    from harness.sandbox.cgroup import memory_bytes, own_memory_path
+    from clawloop.harness.sandbox.cgroup import memory_bytes, own_memory_path
 
     text = "9:name=systemd:/\n4:memory:/process_api/abc\n3:cpu,cpuacct:/\n0::/\n"
     assert own_memory_path(text) == "/process_api/abc"
@@ -458,7 +452,7 @@ def test_writable_dirs_are_capped_and_the_system_is_read_only(backend: str) -> N
 def test_bwrap_cgroup_is_removed_at_stop_and_optional(monkeypatch) -> None:
     if shutil.which("bwrap") is None:
         pytest.skip("bubblewrap is not installed")
-    from harness.sandbox import cgroup
+    from clawloop.harness.sandbox import cgroup
 
     with open_sandbox(SandboxConfig(backend="bwrap", limits=SMALL)) as box:
         group = box.cgroup
@@ -474,7 +468,7 @@ def test_bwrap_cgroup_is_removed_at_stop_and_optional(monkeypatch) -> None:
 def test_sweep_removes_the_cgroup_of_a_killed_run() -> None:
     if shutil.which("bwrap") is None:
         pytest.skip("bubblewrap is not installed")
-    from harness.sandbox.cgroup import memory_base
+    from clawloop.harness.sandbox.cgroup import memory_base
 
     if memory_base() is None:
         pytest.skip("no writable cgroup v1 memory controller here")
@@ -498,7 +492,7 @@ def test_sweep_removes_the_cgroup_of_a_killed_run() -> None:
 
 
 def test_launcher_argv_passes_uid_fd_limits_then_the_command() -> None:
-    from harness.sandbox.launcher import launcher_argv
+    from clawloop.harness.sandbox.launcher import launcher_argv
 
     args = launcher_argv("/x/enter", 3000001, 7, 8, {0: 10, 9: 33}, ["bwrap", "--", "true"])
     assert args == ["/x/enter", "3000001", "7", "8", "0=10", "9=33", "--", "bwrap", "--", "true"]
@@ -506,7 +500,7 @@ def test_launcher_argv_passes_uid_fd_limits_then_the_command() -> None:
 
 
 def test_launcher_refuses_a_cache_others_can_write(tmp_path: Path) -> None:
-    from harness.sandbox.launcher import _check_private
+    from clawloop.harness.sandbox.launcher import _check_private
 
     binary = tmp_path / "enter"
     binary.write_text("")
@@ -524,7 +518,7 @@ LIMITS_PROBE = "grep -E 'Max (cpu time|file size|processes|address space)' /proc
 def test_both_launch_paths_apply_every_limit(use_launcher: bool, monkeypatch) -> None:
     if shutil.which("bwrap") is None:
         pytest.skip("bubblewrap is not installed")
-    from harness.sandbox import launcher
+    from clawloop.harness.sandbox import launcher
 
     if use_launcher:
         if launcher.launcher_path() is None:
@@ -550,7 +544,7 @@ def test_both_launch_paths_apply_every_limit(use_launcher: bool, monkeypatch) ->
 def test_a_launcher_that_cannot_set_up_raises_sandbox_error(monkeypatch) -> None:
     if shutil.which("bwrap") is None:
         pytest.skip("bubblewrap is not installed")
-    from harness.sandbox import launcher
+    from clawloop.harness.sandbox import launcher
 
     if launcher.launcher_path() is None:
         pytest.skip("no C compiler to build the launcher here")

@@ -10,10 +10,10 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from storage import artifacts, fs
-from storage.blobs import BlobError, BlobStore
-from storage.cache_key import inputs_hash
-from storage.manifest import is_complete, read_manifest, why_incomplete
+from clawloop.storage import artifacts, fs
+from clawloop.storage.blobs import BlobError, BlobStore
+from clawloop.storage.cache_key import inputs_hash
+from clawloop.storage.manifest import is_complete, read_manifest, why_incomplete
 
 SCHEMA = pa.schema([("task_id", pa.string()), ("score", pa.float64()), ("ok", pa.bool_())])
 ROWS = [{"task_id": "a", "score": 1.5, "ok": True}, {"task_id": "b", "score": 0.0, "ok": False}]

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from training.tiny_model import ensure_tiny_model
+from clawloop.training.tiny_model import ensure_tiny_model
 
 TOOLS = [
     {

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from training.grpo import group_advantages, grpo_loss, grpo_token_loss, next_token_logprobs
+from clawloop.training.grpo import group_advantages, grpo_loss, grpo_token_loss, next_token_logprobs
 
 
 def test_group_advantages_hand_values():

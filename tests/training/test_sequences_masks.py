@@ -7,7 +7,7 @@ import math
 
 from conftest import TOOLS, episode_row, tool_messages
 
-from training.sequences import Turn, chain_turns, encode_episode, truncate
+from clawloop.training.sequences import Turn, chain_turns, encode_episode, truncate
 
 
 def _ids(tok, text):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from training.tiny_model import TinyRecipe, build_tiny_model, recipe_hash
+from clawloop.training.tiny_model import TinyRecipe, build_tiny_model, recipe_hash
 
 
 def test_tiny_model_loads_and_renders_tools(tiny_model_dir, tiny_tokenizer):
@@ -41,7 +41,7 @@ def test_build_is_cached_by_recipe(tiny_model_dir):
 
 
 def test_cache_dir_follows_clawloop_cache(monkeypatch, tmp_path):
-    from training.tiny_model import default_cache_dir
+    from clawloop.training.tiny_model import default_cache_dir
 
     monkeypatch.setenv("CLAWLOOP_CACHE", str(tmp_path / "c"))
     assert default_cache_dir() == tmp_path / "c"
@@ -54,7 +54,7 @@ def _fake_writer(monkeypatch, hook=None):
     """Replace the (seconds-long) model write with one file naming the writing thread."""
     import threading
 
-    import training.tiny_model as tm
+    import clawloop.training.tiny_model as tm
 
     def write(dest, recipe):
         (dest / "who.txt").write_text(threading.current_thread().name)

@@ -6,8 +6,8 @@ import argparse
 
 import pytest
 
-from training.cli import add_config_flags, config_from_args
-from training.config import TrainConfig, TrainConfigError
+from clawloop.flows.train_cli import add_config_flags, config_from_args
+from clawloop.training.config import TrainConfig, TrainConfigError
 
 
 def test_config_rejects_bad_values_with_the_field_name():

@@ -11,12 +11,12 @@ import torch
 from conftest import band_frame, episode_row
 from safetensors.torch import load_file
 
-from storage.schemas import CHECKPOINT, TRAIN_METRICS
-from training.batching import SampleCollator, SampleDataset
-from training.config import TrainConfig
-from training.grpo import GRPOGroupTrainer, grpo_loss, grpo_samples, next_token_logprobs
-from training.stage import train_stage
-from training.trainer_base import PolicyRef, load_policy, training_arguments
+from clawloop.storage.schemas import CHECKPOINT, TRAIN_METRICS
+from clawloop.training.batching import SampleCollator, SampleDataset
+from clawloop.training.config import TrainConfig
+from clawloop.training.grpo import GRPOGroupTrainer, grpo_loss, grpo_samples, next_token_logprobs
+from clawloop.training.stage import train_stage
+from clawloop.training.trainer_base import PolicyRef, load_policy, training_arguments
 
 
 def _weights(folder):
@@ -122,7 +122,7 @@ def test_grpo_trainer_loss_equals_reference(tiny_model_dir, tiny_tokenizer, tmp_
 
 
 def test_grpo_leaves_out_every_infrastructure_failure(tiny_tokenizer):
-    from storage.schemas import INFRA_END_REASONS
+    from clawloop.storage.schemas import INFRA_END_REASONS
 
     assert {"server_error", "sandbox_error", "harness_error"} == INFRA_END_REASONS
     traj, band = _frames({"t1": [1.0, 0.0, 0.0, 0.0, 0.0, 1.0]}, {"t1": True})

@@ -1,4 +1,4 @@
-"""Clustering, pass rates, guidance and the report of generators/feedback.py."""
+"""Clustering, pass rates, guidance and the report of generators/diagnosis/guidance.py."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from generators.feedback import (
+from clawloop.generators.diagnosis.guidance import (
     MAX_LEVEL,
     ClusterConfig,
     GuidanceConfig,
@@ -24,7 +24,7 @@ from generators.feedback import (
     plot_pass_rates,
     render_report,
 )
-from storage.schemas import CLUSTERS, FAILURE_SUMMARIES, GUIDANCE, PASS_RATES
+from clawloop.storage.schemas import CLUSTERS, FAILURE_SUMMARIES, GUIDANCE, PASS_RATES
 
 
 def _rate(cap, passed, n, it=1):
@@ -222,7 +222,7 @@ def test_pass_rates_table_plot_and_report(tmp_path):
 
 @pytest.mark.slow
 def test_minilm_embeddings_cluster_paraphrases():
-    from generators.feedback import minilm_embedder
+    from clawloop.generators.diagnosis.guidance import minilm_embedder
 
     embed = minilm_embedder()
     emb = embed(
@@ -276,8 +276,8 @@ def _eval_frame():
 
 
 def test_diagnose_stage_writes_report_plot_guidance_and_valid_tables(tmp_path):
-    from generators.diagnose import DiagnoseConfig, diagnose_stage
-    from storage.artifacts import write_table
+    from clawloop.generators.diagnosis.diagnose import DiagnoseConfig, diagnose_stage
+    from clawloop.storage.artifacts import write_table
 
     caps = ["anomaly_flagging", "multi_document_merge", "reconciliation"]
     prev_rates = pd.DataFrame(
@@ -318,7 +318,7 @@ def test_diagnose_stage_writes_report_plot_guidance_and_valid_tables(tmp_path):
 
 
 def test_diagnose_leaves_infrastructure_failures_out_of_rates_and_summaries(tmp_path):
-    from generators.diagnose import DiagnoseConfig, diagnose_stage
+    from clawloop.generators.diagnosis.diagnose import DiagnoseConfig, diagnose_stage
 
     rows = _eval_frame().to_dict("records")
     infra = [
@@ -343,7 +343,7 @@ def test_diagnose_leaves_infrastructure_failures_out_of_rates_and_summaries(tmp_
 
 
 def test_diagnose_stage_with_no_eval_episodes_keeps_going(tmp_path):
-    from generators.diagnose import DiagnoseConfig, diagnose_stage
+    from clawloop.generators.diagnosis.diagnose import DiagnoseConfig, diagnose_stage
 
     empty = pd.DataFrame(columns=list(FAILURE_SUMMARIES.names))
     res = diagnose_stage(
@@ -364,9 +364,10 @@ def test_diagnose_stage_with_no_eval_episodes_keeps_going(tmp_path):
 
 
 def test_diagnose_stage_summaries_come_from_the_policy_over_http(tmp_path):
-    from generators.diagnose import DiagnoseConfig, diagnose_stage
-    from harness.fake_openai import FakeOpenAI
-    from harness.llm import LLMEndpoint
+    from doubles.fake_openai import FakeOpenAI
+
+    from clawloop.generators.diagnosis.diagnose import DiagnoseConfig, diagnose_stage
+    from clawloop.harness.llm import LLMEndpoint
 
     answer = {
         "failure_step": 0,
@@ -407,8 +408,8 @@ def test_diagnose_stage_summaries_come_from_the_policy_over_http(tmp_path):
 def test_guidance_shifts_the_next_synthesis_toward_the_weakest_capability(tmp_path):
     from collections import Counter
 
-    from generators.diagnose import DiagnoseConfig, diagnose_stage
-    from generators.synthesize import SynthesizeConfig, synthesize
+    from clawloop.generators.diagnosis.diagnose import DiagnoseConfig, diagnose_stage
+    from clawloop.generators.synthesize import SynthesizeConfig, synthesize
 
     caps = ["anomaly_flagging", "domain_calculation", "reconciliation"]
     scfg = SynthesizeConfig(n_train=60, n_eval=0, capabilities=caps)

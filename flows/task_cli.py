@@ -27,8 +27,8 @@ class CliError(Exception):
 
 
 def _sandbox(backend: str) -> Any:
-    from harness.sandbox import resolve_backend
-    from harness.sandbox.base import SandboxConfig, SandboxError
+    from clawloop.harness.sandbox.backend import resolve_backend
+    from clawloop.harness.sandbox.base import SandboxConfig, SandboxError
 
     try:
         resolve_backend(backend)
@@ -45,7 +45,7 @@ def _add_backend(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_forge(args: argparse.Namespace) -> int:
-    from generators.forge import forge_to_folder
+    from clawloop.generators.forge import forge_to_folder
 
     path = Path(args.generator)
     if not path.is_file():
@@ -71,8 +71,8 @@ def cmd_forge(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from generators.taskfolder import TaskFolderError, import_folder
-    from generators.verify import verify_task
+    from clawloop.generators.verify import verify_task
+    from clawloop.harness.taskfolder.folder import TaskFolderError, import_folder
 
     task_dir = Path(args.task_dir)
     try:
@@ -98,7 +98,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from generators.taskfolder import TaskFolderError, export_rows
+    from clawloop.harness.taskfolder.folder import TaskFolderError, export_rows
 
     src = Path(args.tasks)
     if not src.is_file():
@@ -122,9 +122,9 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from generators.taskfolder import TaskFolderError, import_folder
-    from storage.artifacts import SchemaError, parquet_bytes
-    from storage.schemas import FORGED
+    from clawloop.harness.taskfolder.folder import TaskFolderError, import_folder
+    from clawloop.storage.artifacts import SchemaError, parquet_bytes
+    from clawloop.storage.schemas import FORGED
 
     rows = []
     for d in args.dirs:
@@ -151,8 +151,8 @@ def _guard(fn: Any) -> Any:
     """Turn expected failures into one clear line and exit 2."""
 
     def run(args: argparse.Namespace) -> int:
-        from generators.taskfolder import TaskFolderError
-        from harness.sandbox.base import SandboxError
+        from clawloop.harness.sandbox.base import SandboxError
+        from clawloop.harness.taskfolder.folder import TaskFolderError
 
         try:
             return fn(args)

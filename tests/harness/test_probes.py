@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from generators.contract import OUTPUT_FORMATS
-from generators.grader import grade
-from generators.library import render_generator
-from generators.probes import shaped_value, trivial_probes
+from clawloop.generators.contract import OUTPUT_FORMATS
+from clawloop.generators.library import render_generator
+from clawloop.harness.taskfolder.grader import grade
+from clawloop.harness.taskfolder.probes import shaped_value, trivial_probes
 
 SCHEMA = {
     "type": "object",

@@ -9,7 +9,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from flows.cli import main
+from clawloop.flows.cli import main
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "generators"
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="no bwrap")

@@ -9,7 +9,7 @@ from pathlib import Path
 import openai
 import pytest
 
-from harness.fake_openai import SOLUTION_COPY, FakeOpenAI, solution_steps, wrong_steps
+from doubles.fake_openai import SOLUTION_COPY, FakeOpenAI, solution_steps, wrong_steps
 
 TASK = Path(__file__).parents[1] / "fixtures" / "tasks" / "hive_totals"
 

@@ -16,7 +16,7 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 
-from harness.rollout import (
+from clawloop.harness.rollout import (
     PolicyConfig,
     RolloutConfig,
     band_filter,
@@ -25,9 +25,9 @@ from harness.rollout import (
     task_row_from_folder,
     write_rollout_tables,
 )
-from harness.sandbox.base import SandboxConfig
-from harness.serve import ServeError
-from training.tiny_model import TinyModelError
+from clawloop.harness.sandbox.base import SandboxConfig
+from clawloop.harness.serve import ServeError
+from clawloop.training.tiny_model import TinyModelError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -126,8 +126,8 @@ def _rollout(args: argparse.Namespace, task_dir: Path, cfg: RolloutConfig) -> li
     with ExitStack() as stack:
         base_url, model, tokenizer = args.base_url, args.model, args.tokenizer
         if args.serve_tiny:
-            from harness.serve import local_policy_server
-            from training.tiny_model import ensure_tiny_model
+            from clawloop.harness.serve import local_policy_server
+            from clawloop.training.tiny_model import ensure_tiny_model
 
             model_dir = ensure_tiny_model()
             base_url = stack.enter_context(local_policy_server(model_dir))

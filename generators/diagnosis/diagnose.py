@@ -2,8 +2,8 @@
 
 The eval rollouts of the updated policy (rollout_stage on the eval split, wired by flows/) are this
 stage's input. For each failed episode the policy writes a structured failure summary
-(harness/failure_summary.py); summaries are clustered by root cause within each capability
-(generators/feedback.py); the report (markdown + PNG plot of pass rate per capability per
+(generators/diagnosis/summary.py); summaries are clustered by root cause within each capability
+(generators/diagnosis/guidance.py); the report (markdown + PNG plot of pass rate per capability per
 iteration) and the guidance for the next synthesize (guidance.json) land in `out_dir`.
 
     res = diagnose_stage(eval_df, prev_pass_rates_df, DiagnoseConfig(), endpoint, Path(out), iteration=1)
@@ -27,10 +27,10 @@ import pandas as pd
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field
 
-from generators import feedback
-from harness.failure_summary import SummaryConfig, circuit_breaker, endpoint_chat, summarize_failure
-from harness.llm import LLMEndpoint
-from storage import schemas
+from clawloop.generators.diagnosis import guidance as feedback
+from clawloop.generators.diagnosis.summary import SummaryConfig, summarize_failure
+from clawloop.harness.llm import LLMEndpoint, circuit_breaker, endpoint_chat
+from clawloop.storage import schemas
 
 log = logging.getLogger("clawloop.diagnose")
 
@@ -127,7 +127,7 @@ class DiagnoseResult:
 
 def _known_capabilities() -> list[str]:
     try:
-        from generators.catalog import capability_names
+        from clawloop.generators.catalog import capability_names
     except ImportError:
         return []
     return list(capability_names())

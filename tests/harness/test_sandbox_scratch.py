@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import taskenv
+from clawloop.harness.sandbox import scratch as taskenv
 
 
 @pytest.fixture(autouse=True)

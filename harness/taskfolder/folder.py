@@ -23,9 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from generators.contract import BuildResult, Contract, OutputSpec
+from clawloop.harness.taskfolder import grader
+from clawloop.harness.taskfolder.spec import BuildResult, Contract, OutputSpec
 
-GRADER_PATH = Path(__file__).with_name("grader.py")
+# Imported, not only read, so the stage cache keys (which follow imports) see grader edits.
+GRADER_PATH = Path(str(grader.__file__))
 BASE_IMAGE = "clawloop-base:latest"
 MAX_UNPACKED_BYTES = 64 * 1024 * 1024
 

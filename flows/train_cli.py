@@ -17,7 +17,7 @@ import sys
 from dataclasses import MISSING, fields
 from pathlib import Path
 
-from training.config import TrainConfig, TrainConfigError
+from clawloop.training.config import TrainConfig, TrainConfigError
 
 
 def _parse_bool(text: str) -> bool:
@@ -54,7 +54,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
 
 
 def _cmd_tiny_model(args: argparse.Namespace) -> int:
-    from training.tiny_model import build_tiny_model
+    from clawloop.training.tiny_model import build_tiny_model
 
     print(build_tiny_model(Path(args.out_dir), seed=args.seed))
     return 0
@@ -65,8 +65,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from storage.schemas import CHECKPOINT, TRAIN_METRICS
-    from training.stage import train_stage
+    from clawloop.storage.schemas import CHECKPOINT, TRAIN_METRICS
+    from clawloop.training.stage import train_stage
 
     try:
         cfg = config_from_args(args)

@@ -7,12 +7,12 @@ import socket
 
 import pandas as pd
 import pytest
+from doubles.fake_openai import FakeOpenAI
 
-from harness.failure_summary import (
+from clawloop.generators.diagnosis.summary import (
     FailureSummary,
     SummaryConfig,
     SummaryParseError,
-    endpoint_chat,
     heuristic_summary,
     parse_summary,
     render_transcript,
@@ -20,8 +20,7 @@ from harness.failure_summary import (
     summarize_failures,
     trajectory_features,
 )
-from harness.fake_openai import FakeOpenAI
-from harness.llm import LLMEndpoint
+from clawloop.harness.llm import LLMEndpoint, endpoint_chat
 
 
 class ScriptedChatServer(FakeOpenAI):
@@ -245,7 +244,7 @@ def test_summarize_failures_skips_passed_episodes():
 
 
 def test_circuit_breaker_stops_calling_a_dead_endpoint():
-    from harness.failure_summary import circuit_breaker
+    from clawloop.harness.llm import circuit_breaker
 
     with ScriptedChatServer(["unused"], mode="drop") as srv:
         chat = circuit_breaker(endpoint_chat(LLMEndpoint(srv.base_url, "p", max_retries=0)), 2)

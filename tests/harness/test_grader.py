@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from generators.grader import grade, values_equal
+from clawloop.harness.taskfolder.grader import grade, values_equal
 
 CSV_CONTRACT = {
     "outputs": [
@@ -194,7 +194,7 @@ def test_hostile_csv_never_crashes(tmp_path: Path) -> None:
 
 
 def test_oversized_output_is_not_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import generators.grader as grader
+    import clawloop.harness.taskfolder.grader as grader
 
     monkeypatch.setattr(grader, "MAX_BYTES", 1000)
     put(tmp_path, "output/t.csv", "id,site,total,ok\n" + "A-1,North,12.5,true\n" * 200)
@@ -239,7 +239,7 @@ def test_values_equal_is_strict_on_types() -> None:
 def test_cli_runs_as_a_standalone_stdlib_script(tmp_path: Path) -> None:
     tests, ws, logs = tmp_path / "tests", tmp_path / "ws", tmp_path / "logs/verifier"
     tests.mkdir()
-    shutil.copy(Path(__file__).parents[2] / "generators/grader.py", tests / "grader.py")
+    shutil.copy(Path(__file__).parents[2] / "harness/taskfolder/grader.py", tests / "grader.py")
     (tests / "contract.json").write_text(json.dumps(CSV_CONTRACT))
     (tests / "answer.json").write_text(json.dumps(CSV_ANSWER))
     put(ws, "output/t.csv", "id,site,total,ok\nA-1,North,12.5,true\nB-2,South,7.25,false\n")

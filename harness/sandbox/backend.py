@@ -1,0 +1,96 @@
+"""Sandboxes: pick a backend, open a sandbox, sweep what killed runs left behind.
+
+    from clawloop.harness.sandbox.base import SandboxConfig
+    from clawloop.harness.sandbox.backend import open_sandbox
+    with open_sandbox(SandboxConfig(backend="auto")) as sb:
+        sb.exec("python3 -c 'print(1)'")
+
+Backends import lazily: the docker SDK is loaded only when the docker backend is used.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+
+from .base import Backend, Sandbox, SandboxConfig, SandboxError
+
+
+def docker_available(image: str = "clawloop-base:latest") -> str | None:
+    """None when a Docker engine answers and holds `image`, else the reason it cannot be used."""
+    if not (os.environ.get("DOCKER_HOST") or os.path.exists("/var/run/docker.sock")):
+        return "no DOCKER_HOST and no /var/run/docker.sock (start one: scripts/start-dockerd.sh)"
+    try:
+        import docker.errors
+    except ImportError:
+        return "the docker SDK is not installed (pip install 'docker>=7.1')"
+    from .docker import client
+
+    try:
+        cli = client(timeout=10)
+    except SandboxError as exc:
+        return str(exc)
+    try:
+        cli.images.get(image)
+    except docker.errors.ImageNotFound:
+        return f"the engine has no image {image} (build it: scripts/build-base-image.sh)"
+    except docker.errors.DockerException as exc:
+        return f"docker engine error: {exc}"
+    finally:
+        cli.close()
+    return None
+
+
+@functools.lru_cache(maxsize=8)
+def _auto(image: str) -> str:
+    why_not_docker = docker_available(image)
+    if why_not_docker is None:
+        return "docker"
+    if shutil.which("bwrap"):
+        return "bwrap"
+    raise SandboxError(
+        "no sandbox backend is available: Docker is not usable "
+        f"({why_not_docker}) and bubblewrap is not installed. Install one: "
+        "`apt-get install -y bubblewrap` (daemonless), or `apt-get install -y docker.io debootstrap` "
+        "then scripts/start-dockerd.sh and scripts/build-base-image.sh"
+    )
+
+
+def resolve_backend(backend: Backend | str = "auto", image: str = "clawloop-base:latest") -> str:
+    """`auto` -> "docker" when an engine answers and has the base image, else "bwrap" when
+    bubblewrap is installed, else SandboxError saying what to install. The auto answer is
+    cached per process; CLAWLOOP_SANDBOX overrides `auto`."""
+    if backend == "auto":
+        backend = os.environ.get("CLAWLOOP_SANDBOX", "auto")
+    if backend == "auto":
+        return _auto(image)
+    if backend not in ("docker", "bwrap"):
+        raise ValueError(f"unknown sandbox backend {backend!r}: use auto, docker or bwrap")
+    return backend
+
+
+def open_sandbox(cfg: SandboxConfig | None = None) -> Sandbox:
+    """A sandbox for `cfg`, not yet started: use it as `with open_sandbox(cfg) as sb:`."""
+    cfg = cfg or SandboxConfig()
+    backend = resolve_backend(cfg.backend, cfg.image)
+    if backend == "docker":
+        from .docker import DockerSandbox
+
+        return DockerSandbox(cfg)
+    from .bwrap import BwrapSandbox
+
+    return BwrapSandbox(cfg)
+
+
+def sweep() -> dict[str, list[str]]:
+    """Remove what killed runs left: clawloop containers and bwrap dirs whose owner process is
+    dead. Call at pipeline start; safe while other runs are live (their owners are alive)."""
+    from .bwrap import sweep_bwrap
+
+    removed: dict[str, list[str]] = {"bwrap": sweep_bwrap(), "docker": []}
+    if os.environ.get("DOCKER_HOST") or os.path.exists("/var/run/docker.sock"):
+        from .docker import sweep_docker
+
+        removed["docker"] = sweep_docker()
+    return removed

@@ -1,0 +1,53 @@
+"""What a task is made of: the instruction, the workspace files, the answer key and the contract.
+
+The generator contract (clawloop.generators.contract) validates a generator's build() into these
+records; the task-folder writer, the grader and the probes read them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class OutputSpec:
+    path: str  # relative to the workspace, e.g. output/report.csv
+    format: str  # json | csv | report
+    columns: list[str] = field(default_factory=list)  # csv
+    key: list[str] = field(default_factory=list)  # csv: columns identifying a row
+    schema: dict[str, Any] = field(default_factory=dict)  # json / report sidecar (JSON-Schema-like)
+    sidecar: str = ""  # report: the machine-checkable JSON file holding the graded facts
+
+
+@dataclass(frozen=True)
+class Contract:
+    outputs: list[OutputSpec]
+    tolerance: dict[str, float]
+    decisions: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    instruction: str
+    files: dict[str, str]
+    answer: dict[str, Any]
+    contract: Contract
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "instruction": self.instruction,
+            "files": self.files,
+            "answer": self.answer,
+            "contract": self.contract.to_dict(),
+        }
+
+    def digest(self) -> str:
+        """sha256 of the canonical JSON form: equal digests = identical tasks (determinism check)."""
+        blob = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":")).encode()
+        return hashlib.sha256(blob).hexdigest()
