@@ -20,8 +20,9 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from clawloop.generators.candidates import candidate_row  # noqa: E402
 from clawloop.generators.contract import OUTPUT_FORMATS  # noqa: E402
-from clawloop.generators.forge import candidate_from_code, forge_candidate  # noqa: E402
+from clawloop.generators.forge import forge_candidate  # noqa: E402
 from clawloop.generators.library import capabilities, domains, render_generator  # noqa: E402
 from clawloop.generators.verify import verify_task  # noqa: E402
 from clawloop.harness.sandbox.backend import docker_available, open_sandbox  # noqa: E402
@@ -52,7 +53,7 @@ def candidates(n: int) -> list[dict]:
     for i in range(n):
         cap, fmt, dom = next(combos)
         code = render_generator(cap, dom, multihop=i % 4, dirtiness=(i // 4) % 4, output_format=fmt)
-        rows.append(candidate_from_code(code, i, origin="builtin"))
+        rows.append(candidate_row(code, i, origin="builtin"))
     return rows
 
 

@@ -22,10 +22,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from clawloop.flows import engine, runs  # noqa: E402
-from clawloop.flows.config import RunConfig, parse_config  # noqa: E402
-from clawloop.flows.mapping import thread_mapper  # noqa: E402
-from clawloop.flows.stages import pipeline_stages  # noqa: E402
+from clawloop.flows.pipeline import STAGES  # noqa: E402
 from clawloop.storage import artifacts, fs, schemas  # noqa: E402
+from clawloop.tasks.config import RunConfig, parse_config  # noqa: E402
+from clawloop.tasks.mapping import thread_mapper  # noqa: E402
 
 
 def _cfg(root: str, args: argparse.Namespace) -> RunConfig:
@@ -76,7 +76,7 @@ def main() -> int:
     args = p.parse_args()
     logging.basicConfig(level=logging.WARNING)
 
-    stages = [s for s in pipeline_stages() if s.name in ("synthesize", "forge", "verify")]
+    stages = [s for s in STAGES if s.name in ("synthesize", "forge", "verify")]
     with tempfile.TemporaryDirectory(prefix="clawloop-bench-") as tmp:
         cfg = _cfg(tmp, args)
         first, s1 = _timed_run(cfg, stages)
@@ -124,7 +124,7 @@ def main() -> int:
         if args.prefect:
             from prefect import flow
 
-            from clawloop.tasks.units import prefect_mapper
+            from clawloop.tasks.mapping import prefect_mapper
 
             @flow(name="bench-noop", persist_result=False)
             def bench(tag: str) -> float:

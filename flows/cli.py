@@ -27,11 +27,11 @@ def make_parser() -> argparse.ArgumentParser:
 
 def _user_errors() -> tuple[type[BaseException], ...]:
     """Errors a user can cause and fix: printed as one line, no traceback."""
-    from clawloop.flows.config import ConfigError
     from clawloop.flows.engine import StageError
     from clawloop.flows.server import ServerError
     from clawloop.generators.synthesize import SynthesisError
     from clawloop.storage.fs import StorageError
+    from clawloop.tasks.config import ConfigError
 
     return (ConfigError, StageError, ServerError, SynthesisError, StorageError)
 

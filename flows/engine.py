@@ -2,10 +2,11 @@
 
 Prefect (flows/pipeline.py) only wraps these functions in flows and tasks; everything that decides
 whether a stage runs or is skipped lives here and is tested without Prefect. A stage is a
-`StageSpec`: a function `StageContext -> StageResult`, the stages it reads (same iteration and
-previous iteration), and the packages whose source is its code version. Its cache key is
-hash(config slice, upstream manifests' content hashes, code version); a stage whose committed
-manifest carries that key and whose files are intact is skipped, and says so.
+`tasks.stage.StageSpec` (one module per stage in tasks/). Its cache key is hash(config slice,
+content hashes of the manifests it reads, code version = the source of every project module its
+module imports); a stage whose committed manifest carries that key and whose files are intact is
+skipped, and says so. A stage that raises is recorded as failed (failure.json, no manifest), so a
+resumed run re-runs it.
 """
 
 from __future__ import annotations
@@ -14,96 +15,27 @@ import logging
 import time
 import traceback
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from dataclasses import dataclass
+from typing import Literal
 
-import pyarrow as pa
-
-from clawloop.flows.config import RunConfig
 from clawloop.storage import artifacts, fs
-from clawloop.storage.blobs import BlobStore
 from clawloop.storage.cache_key import code_version, inputs_hash
 from clawloop.storage.manifest import Manifest, read_manifest, why_incomplete
+from clawloop.tasks.config import RunConfig
+from clawloop.tasks.mapping import Mapper
+from clawloop.tasks.stage import StageContext, StageError, StageResult, StageSpec
+
+__all__ = [
+    "Mapper",
+    "StageContext",
+    "StageError",
+    "StageOutcome",
+    "StageResult",
+    "StageSpec",
+    "run_stage",
+]
 
 log = logging.getLogger("clawloop.engine")
-
-
-class StageError(RuntimeError):
-    """A stage cannot run (an upstream stage is missing or incomplete, or the stage is unknown)."""
-
-
-class Mapper(Protocol):
-    """Runs `fn` over `items` concurrently, results in item order.
-
-    A transient fault (`harness.sandbox.base.SandboxError`) is retried up to `retries` times; an
-    item that still fails becomes `on_error(item, exc)`, so one bad task never stops a stage.
-    """
-
-    def __call__(
-        self,
-        name: str,
-        fn: Callable[[Any], Any],
-        items: Sequence[Any],
-        on_error: Callable[[Any, BaseException], Any],
-        workers: int = 2,
-        retries: int = 0,
-    ) -> list[Any]: ...
-
-
-@dataclass
-class StageResult:
-    """What a stage function returns: tables to write, extra files, and key figures."""
-
-    tables: dict[str, tuple[pa.Schema, list[dict[str, Any]]]]
-    files: dict[str, bytes] = field(default_factory=dict)
-    summary: dict[str, Any] = field(default_factory=dict)
-    # Subfolders the stage wrote itself inside its folder (a model checkpoint): every file in them
-    # is hashed into the manifest, so deleting or damaging one re-runs the stage.
-    dirs: list[str] = field(default_factory=list)
-
-
-@dataclass
-class StageContext:
-    """Everything a stage function may use; reading other stages goes through it."""
-
-    run_id: str
-    iteration: int
-    config: RunConfig
-    stage: str
-    map: Mapper
-
-    @property
-    def root(self) -> str:
-        return self.config.storage.root
-
-    @property
-    def url(self) -> str:
-        return fs.stage_url(self.root, self.run_id, self.iteration, self.stage)
-
-    @property
-    def blobs(self) -> BlobStore:
-        return BlobStore(self.root)
-
-    def stage_url(self, stage: str, iteration: int | None = None) -> str:
-        return fs.stage_url(
-            self.root, self.run_id, self.iteration if iteration is None else iteration, stage
-        )
-
-    def rows(self, stage: str, table: str, iteration: int | None = None) -> list[dict[str, Any]]:
-        return artifacts.read_rows(self.stage_url(stage, iteration), table)
-
-    def manifest(self, stage: str, iteration: int | None = None) -> Manifest | None:
-        return read_manifest(self.stage_url(stage, iteration))
-
-
-@dataclass(frozen=True)
-class StageSpec:
-    name: str
-    run: Callable[[StageContext], StageResult]
-    config_slice: Callable[[RunConfig, int], dict[str, Any]]  # (config, iteration) -> what matters
-    upstream: tuple[str, ...] = ()  # same-iteration stages it reads
-    previous: tuple[str, ...] = ()  # previous-iteration stages it reads (guidance, checkpoint)
-    code: tuple[str, ...] = ()  # packages/files (from the project root) that are its code
 
 
 @dataclass
@@ -172,7 +104,7 @@ def stage_key(
 ) -> tuple[str, dict[str, str], str]:
     """(cache key, upstream hashes, code version) for one stage of one iteration."""
     up = upstream_hashes(spec, stages, cfg.storage.root, run_id, iteration)
-    code = code_version(spec.code)
+    code = code_version(spec.module) if spec.module else ""
     return inputs_hash(spec.config_slice(cfg, iteration), up, code), up, code
 
 
@@ -238,15 +170,9 @@ def run_stage(
         )
     except Exception as exc:  # a stage failure is an outcome; the loop reports it and stops
         log.error("%s iter %d failed: %s", spec.name, iteration, exc)
-        return StageOutcome(
-            spec.name,
-            iteration,
-            "failed",
-            reason,
-            time.time() - t0,
-            None,
-            f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=6)}",
-        )
+        error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=6)}"
+        artifacts.record_failure(url, error)
+        return StageOutcome(spec.name, iteration, "failed", reason, time.time() - t0, None, error)
     log.info(
         "%s iter %d wrote %s in %.2fs", spec.name, iteration, manifest.rows, manifest.duration_s
     )

@@ -1,8 +1,12 @@
-"""The Prefect flows: `loop` (K iterations) -> `iteration` -> one flow per stage, and `rerun-stage`.
+"""The pipeline: six stages in order, and the Prefect flows that run them: `loop` (K iterations)
+-> `iteration` -> one flow per stage, and `rerun-stage`.
 
-These only compose: every decision (skip, cache key, force, commit) is `flows.engine`; per-task
-work runs as Prefect tasks through `tasks.units.prefect_mapper` on a thread pool; each stage flow
-publishes a table + markdown artifact. A stage flow that fails or is blocked ends in a Failed state
+    synthesize -> forge -> verify -> rollout -> train -> diagnose
+
+Each stage is one module in tasks/; these flows only compose: every decision (skip, cache key,
+force, commit) is `flows.engine`; per-item work runs as Prefect tasks through
+`tasks.mapping.prefect_mapper` on the stage flow's thread pool, sized by the stage's workers; each
+stage flow publishes a table + markdown artifact. A stage flow that fails or is blocked ends in a Failed state
 (visible in the UI) and the loop stops there; running the loop again with the same run id resumes
 at that stage, since every completed stage before it skips on its manifest.
 """
@@ -22,38 +26,39 @@ from prefect.states import Failed, State  # noqa: E402
 from prefect.task_runners import ThreadPoolTaskRunner  # noqa: E402
 
 from clawloop.flows import engine, report, runs  # noqa: E402
-from clawloop.flows.config import RunConfig, parse_config  # noqa: E402
-from clawloop.flows.stages import ORDER, pipeline_stages  # noqa: E402
 from clawloop.storage import fs  # noqa: E402
+from clawloop.tasks import diagnose, forge, rollout, synthesize, train, verify  # noqa: E402
 from clawloop.tasks.artifacts import artifact_key, publish_stage  # noqa: E402
-from clawloop.tasks.units import prefect_mapper  # noqa: E402
+from clawloop.tasks.config import parse_config  # noqa: E402
+from clawloop.tasks.mapping import prefect_mapper  # noqa: E402
 
 log = logging.getLogger("clawloop.pipeline")
 
+STAGES: tuple[engine.StageSpec, ...] = (
+    synthesize.STAGE,
+    forge.STAGE,
+    verify.STAGE,
+    rollout.STAGE,
+    train.STAGE,
+    diagnose.STAGE,
+)
+ORDER = tuple(s.name for s in STAGES)
 
-def _workers(cfg: RunConfig) -> int:
-    """Threads of a stage flow's task runner: enough for the most concurrent stage's `ctx.map`
-    (synthesize maps its LLM writer batches over synthesize.llm_workers)."""
-    return max(
-        cfg.synthesize.llm_workers,
-        cfg.forge.workers,
-        cfg.verify.workers,
-        cfg.rollout.workers,
-        cfg.diagnose.workers,
-    )
+
+def stage_spec(name: str) -> engine.StageSpec:
+    spec = next((s for s in STAGES if s.name == name), None)
+    if spec is None:
+        raise engine.StageError(f"unknown stage {name!r}: this pipeline has {list(ORDER)}")
+    return spec
 
 
 def _stage_body(
     stage: str, run_id: str, iteration: int, config: dict[str, Any], force: bool = False
 ) -> engine.StageOutcome | State[Any]:
     cfg = parse_config(config, source=f"run {run_id}")
-    stages = pipeline_stages()
-    spec = next((s for s in stages if s.name == stage), None)
-    if spec is None:
-        raise engine.StageError(
-            f"unknown stage {stage!r}: this pipeline has {engine.stage_names(stages)}"
-        )
-    outcome = engine.run_stage(spec, stages, cfg, run_id, iteration, prefect_mapper, force=force)
+    outcome = engine.run_stage(
+        stage_spec(stage), STAGES, cfg, run_id, iteration, prefect_mapper, force=force
+    )
     url = fs.stage_url(cfg.storage.root, run_id, iteration, stage)
     report_url = fs.join(url, "report.md")  # the diagnose stage's report, shown in the UI as is
     appendix = (
@@ -90,8 +95,8 @@ def _call_stage(
     iteration: int,
     config: dict[str, Any],
     force: bool,
-    workers: int,
 ) -> engine.StageOutcome:
+    workers = spec.workers(parse_config(config, source=f"run {run_id}"))
     stage_flow = STAGE_FLOWS[spec.name].with_options(
         task_runner=ThreadPoolTaskRunner(max_workers=workers)
     )
@@ -116,14 +121,11 @@ def iteration_flow(
     """One iteration: each existing stage in order, as its own subflow.
 
     force: stage names to re-run in this iteration (the loop adds their dependents)."""
-    cfg = parse_config(config, source=f"run {run_id}")
-    stages = pipeline_stages()
-    forced = set(force or [])
     outcomes = engine.run_iteration(
-        stages,
+        STAGES,
         iteration,
-        forced,
-        lambda spec, k, f: _call_stage(spec, run_id, k, config, f, _workers(cfg)),
+        set(force or []),
+        lambda spec, k, f: _call_stage(spec, run_id, k, config, f),
     )
     if not engine.iteration_ok(outcomes):
         bad = outcomes[-1]
@@ -145,8 +147,7 @@ def loop_flow(
     run_id = run_id or runs.new_run_id()
     cfg = parse_config(config or {}, source=f"run {run_id}")
     config = cfg.model_dump(mode="json")
-    stages = pipeline_stages()
-    engine.dependents(stages, force or [])  # unknown stage names fail here, before any work
+    engine.dependents(STAGES, force or [])  # unknown stage names fail here, before any work
     runs.save_run_config(cfg, run_id)
     runs.apply_environment(cfg)
     runs.sweep_sandboxes()
@@ -154,7 +155,7 @@ def loop_flow(
     t0 = time.time()
     forced: set[str] = set()
     for k in range(1, cfg.iterations + 1):
-        forced = engine.dependents(stages, force or [], forced)
+        forced = engine.dependents(STAGES, force or [], forced)
         state = iteration_flow(run_id, k, config, sorted(forced), return_state=True)
         summary.outcomes += state.result(raise_on_failure=False) or []
         summary.duration_s = time.time() - t0
@@ -190,14 +191,9 @@ def rerun_stage_flow(
         raise engine.StageError(
             f"iteration {iteration} is outside run {run_id}'s 1..{cfg.iterations}"
         )
-    stages = pipeline_stages()
-    spec = next((s for s in stages if s.name == stage), None)
-    if spec is None:
-        raise engine.StageError(
-            f"unknown stage {stage!r}: this pipeline has {engine.stage_names(stages)}"
-        )
+    spec = stage_spec(stage)
     runs.apply_environment(cfg)
-    outcome = _call_stage(spec, run_id, iteration, cfg.model_dump(mode="json"), True, _workers(cfg))
+    outcome = _call_stage(spec, run_id, iteration, cfg.model_dump(mode="json"), True)
     if outcome.status != "ran":
         return Failed(
             message=f"{stage} {outcome.status}: {(outcome.error or outcome.reason).splitlines()[0]}",

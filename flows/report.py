@@ -107,7 +107,7 @@ def runs_table(runs: Sequence[RunInfo], order: Sequence[str]) -> Table:
                     run.run_id,
                     str(k),
                     s.stage,
-                    f"[{style}]{s.status}[/]",
+                    f"[{style}]{s.status}[/]" + (f": {s.reason[:120]}" if s.reason else ""),
                     _rows_text(s.rows),
                     f"{s.duration_s:.2f}s",
                 )

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from clawloop.flows.stages import ORDER
+from clawloop.flows.pipeline import ORDER
 
 console = Console(stderr=False)
 
@@ -32,21 +32,19 @@ def _logging(verbose: bool) -> None:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from clawloop.flows import report, runs
-    from clawloop.flows.stages import pipeline_stages
+    from clawloop.flows.pipeline import STAGES
 
     _logging(args.verbose)
     cfg = runs.resolve_config(args.config, args.run_id, root=args.root, iterations=args.iterations)
     run_id = args.run_id or runs.new_run_id()
-    names = [s.name for s in pipeline_stages()]
+    names = [s.name for s in STAGES]
     console.print(
         f"[bold]clawloop run[/] {run_id}: {cfg.iterations} iteration(s) of {' -> '.join(names)}; artifacts in {cfg.storage.root}/{run_id}/"
     )
     if args.no_prefect:
-        from clawloop.flows.mapping import thread_mapper
+        from clawloop.tasks.mapping import thread_mapper
 
-        summary = runs.run_loop(
-            cfg, run_id, pipeline_stages(), thread_mapper(), force=args.force or []
-        )
+        summary = runs.run_loop(cfg, run_id, STAGES, thread_mapper(), force=args.force or [])
     else:
         from clawloop.flows.pipeline import loop_flow
 
@@ -61,15 +59,19 @@ def _cmd_run(args: argparse.Namespace) -> int:
         f"artifacts: {cfg.storage.root}/{run_id}/iter-<k>/<stage>/   re-run one stage: clawloop rerun --run-id {run_id} --iteration K --stage NAME"
     )
     for o in summary.outcomes:
-        if o.error:
-            console.print(f"[red]{o.stage} iteration {o.iteration} failed:[/]\n{o.error}")
+        if o.error or o.status == "blocked":
+            console.print(
+                f"[red]{o.stage} iteration {o.iteration} {o.status}:[/]\n{o.error or o.reason}\n"
+                f"nothing of it was committed; fix the cause, then resume (completed stages "
+                f"skip, {o.stage} runs again): clawloop run --run-id {run_id}"
+            )
     return 0 if summary.ok else 1
 
 
 def _cmd_rerun(args: argparse.Namespace) -> int:
     from clawloop.flows import report, runs
     from clawloop.flows.engine import StageError
-    from clawloop.flows.stages import pipeline_stages
+    from clawloop.flows.pipeline import STAGES
 
     _logging(args.verbose)
     cfg = runs.load_run_config(args.root, args.run_id)
@@ -78,10 +80,10 @@ def _cmd_rerun(args: argparse.Namespace) -> int:
             f"no run {args.run_id!r} under {args.root}: list runs with `clawloop runs`"
         )
     if args.no_prefect:
-        from clawloop.flows.mapping import thread_mapper
+        from clawloop.tasks.mapping import thread_mapper
 
         outcome = runs.rerun_stage(
-            cfg, args.run_id, args.iteration, args.stage, pipeline_stages(), thread_mapper()
+            cfg, args.run_id, args.iteration, args.stage, STAGES, thread_mapper()
         )
     else:
         from clawloop.flows.pipeline import rerun_stage_flow
@@ -125,8 +127,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         os.environ["PREFECT_API_URL"] = api_url
         from prefect.settings import PREFECT_API_URL, temporary_settings
 
-        from clawloop.flows.config import load_config
         from clawloop.flows.server import serve_deployments
+        from clawloop.tasks.config import load_config
 
         cron = load_config(args.config).prefect.nightly_cron
         ui = api_url.removesuffix("/api")

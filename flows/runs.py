@@ -18,9 +18,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from clawloop.flows import engine
-from clawloop.flows.config import ConfigError, RunConfig, load_config, parse_config
 from clawloop.storage import fs
-from clawloop.storage.manifest import read_manifest
+from clawloop.storage.manifest import read_failure, read_manifest
+from clawloop.tasks.config import ConfigError, RunConfig, load_config, parse_config
 
 RUN_FILE = "run.json"
 log = logging.getLogger("clawloop.runs")
@@ -147,9 +147,10 @@ def rerun_stage(
 @dataclass
 class StageInfo:
     stage: str
-    status: str  # complete | incomplete
+    status: str  # complete | failed | incomplete
     rows: dict[str, int]
     duration_s: float
+    reason: str = ""  # why it failed (the first line of its error)
 
 
 @dataclass
@@ -174,7 +175,12 @@ def list_runs(root: str) -> list[RunInfo]:
             infos = []
             for stage in fs.listdir(fs.join(run_url, name)):
                 m = read_manifest(fs.join(run_url, name, stage))
-                if m is None:
+                failure = read_failure(fs.join(run_url, name, stage)) if m is None else None
+                if failure is not None:
+                    error = str(failure.get("error") or "").strip()
+                    reason = error.splitlines()[0] if error else "no error recorded"
+                    infos.append(StageInfo(stage, "failed", {}, 0.0, reason))
+                elif m is None:
                     infos.append(StageInfo(stage, "incomplete", {}, 0.0))
                 else:
                     infos.append(

@@ -66,7 +66,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     import pyarrow.parquet as pq
 
     from clawloop.storage.schemas import CHECKPOINT, TRAIN_METRICS
-    from clawloop.training.stage import train_stage
+    from clawloop.training.stage import TrainError, train_stage
 
     try:
         cfg = config_from_args(args)
@@ -78,9 +78,12 @@ def _cmd_train(args: argparse.Namespace) -> int:
             print(f"clawloop train: no such Parquet file {p}", file=sys.stderr)
             return 2
     out = Path(args.out)
-    result = train_stage(
-        pd.read_parquet(args.trajectories), pd.read_parquet(args.band), cfg, args.base_model, out
-    )
+    traj, band = pd.read_parquet(args.trajectories), pd.read_parquet(args.band)
+    try:
+        result = train_stage(traj, band, cfg, args.base_model, out)
+    except TrainError as exc:  # a crash writes no checkpoint: one line, exit 1
+        print(f"clawloop train: {exc}", file=sys.stderr)
+        return 1
     metrics = pa.Table.from_pandas(
         result.metrics_frame(), schema=TRAIN_METRICS, preserve_index=False
     )
@@ -90,7 +93,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         out / "checkpoint.parquet",
     )
     print(json.dumps({k: str(v) for k, v in result.checkpoint_row().items()}, indent=2))
-    return 0 if result.status != "failed" else 1
+    return 0
 
 
 def register(subparsers) -> None:

@@ -10,74 +10,24 @@ failed row carrying its error, never retried.
 
 from __future__ import annotations
 
-import hashlib
 import time
 from pathlib import Path
 from typing import Any
 
+from clawloop.generators.candidates import candidate_row, code_sha256, parse_meta, task_id_for
 from clawloop.generators.contract import ContractError
-from clawloop.generators.runner import (
-    GeneratorError,
-    build_in,
-    code_sha256,
-    parse_meta,
-    stage_generator,
-)
+from clawloop.generators.runner import GeneratorError, build_in, stage_generator
 from clawloop.harness.sandbox.base import SandboxConfig, SandboxError
 from clawloop.harness.taskfolder.folder import (
     TaskFolderError,
     TaskInfo,
+    forged_row,
     pack_files,
     task_files,
     unpack_tar,
 )
 
 RETRY_BACKOFF_S = 0.5
-
-
-def task_id_for(generator_sha256: str, seed: int) -> str:
-    """Stable id of (generator, seed): the same candidate always forges to the same task id."""
-    return hashlib.sha256(f"{generator_sha256}:{seed}".encode()).hexdigest()[:16]
-
-
-def candidate_from_code(
-    code: str, seed: int, origin: str = "user", split: str = "train"
-) -> dict[str, Any]:
-    """A storage.schemas.CANDIDATES row for generator code (metadata read with `ast`, not run)."""
-    gen = parse_meta(code)
-    return {
-        "task_id": task_id_for(gen.sha256, seed),
-        "generator_code": code,
-        "generator_sha256": gen.sha256,
-        "seed": int(seed),
-        "capability": gen.meta.capability,
-        "domain": gen.meta.domain,
-        "multihop": gen.meta.multihop,
-        "dirtiness": gen.meta.dirtiness,
-        "output_format": gen.meta.output_format,
-        "split": split,
-        "origin": origin,
-    }
-
-
-def _row(cand: dict[str, Any], **values: Any) -> dict[str, Any]:
-    row = {
-        "task_id": str(cand.get("task_id", "")),
-        "status": "failed",
-        "error": "",
-        "error_kind": "",
-        "attempts": 0,
-        "build_log": "",
-        "task_sha256": "",
-        "rebuild_sha256": "",
-        "task_tar": b"",
-        "capability": str(cand.get("capability", "")),
-        "domain": str(cand.get("domain", "")),
-        "split": str(cand.get("split", "")),
-        "duration_s": 0.0,
-    }
-    row.update(values)
-    return row
 
 
 def _forge_once(cand: dict[str, Any], sandbox: SandboxConfig, timeout: float) -> dict[str, Any]:
@@ -132,7 +82,6 @@ def forge_candidate(
 ) -> dict[str, Any]:
     """A CANDIDATES row -> a FORGED row (status ok, or failed with error and error_kind).
     A sandbox fault is retried up to `retries` times: at most 1 + retries attempts."""
-    t0 = time.monotonic()
     cand = dict(row)
     if not cand.get("task_id") and cand.get("generator_code") is not None:
         cand["task_id"] = task_id_for(code_sha256(cand["generator_code"]), int(cand.get("seed", 0)))
@@ -142,9 +91,7 @@ def forge_candidate(
     )
 
     def failed(error: str, kind: str) -> dict[str, Any]:
-        return _row(
-            cand, error=error, error_kind=kind, attempts=attempts, duration_s=time.monotonic() - t0
-        )
+        return forged_row(cand, error=error, error_kind=kind, attempts=attempts)
 
     attempts = 0
     last = ""
@@ -165,7 +112,7 @@ def forge_candidate(
             return failed(
                 f"{label}: internal error while forging: {type(exc).__name__}: {exc}", "crash"
             )
-        return _row(cand, attempts=attempts, duration_s=time.monotonic() - t0, **values)
+        return forged_row(cand, attempts=attempts, **values)
     return failed(f"{label}: {last}", "sandbox")
 
 
@@ -175,9 +122,9 @@ def forge_to_folder(
     """Forge one generator + seed and write the task folder to `out` (CLI `clawloop forge`).
     Returns the FORGED row; the folder is written only when status is ok."""
     try:
-        cand = candidate_from_code(code, seed, origin=origin)
+        cand = candidate_row(code, seed, origin=origin)
     except ContractError as exc:
-        return _row({"task_id": ""}, error=str(exc), error_kind="contract")
+        return forged_row({"task_id": ""}, error=str(exc), error_kind="contract")
     row = forge_candidate(cand, sandbox)
     if row["status"] == "ok":
         unpack_tar(row["task_tar"], Path(out))

@@ -1,22 +1,23 @@
-"""LLM-written generators: the synthesis LLM writes generator code, the sandbox judges it.
+"""LLM-written generators: the synthesis LLM writes generator code; forge and verify judge it.
 
 The writer (any OpenAI-compatible endpoint; by default the policy itself, no teacher) is given the
 generator contract, the capability, domain, difficulty and output format wanted, the recurring
-failure patterns from the last diagnosis, and a built-in generator as an example. Its code is
-checked on the host with `ast` only (syntax, GENERATOR metadata, build/solve present, stdlib-only
-imports) and never executed here; then it is forged and verified in a sandbox exactly like any
-generator (generators/forge.py `forge_candidate`, generators/verify.py `verify_task`). Whatever
-fails (a syntax error, an infinite loop killed by the sandbox's timeout, a fork bomb stopped by its
-process limit, a read of a host file that is not there, a verify check) goes back to the LLM as the
-error text for up to `max_repairs` repairs; then the spec is dropped with its reason. Code whose
-normalised form (ast.dump without docstrings: comments and layout do not count) was already
-accepted, or copies the example, is dropped as a duplicate.
+failure patterns from the last diagnosis, and a built-in generator as an example. Here its code is
+only parsed on the host, never run (`extract_code`, `static_check`: syntax, GENERATOR metadata,
+build/solve present, stdlib-only imports); a reply that fails goes back to the writer with the
+error, up to `max_attempts` replies per row. The forge and verify stages then build and check the
+written generator once, like any other. What they reject comes back the next iteration:
+`repair_candidates` sends the writer its code and the stage's error, and the repaired row goes
+through forge and verify again. Origins: `llm:<model>` for a first write, `llm:<model>:repair:<n>`
+for the n-th repair of that lineage; a lineage is dropped after `max_repairs` repairs. Code whose
+normalised form (ast.dump without docstrings) was already written in the batch, or copies the
+example, is a duplicate.
 
-Without an endpoint nothing is written: `write_generators` returns no results and a note that
-synthesis uses the built-in library (generators/synthesize.py samples it anyway).
-
-    results, notes = write_generators(specs, endpoint, SandboxConfig(), guidance=guidance)
-    rows = [r.candidate for r in results if r.status == "ok"]   # CANDIDATES rows, origin llm:<model>
+    chat = writer_chat(endpoint)  # origins name endpoint.model (or pass model=)
+    rows, notes = write_candidates(builtin_rows, chat, guidance)
+    # next iteration, from the previous iteration's FORGED / VERDICTS + CHECKS rows:
+    failures = [(cand, "forge", forge_failure(forged)), (cand2, "verify", verify_failure(v, checks))]
+    repaired, notes = repair_candidates(failures, chat, guidance)
 """
 
 from __future__ import annotations
@@ -26,19 +27,15 @@ import contextlib
 import hashlib
 import re
 import sys
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from clawloop.generators.contract import ContractError
-from clawloop.harness.llm import ChatFn, LLMEndpoint, LLMError, endpoint_chat
-from clawloop.harness.sandbox.base import SandboxConfig
+from clawloop.harness.llm import ChatFn, LLMEndpoint, LLMError, circuit_breaker, endpoint_chat
 
-Status = Literal["ok", "dropped", "duplicate"]
-ForgeFn = Callable[
-    ..., dict[str, Any]
-]  # (candidate_row, sandbox_cfg, retries=, timeout=) -> FORGED row
-VerifyFn = Callable[[dict[str, Any], SandboxConfig], tuple[list[dict[str, Any]], dict[str, Any]]]
+REPAIR_STAGES = ("forge", "verify")
+_REPAIR_RE = re.compile(r":repair:(\d+)$")
 
 
 class WriterError(ValueError):
@@ -62,35 +59,12 @@ class WriterSpec:
 class WriterConfig:
     """How generators are written and repaired."""
 
-    max_repairs: int = 3  # repair rounds after the first attempt
-    max_tokens: int = 6000  # per writer reply
-    temperature: float = 0.7  # some variety between specs; repairs reuse it
-    forge_retries: int = 3  # transient sandbox faults only (forge_candidate)
-    build_timeout_s: float = 30.0  # per build() inside the sandbox
+    max_attempts: int = 3  # writer replies per write or repair; later ones fix host-check errors
+    max_repairs: int = 3  # forge/verify repairs per lineage, across iterations
+    max_tokens: int = 6000  # per writer reply (writer_chat)
+    temperature: float = 0.7  # some variety between specs; repairs reuse it (writer_chat)
     max_code_chars: int = 60_000  # longer replies are rejected before any parsing
     max_error_chars: int = 2_500  # how much of an error goes back to the LLM
-
-
-@dataclass(frozen=True)
-class WriteAttempt:
-    attempt: int  # 0 = first write, 1.. = repairs
-    stage: str  # reply | static | duplicate | forge | verify | ok
-    error: str
-    code_sha256: str
-
-
-@dataclass
-class WriterResult:
-    spec: WriterSpec
-    status: Status
-    reason: str
-    code: str = ""
-    normalized_hash: str = ""
-    candidate: dict[str, Any] | None = None  # CANDIDATES row (origin llm:<model>), when ok
-    forged: dict[str, Any] | None = None  # the last FORGED row
-    checks: list[dict[str, Any]] = field(default_factory=list)  # the last CHECKS rows
-    verdict: dict[str, Any] | None = None
-    attempts: list[WriteAttempt] = field(default_factory=list)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -138,7 +112,7 @@ def normalized_hash(code: str) -> str:
 
 def static_check(code: str, spec: WriterSpec, max_chars: int = 60_000) -> None:
     """Host-side checks with `ast` only (the code is never run here); raise WriterError saying what."""
-    from clawloop.generators.runner import parse_meta
+    from clawloop.generators.candidates import parse_meta
 
     if len(code) > max_chars:
         raise WriterError(f"the generator is {len(code)} characters; keep it under {max_chars}")
@@ -253,112 +227,13 @@ def repair_message(stage: str, error: str, max_chars: int) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------------------------
-# the write -> check -> forge -> verify -> repair loop
-
-
-def _default_forge(
-    row: dict[str, Any], sandbox: SandboxConfig, retries: int, timeout: float
-) -> dict[str, Any]:
-    from clawloop.generators.forge import forge_candidate
-
-    return forge_candidate(row, sandbox, retries=retries, timeout=timeout)
-
-
-def _default_verify(
-    forged: dict[str, Any], sandbox: SandboxConfig
-) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    from clawloop.generators.verify import verify_task
-
-    return verify_task(forged, sandbox)
-
-
-def write_generator(
-    spec: WriterSpec,
-    chat_fn: ChatFn,
-    sandbox: SandboxConfig,
-    *,
-    model: str,
-    example_code: str = "",
-    patterns: str = "",
-    seen_hashes: set[str] | None = None,
-    cfg: WriterConfig = WriterConfig(),
-    forge_fn: ForgeFn | None = None,
-    verify_fn: VerifyFn | None = None,
-) -> WriterResult:
-    """Write one generator for `spec`; repair up to cfg.max_repairs times; never raises for LLM faults.
-
-    `seen_hashes` holds the normalised hashes already accepted (and the example's); an accepted
-    generator's hash is added to it.
-    """
-    from clawloop.generators.forge import candidate_from_code
-
-    forge = forge_fn or (
-        lambda row, sb: _default_forge(row, sb, cfg.forge_retries, cfg.build_timeout_s)
-    )
-    verify = verify_fn or _default_verify
-    seen = seen_hashes if seen_hashes is not None else set()
-    result = WriterResult(spec=spec, status="dropped", reason="")
-    messages = writer_prompt(spec, example_code, patterns)
-    failed_hashes: dict[str, str] = {}  # normalised hash -> the error it got (unchanged resubmits)
-    for attempt in range(cfg.max_repairs + 1):
-        try:
-            reply = chat_fn(messages)
-        except LLMError as exc:
-            result.reason = (
-                f"writer endpoint error ({exc.kind}) on attempt {attempt}: {str(exc)[:300]}"
-            )
-            result.attempts.append(WriteAttempt(attempt, "reply", result.reason, ""))
-            return result
-        code = extract_code(reply)
-        sha = hashlib.sha256(code.encode()).hexdigest()
-        stage, error = _check_one(code, spec, cfg, seen, failed_hashes)
-        forged: dict[str, Any] | None = None
-        if not error:
-            cand = candidate_from_code(code, spec.seed, origin=f"llm:{model}", split=spec.split)
-            forged = forge(cand, sandbox)
-            result.forged = forged
-            if forged.get("status") != "ok":
-                stage, error = (
-                    "forge",
-                    f"[{forged.get('error_kind', '')}] {forged.get('error', '')}",
-                )
-            else:
-                checks, verdict = verify(forged, sandbox)
-                result.checks, result.verdict = checks, verdict
-                if not verdict.get("kept"):
-                    failed = [
-                        f"- {c['check']}: {c['reason']}" for c in checks if not c.get("passed")
-                    ]
-                    stage, error = "verify", "\n".join(failed) or str(verdict.get("reason", ""))
-                else:
-                    result.attempts.append(WriteAttempt(attempt, "ok", "", sha))
-                    result.status, result.code, result.candidate = "ok", code, cand
-                    result.normalized_hash = normalized_hash(code)
-                    result.reason = f"kept after {attempt} repair(s)"
-                    seen.add(result.normalized_hash)
-                    return result
-        result.attempts.append(WriteAttempt(attempt, stage, error[: cfg.max_error_chars], sha))
-        result.code = code
-        if stage == "duplicate":
-            # A duplicate is not a bug to repair: the spec is already covered.
-            result.status, result.reason = "duplicate", error
-            return result
-        if stage in ("static", "forge", "verify"):
-            with contextlib.suppress(WriterError):
-                failed_hashes[normalized_hash(code)] = error
-        result.reason = f"{stage} failed after {attempt + 1} attempt(s): {error[:500]}"
-        messages = [
-            *messages,
-            {"role": "assistant", "content": reply[: cfg.max_code_chars]},
-            repair_message(stage, error, cfg.max_error_chars),
-        ]
-    return result
+# the write -> host check -> repair-the-reply loop (nothing here runs the code)
 
 
 def _check_one(
     code: str, spec: WriterSpec, cfg: WriterConfig, seen: set[str], failed: Mapping[str, str]
 ) -> tuple[str, str]:
-    """(stage, error) of the host-side checks; ("", "") when the code may go to the sandbox."""
+    """(stage, error) of the host-side checks; ("", "") when the code may go to forge and verify."""
     if not code.strip() or "def build" not in code:
         return (
             "reply",
@@ -370,7 +245,7 @@ def _check_one(
     except WriterError as exc:
         return "static", str(exc)
     if h in seen:
-        return "duplicate", "normalised code hash equals an accepted generator or the example"
+        return "duplicate", "normalised code hash equals a generator already written or the example"
     if h in failed:
         return (
             "static",
@@ -379,8 +254,67 @@ def _check_one(
     return "", ""
 
 
+def _ask(
+    messages: list[dict[str, Any]],
+    spec: WriterSpec,
+    chat_fn: ChatFn,
+    cfg: WriterConfig,
+    seen: set[str],
+    failed: dict[str, str],
+) -> tuple[str, str]:
+    """(code, "") once a reply passes the host checks, else ("", why); never raises for LLM faults.
+
+    A failing reply goes back with `repair_message` for up to cfg.max_attempts replies; a
+    duplicate ends at once (the spec is already covered). The accepted code's hash joins `seen`.
+    """
+    reason = "no attempt made (max_attempts < 1)"
+    for attempt in range(1, cfg.max_attempts + 1):
+        try:
+            reply = chat_fn(messages)
+        except LLMError as exc:
+            return "", f"writer endpoint error ({exc.kind}) on reply {attempt}: {str(exc)[:300]}"
+        code = extract_code(reply)
+        stage, error = _check_one(code, spec, cfg, seen, failed)
+        if not error:
+            seen.add(normalized_hash(code))
+            return code, ""
+        if stage == "duplicate":
+            return "", f"duplicate: {error}"
+        if stage == "static":
+            with contextlib.suppress(WriterError):
+                failed[normalized_hash(code)] = error
+        reason = f"{stage} check failed on {attempt} repl(ies): {error[:500]}"
+        messages = [
+            *messages,
+            {"role": "assistant", "content": reply[: cfg.max_code_chars]},
+            repair_message(stage, error, cfg.max_error_chars),
+        ]
+    return "", reason
+
+
+def repair_count(origin: str) -> int:
+    """How many forge/verify repairs an origin's lineage has had: `llm:<model>:repair:<n>` -> n."""
+    m = _REPAIR_RE.search(origin or "")
+    return int(m.group(1)) if m and origin.startswith("llm:") else 0
+
+
+def _written_row(row: Mapping[str, Any], code: str, origin: str) -> dict[str, Any]:
+    """`row` with the written code: its sha256, metadata, origin, and the task id forge computes."""
+    from clawloop.generators.candidates import candidate_row
+
+    split = str(row.get("split", "train"))
+    return {**row, **candidate_row(code, int(row["seed"]), origin=origin, split=split)}
+
+
+def _label(row: Mapping[str, Any]) -> str:
+    return (
+        f"{row.get('capability', '?')}/{row.get('domain', '?')} seed {row.get('seed', '?')} "
+        f"({str(row.get('task_id', ''))[:16]})"
+    )
+
+
 # ---------------------------------------------------------------------------------------------
-# many specs; the built-in library when there is no endpoint
+# rows in, rows out: synthesize's first write, and the repair of last iteration's rejects
 
 
 def example_for(spec: WriterSpec) -> str:
@@ -401,57 +335,6 @@ def example_for(spec: WriterSpec) -> str:
     return ""
 
 
-def write_generators(
-    specs: Iterable[WriterSpec],
-    endpoint: LLMEndpoint | None,
-    sandbox: SandboxConfig,
-    *,
-    guidance: Mapping[str, Any] | None = None,
-    cfg: WriterConfig = WriterConfig(),
-    chat_fn: ChatFn | None = None,
-    forge_fn: ForgeFn | None = None,
-    verify_fn: VerifyFn | None = None,
-) -> tuple[list[WriterResult], list[str]]:
-    """Write a generator per spec with the endpoint (or chat_fn); returns (results, notes).
-
-    Without an endpoint nothing is written: the note says synthesis uses the built-in library.
-    """
-    specs = list(specs)
-    if chat_fn is None and endpoint is None:
-        return [], [
-            f"no generator-writer endpoint configured: {len(specs)} spec(s) use the built-in library"
-        ]
-    chat = chat_fn or endpoint_chat(
-        endpoint, max_tokens=cfg.max_tokens, temperature=cfg.temperature
-    )  # type: ignore[arg-type]
-    model = endpoint.model if endpoint is not None else "scripted"
-    patterns_by_cap: Mapping[str, str] = (guidance or {}).get("patterns") or {}
-    seen: set[str] = set()
-    results: list[WriterResult] = []
-    for spec in specs:
-        example = example_for(spec)
-        if example:
-            with contextlib.suppress(WriterError):
-                seen.add(normalized_hash(example))  # a verbatim copy of the example is a duplicate
-        results.append(
-            write_generator(
-                spec,
-                chat,
-                sandbox,
-                model=model,
-                example_code=example,
-                patterns=str(patterns_by_cap.get(spec.capability, "")),
-                seen_hashes=seen,
-                cfg=cfg,
-                forge_fn=forge_fn,
-                verify_fn=verify_fn,
-            )
-        )
-    kept = sum(r.status == "ok" for r in results)
-    notes = [f"LLM writer ({model}): {kept}/{len(results)} generator(s) kept after forge + verify"]
-    return results, notes
-
-
 def spec_from_candidate(row: Mapping[str, Any]) -> WriterSpec:
     """The writer spec for a CANDIDATES row (same capability, domain, difficulty, format, split, seed)."""
     return WriterSpec(
@@ -465,42 +348,141 @@ def spec_from_candidate(row: Mapping[str, Any]) -> WriterSpec:
     )
 
 
-def llm_candidates(
-    candidates: list[dict[str, Any]],
-    endpoint: LLMEndpoint | None,
-    sandbox: SandboxConfig,
-    *,
+def writer_chat(endpoint: LLMEndpoint, cfg: WriterConfig = WriterConfig()) -> ChatFn:
+    """The writer's ChatFn for an endpoint (cfg's max_tokens, temperature; origins name its
+    model). After 3 endpoint errors in a row the remaining calls fail at once, not each after a
+    timeout."""
+    chat = circuit_breaker(
+        endpoint_chat(endpoint, max_tokens=cfg.max_tokens, temperature=cfg.temperature)
+    )
+    chat.model = endpoint.model  # type: ignore[attr-defined]  # the origin's <model> (_model_of)
+    return chat
+
+
+def _model_of(chat_fn: ChatFn, model: str | None) -> str:
+    """The <model> of `llm:<model>`: the given name, else the one `writer_chat` noted, else writer."""
+    return model or str(getattr(chat_fn, "model", "") or "") or "writer"
+
+
+def forge_failure(forged: Mapping[str, Any]) -> str:
+    """The error text of a failed FORGED row, for `repair_candidates` (stage "forge")."""
+    return f"[{forged.get('error_kind', '')}] {forged.get('error', '')}".strip()
+
+
+def verify_failure(verdict: Mapping[str, Any], checks: Iterable[Mapping[str, Any]] = ()) -> str:
+    """The error text of a dropped VERDICTS row and its failed CHECKS rows (stage "verify")."""
+    failed = [f"- {c['check']}: {c['reason']}" for c in checks if not c.get("passed")]
+    return "\n".join([str(verdict.get("reason", "")), *failed]).strip()
+
+
+def _prompt(
+    spec: WriterSpec, patterns_by_cap: Mapping[str, Any], seen: set[str]
+) -> list[dict[str, Any]]:
+    """The first request for `spec`; the example's hash joins `seen`."""
+    example = example_for(spec)
+    if example:
+        with contextlib.suppress(WriterError):
+            seen.add(normalized_hash(example))  # a verbatim copy of the example is a duplicate
+    return writer_prompt(spec, example, str(patterns_by_cap.get(spec.capability, "")))
+
+
+def write_candidates(
+    rows: Sequence[Mapping[str, Any]],
+    chat_fn: ChatFn,
     guidance: Mapping[str, Any] | None = None,
     cfg: WriterConfig = WriterConfig(),
-    chat_fn: ChatFn | None = None,
-    forge_fn: ForgeFn | None = None,
-    verify_fn: VerifyFn | None = None,
+    *,
+    model: str | None = None,
 ) -> tuple[list[dict[str, Any]], list[str]]:
-    """Swap synthesize's built-in candidates for LLM-written generators of the same spec.
+    """Ask the writer for a generator of each CANDIDATES row's spec; returns (rows, notes).
 
-    A candidate whose generator could not be written (dropped or duplicate) keeps its built-in
-    code, so the pool keeps its size and its capability mix; the notes say how many were replaced.
-    Without an endpoint the candidates come back unchanged, with a note saying so.
+    Host checks only (nothing is run): a reply whose code fails extraction, `static_check` or the
+    metadata parse goes back with the error, up to cfg.max_attempts replies. A written row is the
+    input row with the new generator_code, generator_sha256, task_id (forge's `task_id_for`:
+    generator sha256 + the row's seed) and origin `llm:<model>`; seed and split are kept. A row the
+    writer could not write (bad replies, endpoint error, duplicate within this batch) comes back
+    unchanged, and a note says why, so the output matches the input row for row. `guidance`
+    carries {"patterns": {capability: text}} for the prompt. `model` names the writer in the
+    origin; by default the endpoint's model when chat_fn comes from `writer_chat`.
     """
-    results, notes = write_generators(
-        [spec_from_candidate(c) for c in candidates],
-        endpoint,
-        sandbox,
-        guidance=guidance,
-        cfg=cfg,
-        chat_fn=chat_fn,
-        forge_fn=forge_fn,
-        verify_fn=verify_fn,
+    model = _model_of(chat_fn, model)
+    seen: set[str] = set()
+    patterns: Mapping[str, Any] = (guidance or {}).get("patterns") or {}
+    out: list[dict[str, Any]] = []
+    notes: list[str] = []
+    for row in rows:
+        spec = spec_from_candidate(row)
+        code, why = _ask(_prompt(spec, patterns, seen), spec, chat_fn, cfg, seen, {})
+        if code:
+            out.append(_written_row(row, code, f"llm:{model}"))
+        else:
+            out.append(dict(row))
+            notes.append(f"{_label(row)}: kept its built-in generator: {why}")
+    n = sum(str(r.get("origin", "")).startswith("llm:") for r in out)
+    head = (
+        f"LLM writer ({model}): {n}/{len(out)} generator(s) written and host-checked; "
+        "forge and verify judge them"
     )
-    if not results:
-        return list(candidates), notes
-    out = [
-        r.candidate if r.status == "ok" and r.candidate else dict(c)
-        for c, r in zip(candidates, results, strict=True)
-    ]
-    kept_builtin = sum(1 for r in results if r.status != "ok")
-    if kept_builtin:
-        notes.append(
-            f"{kept_builtin} candidate(s) kept their built-in generator (writer dropped or duplicated)"
-        )
-    return out, notes
+    return out, [head, *notes]
+
+
+def repair_candidates(
+    failures: Sequence[tuple[Mapping[str, Any], str, str]],
+    chat_fn: ChatFn,
+    guidance: Mapping[str, Any] | None = None,
+    cfg: WriterConfig = WriterConfig(),
+    *,
+    model: str | None = None,
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """Repair LLM-written generators that forge or verify rejected; returns (repaired rows, notes).
+
+    `failures` holds (candidate_row, stage, error): the previous iteration's LLM-written
+    CANDIDATES row, "forge" or "verify", and that stage's error (`forge_failure`,
+    `verify_failure`). The writer gets the original request, its previous code and
+    `repair_message(stage, error)`; the reply is host-checked as in `write_candidates`. A repaired
+    row keeps the failed row's seed and split, gets the new code's sha256 and task id, and origin
+    `llm:<model>:repair:<n>`, n = the failed row's `repair_count` + 1. A row is dropped with a note
+    (no row out) when its lineage already had cfg.max_repairs repairs (no LLM call), when it is not
+    LLM-written, or when the writer's replies still fail the host checks. Leave out forge faults of
+    the sandbox itself (error_kind "sandbox"): they are not the generator's bug.
+    """
+    bad = sorted({s for _, s, _ in failures if s not in REPAIR_STAGES})
+    if bad:
+        raise ValueError(f"repair stage must be one of {REPAIR_STAGES}, got {bad}")
+    model = _model_of(chat_fn, model)
+    seen: set[str] = set()
+    patterns: Mapping[str, Any] = (guidance or {}).get("patterns") or {}
+    out: list[dict[str, Any]] = []
+    notes: list[str] = []
+    for row, stage, error in failures:
+        origin = str(row.get("origin", ""))
+        n = repair_count(origin)
+        if not origin.startswith("llm:"):
+            notes.append(f"{_label(row)}: not repaired: origin {origin!r} is not LLM-written")
+            continue
+        if n >= cfg.max_repairs:
+            notes.append(
+                f"{_label(row)}: dropped: {stage} failed again after {n} repair(s) "
+                f"(max_repairs={cfg.max_repairs})"
+            )
+            continue
+        spec = spec_from_candidate(row)
+        prev = str(row.get("generator_code") or "")
+        failed: dict[str, str] = {}
+        with contextlib.suppress(WriterError):  # resubmitting it unchanged is refused on the host
+            failed[normalized_hash(prev)] = error
+        messages = [
+            *_prompt(spec, patterns, seen),
+            {"role": "assistant", "content": f"```python\n{prev}```"},
+            repair_message(stage, error, cfg.max_error_chars),
+        ]
+        code, why = _ask(messages, spec, chat_fn, cfg, seen, failed)
+        if code:
+            out.append(_written_row(row, code, f"llm:{model}:repair:{n + 1}"))
+        else:
+            notes.append(f"{_label(row)}: dropped: repair {n + 1} failed: {why}")
+    head = (
+        f"LLM writer ({model}): {len(out)}/{len(failures)} rejected generator(s) repaired and "
+        "host-checked; forge and verify judge them again"
+    )
+    return out, [head, *notes]

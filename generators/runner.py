@@ -12,16 +12,12 @@ with kind in {"contract", "timeout", "crash", "sandbox"}; only "sandbox" is wort
 
 from __future__ import annotations
 
-import ast
-import functools
-import hashlib
 import json
-import threading
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from clawloop.generators.contract import BuildResult, ContractError, GeneratorMeta, validate_build
+from clawloop.generators.candidates import ParsedGenerator, parse_meta
+from clawloop.generators.contract import BuildResult, ContractError, validate_build
 from clawloop.harness.sandbox.base import ExecResult, Sandbox, SandboxConfig, SandboxError
 from clawloop.harness.sandbox.scratch import scratch
 
@@ -34,9 +30,6 @@ MAX_RESULT_BYTES = (
     16 * 1024 * 1024
 )  # a valid build is capped at 8 MiB of files; allow JSON overhead
 TAIL_LINES = 12
-# CPython 3.11.7 and older can fail ast.parse in concurrent threads ("AST constructor recursion
-# depth mismatch", gh-106905); forge runs in thread pools, so parsing is serialised.
-_AST_LOCK = threading.Lock()
 
 # Runs inside the sandbox with `python3 -I`: stdlib only. It reports what failed and where
 # (load, build, encode) so the host can tell a generator bug from a contract violation.
@@ -89,65 +82,6 @@ class GeneratorError(RuntimeError):
         super().__init__(message)
         self.kind: ErrorKind = kind
         self.message = message
-
-
-@dataclass(frozen=True)
-class ParsedGenerator:
-    """What the host may know about generator code without running it."""
-
-    meta: GeneratorMeta
-    sha256: str
-    title: str
-
-    @property
-    def label(self) -> str:
-        """Names the generator in error messages."""
-        return f"generator {self.title!r} (sha256 {self.sha256[:12]})"
-
-
-def code_sha256(code: str) -> str:
-    return hashlib.sha256(code.encode()).hexdigest()
-
-
-def parse_meta(code: str) -> ParsedGenerator:
-    """Read GENERATOR and the docstring title with `ast` only; raise ContractError if absent/odd.
-    Cached per code text: a candidate is parsed when it is made, when it is forged and when it is
-    verified, and parsing a built-in generator (~30 KB) costs ~15 ms of CPU each time."""
-    return _parse_meta_cached(code)
-
-
-@functools.lru_cache(maxsize=256)
-def _parse_meta_cached(code: str) -> ParsedGenerator:
-    sha = code_sha256(code)
-    try:
-        with _AST_LOCK:
-            tree = ast.parse(code)
-    except (SyntaxError, ValueError) as exc:
-        raise ContractError(f"generator (sha256 {sha[:12]}) is not valid Python: {exc}") from exc
-    doc = ast.get_docstring(tree) or ""
-    title = doc.strip().splitlines()[0].strip() if doc.strip() else ""
-    literal = None
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and any(
-            isinstance(t, ast.Name) and t.id == "GENERATOR" for t in node.targets
-        ):
-            try:
-                literal = ast.literal_eval(node.value)
-            except ValueError as exc:
-                raise ContractError(
-                    f"generator {title!r} (sha256 {sha[:12]}): GENERATOR must be a literal dict"
-                ) from exc
-    if literal is None:
-        raise ContractError(f"generator {title!r} (sha256 {sha[:12]}) has no GENERATOR = {{...}}")
-    names = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
-    missing = [f for f in ("build", "solve") if f not in names]
-    if missing:
-        raise ContractError(
-            f"generator {title!r} (sha256 {sha[:12]}) does not define {', '.join(missing)}()"
-        )
-    return ParsedGenerator(
-        meta=GeneratorMeta.from_dict(literal, title=title), sha256=sha, title=title
-    )
 
 
 def _tail(text: str, n: int = TAIL_LINES) -> str:

@@ -7,19 +7,23 @@ only ever runs inside a sandbox at forge time).
 
 Held-out evaluation is split by *family*: whole (capability, domain) groups go to eval, chosen from
 the run seed alone, so every iteration evaluates on the same unseen groups and no eval task is a
-near-copy of a train task. Output formats rotate round-robin across the candidates of a run.
+near-copy of a train task. With a single (capability, domain) group (one user generator, say) no
+group can be held out while another trains, so *seeds* of the same generators are held out instead:
+`eval_fraction` of that iteration's candidates (at least one eval and one train when there are two
+or more), picked by hash in (run seed, iteration); eval and train seeds never coincide, so they are
+different tasks. The summary's `split` says which hold-out was used.
+Output formats rotate round-robin across the candidates of a run.
 Guidance from the previous diagnose stage (capability weights, difficulty per capability) steers
 the train sample; without it, capabilities are uniform and difficulty comes from the config.
 Everything is deterministic in (run seed, iteration).
 
 `llm_share` picks a deterministic fraction of the train candidates (`llm_picks`) whose generator
 the synthesis LLM rewrites with the same spec (generators/llm_writer.py; the stage wiring is in
-flows/stages.py); `llm` names its endpoint, by default the policy's own (no teacher).
+tasks/synthesize.py); `llm` names its endpoint, by default the policy's own (no teacher).
 """
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import logging
 import math
@@ -30,6 +34,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from clawloop.generators.candidates import candidate_row, parse_meta
 from clawloop.generators.contract import OUTPUT_FORMATS, ContractError, GeneratorMeta
 
 log = logging.getLogger("clawloop.synthesize")
@@ -58,7 +63,11 @@ class SynthesizeConfig(BaseModel):
     n_train: int = Field(4, ge=0, le=100_000, description="train candidates per iteration")
     n_eval: int = Field(2, ge=0, le=100_000, description="held-out eval candidates per iteration")
     eval_fraction: float = Field(
-        0.2, ge=0.0, lt=1.0, description="share of (capability, domain) groups held out for eval"
+        0.2,
+        ge=0.0,
+        lt=1.0,
+        description="share of (capability, domain) groups held out for eval; with a single group, "
+        "share of the candidates (seeds of the same generators) held out instead",
     )
     multihop: int = Field(0, ge=0, le=MAX_LEVEL, description="starting multi-hop level 0-3")
     dirtiness: int = Field(0, ge=0, le=MAX_LEVEL, description="starting dirtiness level 0-3")
@@ -103,21 +112,9 @@ class Family:
 def read_generator_meta(source: str, where: str) -> GeneratorMeta:
     """GENERATOR metadata and docstring title of generator source, without executing it."""
     try:
-        tree = ast.parse(source, filename=where)
-    except SyntaxError as exc:
-        raise ContractError(f"{where}: not valid Python ({exc.msg}, line {exc.lineno})") from None
-    for node in tree.body:
-        targets = node.targets if isinstance(node, ast.Assign) else []
-        if any(isinstance(t, ast.Name) and t.id == "GENERATOR" for t in targets):
-            try:
-                value = ast.literal_eval(node.value)
-            except ValueError:
-                raise ContractError(
-                    f"{where}: GENERATOR must be a literal dict (no names or calls)"
-                ) from None
-            title = (ast.get_docstring(tree) or "").strip().splitlines()[:1]
-            return GeneratorMeta.from_dict(value, title=title[0] if title else "")
-    raise ContractError(f"{where}: no top-level `GENERATOR = {{...}}` metadata found")
+        return parse_meta(source).meta
+    except ContractError as exc:
+        raise ContractError(f"{where}: {exc}") from None
 
 
 def user_families(paths: list[str]) -> tuple[list[Family], list[str]]:
@@ -179,6 +176,24 @@ def split_groups(
     return set(groups[:n_eval])
 
 
+def split_seeds(
+    rows: list[dict[str, Any]], run_seed: int, iteration: int, eval_fraction: float, n_train: int
+) -> set[int]:
+    """Indexes of the rows held out for eval when only one (capability, domain) group exists: the
+    same share as split_groups uses (`eval_fraction`, at least one eval and one train row when there
+    are two or more), picked by hash so it is deterministic in (run seed, iteration)."""
+    if not rows or eval_fraction <= 0:
+        return set()
+    if len(rows) == 1:  # nothing to share: the lone row is eval only when no train was asked for
+        return set() if n_train > 0 else {0}
+    n_eval = min(len(rows) - 1, max(1, round(eval_fraction * len(rows))))
+    ranked = sorted(
+        range(len(rows)),
+        key=lambda i: (_h(run_seed, "seed-split", iteration, rows[i]["task_id"]), i),
+    )
+    return set(ranked[:n_eval])
+
+
 def _levels(
     capability: str, cfg: SynthesizeConfig, guidance: dict[str, Any], iteration: int
 ) -> tuple[int, int]:
@@ -212,24 +227,10 @@ def _candidate(
         from clawloop.generators.library import render_generator  # lazy, like list_builtin
 
         code = render_generator(fam.capability, fam.domain, levels[0], levels[1], fmt)
-        meta = read_generator_meta(code, f"builtin {fam.capability}/{fam.domain}")
+        where = f"builtin {fam.capability}/{fam.domain}"
     else:
-        code = fam.code
-        meta = read_generator_meta(code, fam.origin)
-    sha = hashlib.sha256(code.encode()).hexdigest()
-    return {
-        "task_id": hashlib.sha256(f"{sha}:{seed}".encode()).hexdigest()[:16],
-        "generator_code": code,
-        "generator_sha256": sha,
-        "seed": seed,
-        "capability": meta.capability,
-        "domain": meta.domain,
-        "multihop": meta.multihop,
-        "dirtiness": meta.dirtiness,
-        "output_format": meta.output_format,
-        "split": split,
-        "origin": fam.origin,
-    }
+        code, where = fam.code, fam.origin
+    return candidate_row(code, seed, origin=fam.origin, split=split, where=where)
 
 
 def _sample(
@@ -242,12 +243,16 @@ def _sample(
     guidance: dict[str, Any],
     iteration: int,
     problems: list[str],
+    unique_seeds: bool = False,
 ) -> list[dict[str, Any]]:
+    """Up to n candidate rows; `unique_seeds` also refuses a seed a family already used (the seed
+    hold-out needs eval and train rows of one generator to differ in seed, not only in task id)."""
     by_cap: dict[str, list[Family]] = {}
     for f in families:
         by_cap.setdefault(f.capability, []).append(f)
     rows: list[dict[str, Any]] = []
     seen: set[str] = set()
+    seeds: set[tuple[str, int]] = set()
     for _ in range(
         n * 4
     ):  # a few extra draws absorb duplicate ids and families that fail to render
@@ -273,8 +278,11 @@ def _sample(
             log.warning("dropping generator family: %s", problems[-1])
             by_cap[cap].remove(fam)
             continue
+        if unique_seeds and (fam.origin, row["seed"]) in seeds:
+            continue
         if row["task_id"] not in seen:
             seen.add(row["task_id"])
+            seeds.add((fam.origin, row["seed"]))
             rows.append(row)
     return rows
 
@@ -307,27 +315,65 @@ def synthesize(
         extra = f" ({'; '.join(problems)})" if problems else ""
         raise SynthesisError(f"no generators to sample from{extra}: {hint}")
     guidance = guidance or {}
-    held_out = split_groups(families, run_seed, cfg.eval_fraction)
-    train = [f for f in families if (f.capability, f.domain) not in held_out]
-    evals = [f for f in families if (f.capability, f.domain) in held_out]
+    groups = {(f.capability, f.domain) for f in families}
     rng = random.Random(_h(run_seed, "iteration", iteration))
     # Formats continue their rotation across iterations instead of restarting at json each time.
     offset = (iteration - 1) * (cfg.n_train + cfg.n_eval)
     render_problems: list[str] = []
-    rows = _sample(
-        train, cfg.n_train, "train", rng, offset, cfg, guidance, iteration, render_problems
-    )
-    rows += _sample(
-        evals,
-        cfg.n_eval,
-        "eval",
-        rng,
-        offset + cfg.n_train,
-        cfg,
-        guidance,
-        iteration,
-        render_problems,
-    )
+    held_out: set[tuple[str, str]] = set()
+    if len(groups) >= 2:
+        held_out = split_groups(families, run_seed, cfg.eval_fraction)
+        train = [f for f in families if (f.capability, f.domain) not in held_out]
+        evals = [f for f in families if (f.capability, f.domain) in held_out]
+        rows = _sample(
+            train, cfg.n_train, "train", rng, offset, cfg, guidance, iteration, render_problems
+        )
+        rows += _sample(
+            evals,
+            cfg.n_eval,
+            "eval",
+            rng,
+            offset + cfg.n_train,
+            cfg,
+            guidance,
+            iteration,
+            render_problems,
+        )
+        split = (
+            "whole (capability, domain) groups held out"
+            if held_out
+            else "nothing held out: synthesize.eval_fraction is 0"
+        )
+    elif cfg.eval_fraction <= 0 or cfg.n_eval == 0:
+        # One group and no hold-out asked for: n_train train rows, as before.
+        rows = _sample(
+            families, cfg.n_train, "train", rng, offset, cfg, guidance, iteration, render_problems
+        )
+        why = "eval_fraction" if cfg.eval_fraction <= 0 else "n_eval"
+        split = f"nothing held out: only 1 (capability, domain) group and synthesize.{why} is 0"
+    else:
+        # One group: no whole group can be held out while another trains, so hold out seeds of the
+        # same generators. One pool of n_train + n_eval rows with distinct seeds per generator; a
+        # hashed eval_fraction share of it becomes eval.
+        pool = _sample(
+            families,
+            cfg.n_train + cfg.n_eval,
+            "train",
+            rng,
+            offset,
+            cfg,
+            guidance,
+            iteration,
+            render_problems,
+            unique_seeds=True,
+        )
+        picked = split_seeds(pool, run_seed, iteration, cfg.eval_fraction, cfg.n_train)
+        for i in picked:
+            pool[i]["split"] = "eval"
+        rows = [r for r in pool if r["split"] == "train"] + [
+            r for r in pool if r["split"] == "eval"
+        ]
+        split = "seeds of the same generators held out: only 1 (capability, domain) group"
     summary = {
         "families": len(families),
         "eval_groups": len(held_out),
@@ -336,5 +382,6 @@ def synthesize(
         "guided": bool(guidance),
         "skipped_user_files": len(problems),
         "render_failures": len(render_problems),
+        "split": split,
     }
     return rows, summary

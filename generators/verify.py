@@ -22,12 +22,12 @@ import json
 import math
 import re
 import shutil
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from clawloop.generators.runner import GeneratorError, build_in, parse_meta, stage_generator
+from clawloop.generators.candidates import parse_meta
+from clawloop.generators.runner import GeneratorError, build_in, stage_generator
 from clawloop.harness.sandbox.base import TESTS, VERIFIER_LOGS, SandboxConfig, SandboxError
 from clawloop.harness.taskenv import (
     open_task,
@@ -184,14 +184,9 @@ def find_leaks(
 # ---- the checks ----------------------------------------------------------------------------
 
 
-def _check(task_id: str, name: str, passed: bool, reason: str, t0: float) -> dict[str, Any]:
-    return {
-        "task_id": task_id,
-        "check": name,
-        "passed": bool(passed),
-        "reason": reason,
-        "duration_s": round(time.monotonic() - t0, 4),
-    }
+def _check(task_id: str, name: str, passed: bool, reason: str) -> dict[str, Any]:
+    """One CHECKS row: only what the check found, no timing, so a re-run writes the same bytes."""
+    return {"task_id": task_id, "check": name, "passed": bool(passed), "reason": reason}
 
 
 def check_determinism(
@@ -341,10 +336,9 @@ def verify_task(
         "domain": forged_row.get("domain", ""),
         "split": forged_row.get("split", ""),
     }
-    t0 = time.monotonic()
     if forged_row.get("status") != "ok" or not forged_row.get("task_tar"):
         err = forged_row.get("error") or "no task folder"
-        checks = [_check(task_id, "forge", False, f"forge failed: {err}", t0)]
+        checks = [_check(task_id, "forge", False, f"forge failed: {err}")]
         verdict["reason"] = f"forge: {err}"
         return checks, verdict
     checks: list[dict[str, Any]] = []
@@ -353,32 +347,27 @@ def verify_task(
         try:
             unpack_tar(forged_row["task_tar"], task_dir)
         except TaskFolderError as exc:
-            checks.append(_check(task_id, "unpack", False, str(exc), t0))
+            checks.append(_check(task_id, "unpack", False, str(exc)))
             verdict["reason"] = f"unpack: {exc}"
             return checks, verdict
 
         def run(name: str, fn: Any) -> None:
-            start = time.monotonic()
             try:
                 ok, reason = fn()
             except (SandboxError, OSError, ValueError) as exc:
                 ok, reason = False, f"could not run: {type(exc).__name__}: {exc}"
-            checks.append(_check(task_id, name, ok, reason, start))
+            checks.append(_check(task_id, name, ok, reason))
 
         run("determinism", lambda: check_determinism(forged_row, task_dir, sandbox))
         run("leak", lambda: check_leak(task_dir))
-        start = time.monotonic()
         try:
             results = run_sandbox_checks(task_dir, sandbox)
         except (SandboxError, OSError, ValueError, ImportError) as exc:
-            checks.append(
-                _check(
-                    task_id, "oracle", False, f"could not run: {type(exc).__name__}: {exc}", start
-                )
-            )
+            reason = f"could not run: {type(exc).__name__}: {exc}"
+            checks.append(_check(task_id, "oracle", False, reason))
         else:
             for name, (ok, reason) in results.items():
-                checks.append(_check(task_id, name, ok, reason, start))
+                checks.append(_check(task_id, name, ok, reason))
     failed = [c for c in checks if not c["passed"]]
     verdict["kept"] = not failed
     verdict["reason"] = (

@@ -74,6 +74,28 @@ class ChatReply:
         return self.prompt_token_ids is None or self.completion_token_ids is None
 
 
+@dataclass(frozen=True)
+class PolicyConfig:
+    """The policy endpoint. The API key is read from `api_key_env` at call time, never stored."""
+
+    base_url: str  # OpenAI-compatible, e.g. http://127.0.0.1:8000/v1 (vLLM, transformers serve)
+    model: str  # served model name
+    api_key_env: str = "OPENAI_API_KEY"  # name of the variable holding the key ("" = none)
+    policy_id: str = ""  # checkpoint id recorded in trajectories; defaults to `model`
+    request_timeout_s: float = 120.0  # per chat request
+    max_retries: int = 1  # transient connection retries per request
+    tokenizer: str = ""  # local folder of the served model's tokenizer: exact token budget
+
+    def endpoint(self) -> LLMEndpoint:
+        return LLMEndpoint(
+            self.base_url, self.model, self.api_key_env, self.request_timeout_s, self.max_retries
+        )
+
+    @property
+    def id(self) -> str:
+        return self.policy_id or self.model
+
+
 def make_client(endpoint: LLMEndpoint) -> openai.OpenAI:
     return openai.OpenAI(
         base_url=endpoint.base_url,

@@ -27,7 +27,7 @@ from typing import Any
 import openai
 
 from clawloop.harness.agent import AgentConfig, Episode, run_episode
-from clawloop.harness.llm import LLMEndpoint, chat_token_counter, make_client
+from clawloop.harness.llm import PolicyConfig, chat_token_counter, make_client
 from clawloop.harness.prompts import initial_messages
 from clawloop.harness.sandbox.base import SandboxConfig, SandboxError
 from clawloop.harness.taskenv import Grade, open_task, run_tests, task_timeouts
@@ -38,28 +38,6 @@ from clawloop.storage.schemas import INFRA_END_REASONS
 
 log = logging.getLogger(__name__)
 SANDBOX_START_ATTEMPTS = 2  # a sandbox that fails to start is a transient fault: retry once
-
-
-@dataclass(frozen=True)
-class PolicyConfig:
-    """The policy endpoint. The API key is read from `api_key_env` at call time, never stored."""
-
-    base_url: str  # OpenAI-compatible, e.g. http://127.0.0.1:8000/v1 (vLLM, transformers serve)
-    model: str  # served model name
-    api_key_env: str = "OPENAI_API_KEY"  # name of the variable holding the key ("" = none)
-    policy_id: str = ""  # checkpoint id recorded in trajectories; defaults to `model`
-    request_timeout_s: float = 120.0  # per chat request
-    max_retries: int = 1  # transient connection retries per request
-    tokenizer: str = ""  # local folder of the served model's tokenizer: exact token budget
-
-    def endpoint(self) -> LLMEndpoint:
-        return LLMEndpoint(
-            self.base_url, self.model, self.api_key_env, self.request_timeout_s, self.max_retries
-        )
-
-    @property
-    def id(self) -> str:
-        return self.policy_id or self.model
 
 
 def _opt(default: Any, help: str) -> Any:

@@ -254,10 +254,10 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     from clawloop.flows import runs
-    from clawloop.flows.config import load_config
-    from clawloop.flows.mapping import thread_mapper
-    from clawloop.flows.stages import pipeline_stages
+    from clawloop.flows.pipeline import STAGES
     from clawloop.storage.artifacts import read_table
+    from clawloop.tasks.config import load_config
+    from clawloop.tasks.mapping import thread_mapper
 
     capabilities = sorted(set(args.solve) | set(args.fail))
     if set(args.solve) & set(args.fail):
@@ -284,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
         summary = runs.run_loop(
             cfg,
             args.run_id,
-            pipeline_stages(),
+            STAGES,
             thread_mapper(progress=False),
             on_outcome=lambda o: print(
                 f"  iter {o.iteration} {o.stage:10s} {o.status:7s} {o.duration_s:6.1f}s  "

@@ -18,8 +18,9 @@ import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
+from clawloop.generators.candidates import candidate_row  # noqa: E402
 from clawloop.generators.contract import OUTPUT_FORMATS  # noqa: E402
-from clawloop.generators.forge import candidate_from_code, forge_candidate  # noqa: E402
+from clawloop.generators.forge import forge_candidate  # noqa: E402
 from clawloop.generators.library import capabilities, domains, render_generator  # noqa: E402
 from clawloop.generators.verify import verify_task  # noqa: E402
 from clawloop.harness.sandbox.backend import docker_available  # noqa: E402
@@ -43,7 +44,7 @@ def candidates(n_seeds: int) -> tuple[list[dict], list[str]]:
                     code = render_generator(
                         cap, domain, multihop=seed % 4, dirtiness=(seed + 1) % 4, output_format=fmt
                     )
-                    rows.append(candidate_from_code(code, 1000 + seed, origin="builtin"))
+                    rows.append(candidate_row(code, 1000 + seed, origin="builtin"))
                 except Exception as exc:
                     problems.append(
                         f"{cap}/{domain}/{fmt}: cannot render: {type(exc).__name__}: {exc}"

@@ -9,6 +9,7 @@ and sweep temp files a killed writer left) -> `write_table` per table (atomic, s
 from __future__ import annotations
 
 import io
+import json
 import time
 from collections.abc import Iterable, Mapping
 from posixpath import basename as posixpath_basename
@@ -20,6 +21,7 @@ import pyarrow.parquet as pq
 
 from clawloop.storage import fs
 from clawloop.storage.manifest import (
+    FAILURE,
     MANIFEST,
     FileEntry,
     Manifest,
@@ -89,10 +91,17 @@ def parquet_bytes(
 
 
 def open_stage(stage_url: str) -> None:
-    """Mark a stage folder as in progress: remove its manifest and any temp files."""
+    """Mark a stage folder as in progress: remove its manifest, failure record and temp files."""
     fs.makedirs(stage_url)
     fs.remove(fs.join(stage_url, MANIFEST))
+    fs.remove(fs.join(stage_url, FAILURE))
     fs.remove_temp_files(stage_url)
+
+
+def record_failure(stage_url: str, error: str) -> None:
+    """Note why a stage failed, in place of a manifest: the folder stays incomplete (it re-runs)."""
+    body = json.dumps({"status": "failed", "error": error, "finished_at": time.time()}, indent=2)
+    fs.write_bytes_atomic(fs.join(stage_url, FAILURE), body.encode())
 
 
 def write_table(

@@ -18,6 +18,8 @@ from typing import Any
 from clawloop.storage import fs
 
 MANIFEST = "manifest.json"
+# Written instead of a manifest when a stage fails: the error, so `clawloop runs` can say why.
+FAILURE = "failure.json"
 log = logging.getLogger("clawloop.storage")
 
 
@@ -109,10 +111,25 @@ def read_manifest(stage_url: str) -> Manifest | None:
         return None
 
 
+def read_failure(stage_url: str) -> dict[str, Any] | None:
+    """The failure record of a stage's last attempt ({"error", "finished_at"}), if it failed."""
+    url = fs.join(stage_url, FAILURE)
+    if not fs.exists(url):
+        return None
+    try:
+        data = json.loads(fs.read_bytes(url))
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
 def why_incomplete(stage_url: str, expected_inputs_hash: str | None = None) -> str | None:
     """None if the stage is complete and intact; otherwise the reason it must be rebuilt."""
     m = read_manifest(stage_url)
     if m is None:
+        failure = read_failure(stage_url)
+        if failure is not None:
+            return f"failed last time: {failure.get('error', '').splitlines()[0][:200]}"
         return "no manifest yet"
     if m.status != "complete":
         return f"manifest status is {m.status!r}"

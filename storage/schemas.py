@@ -45,7 +45,6 @@ FORGED = pa.schema(
         ("capability", pa.string()),
         ("domain", pa.string()),
         ("split", pa.string()),
-        ("duration_s", pa.float64()),
     ]
 )
 
@@ -56,7 +55,6 @@ CHECKS = pa.schema(
         ("check", pa.string()),  # oracle | noop | leak | trivial:<probe> | determinism
         ("passed", pa.bool_()),
         ("reason", pa.string()),
-        ("duration_s", pa.float64()),
     ]
 )
 
@@ -221,7 +219,7 @@ TRAIN_METRICS = pa.schema(
 # train -> checkpoint.parquet: one row: the policy the next iteration serves.
 CHECKPOINT = pa.schema(
     [
-        ("status", pa.string()),  # trained | nothing_to_train | failed
+        ("status", pa.string()),  # trained | nothing_to_train
         ("reason", pa.string()),
         ("checkpoint_path", pa.string()),  # servable model folder (the base model if untrained)
         ("adapter_path", pa.string()),  # LoRA adapter folder, "" for full fine-tunes
@@ -234,6 +232,5 @@ CHECKPOINT = pa.schema(
         ("kept_groups", pa.int64()),
         ("dropped_zero_variance", pa.int64()),
         ("steps", pa.int64()),
-        ("duration_s", pa.float64()),
     ]
 )

@@ -8,7 +8,8 @@ Runs SFT on successful episodes of kept tasks, then GRPO on the kept groups (or 
 `out_dir/sft/model`, `out_dir/grpo/model` (full weights, servable by vLLM or `transformers serve`)
 and, with LoRA, `.../adapter`. `result.checkpoint_dir` is the last one written. Nothing to train on
 is an outcome, not an error: status "nothing_to_train", a reason, and the base model as checkpoint.
-A phase that crashes gives status "failed" with the error, and the base model, so the loop can go on.
+A phase that crashes raises TrainError (never a result), so the stage is not committed as done and
+a resumed run trains it again.
 
 With `cfg.lora` and `init_adapter` (the previous iteration's adapter when it was not merged), the
 first phase continues training that adapter on `base_model` instead of starting a fresh one, so
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import math
 import time
-import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,11 +33,15 @@ from clawloop.training.trainer_base import PolicyRef, load_tokenizer
 METRIC_EXTRAS = ("clip_frac", "ratio_mean", "kl", "offpolicy_frac")
 
 
+class TrainError(RuntimeError):
+    """A training phase crashed: what failed, in which output folder, and what to do."""
+
+
 @dataclass
 class TrainResult:
     """What the train stage made: where the next policy is, how training went, and why."""
 
-    status: str  # trained | nothing_to_train | failed
+    status: str  # trained | nothing_to_train
     reason: str
     checkpoint_dir: Path  # servable model folder; the base model when nothing was trained
     adapter_dir: Path | None
@@ -46,7 +50,7 @@ class TrainResult:
     phases_run: list[str] = field(default_factory=list)
     metrics: list[dict[str, Any]] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
-    duration_s: float = 0.0
+    duration_s: float = 0.0  # wall time of the stage; not in checkpoint_row (rows hold no timing)
 
     def metrics_frame(self) -> pd.DataFrame:
         """Rows for the TRAIN_METRICS Parquet file (GRPO-only columns are NaN for SFT rows)."""
@@ -81,7 +85,6 @@ class TrainResult:
             "kept_groups": c.get("kept_groups", 0),
             "dropped_zero_variance": c.get("dropped_zero_variance", 0),
             "steps": len(self.metrics),
-            "duration_s": self.duration_s,
         }
 
 
@@ -178,6 +181,7 @@ def train_stage(
     tokenizer = load_tokenizer(Path(base))
     policy = PolicyRef(Path(base), init_adapter)
     reasons: list[str] = []
+    phase = "sft"
     try:
         if cfg.run_sft:
             samples, rep = sft_samples(trajectories, band, tokenizer, cfg)
@@ -192,6 +196,7 @@ def train_stage(
                     f"sft: no trainable sequence ({rep.episodes} passed episodes of kept tasks "
                     f"in split {cfg.split!r})"
                 )
+        phase = "grpo"
         if cfg.run_grpo:
             samples, grep = grpo_samples(trajectories, band, tokenizer, cfg)
             result.counts.update(
@@ -213,12 +218,13 @@ def train_stage(
                     f"{grep.dropped_not_kept} not kept by the band, "
                     f"{grep.dropped_zero_variance} with equal rewards)"
                 )
-    except Exception as exc:  # failures are data: the loop records this and serves the base model
-        tb = traceback.format_exc(limit=-4)
-        result.status, result.reason = "failed", f"{type(exc).__name__}: {exc}\n{tb}"
-        result.checkpoint_dir, result.adapter_dir, result.kind = Path(base), None, "base"
-        result.duration_s = time.monotonic() - t0
-        return result
+    except Exception as exc:  # a crash is never a trained (or untrained) policy
+        detail = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+        raise TrainError(
+            f"train stage: the {phase} phase crashed with {type(exc).__name__}: {detail} "
+            f"(output folder {out_dir}); fix the cause and resume the run: the train stage "
+            "is not marked done, so it runs again"
+        ) from exc
     if result.phases_run:
         result.status = "trained"
         result.checkpoint_dir = policy.model_dir

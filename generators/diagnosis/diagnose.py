@@ -15,9 +15,10 @@ that cannot load gives lexical clustering; both are said in the report's notes.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
-import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,7 +37,7 @@ log = logging.getLogger("clawloop.diagnose")
 
 REPORT_NAME = "report.md"
 PLOT_NAME = "pass_rates.png"
-GUIDANCE_NAME = "guidance.json"
+GUIDANCE_NAME = feedback.GUIDANCE_NAME
 
 
 class DiagnoseConfig(BaseModel):
@@ -144,12 +145,26 @@ def _embedder(cfg: DiagnoseConfig, notes: list[str]) -> feedback.Embedder:
     return feedback.hashed_bow_embedder()
 
 
+Row = dict[str, Any]
+# Runs a one-row function over rows, results in order (the pipeline passes a Prefect-task mapper).
+RowMapper = Callable[[Callable[[Row], Row], list[Row]], list[Row]]
+
+
+def thread_map(workers: int) -> RowMapper:
+    def run(fn: Callable[[Row], Row], rows: list[Row]) -> list[Row]:
+        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+            return list(pool.map(fn, rows))
+
+    return run
+
+
 def _summaries(
     failed: list[dict[str, Any]],
     llm: LLMEndpoint | None,
     cfg: DiagnoseConfig,
     iteration: int,
     notes: list[str],
+    map_rows: RowMapper,
 ) -> list[dict[str, Any]]:
     scfg = SummaryConfig(
         max_attempts=cfg.summary_attempts, max_transcript_chars=cfg.max_transcript_chars
@@ -162,11 +177,10 @@ def _summaries(
         notes.append("no policy endpoint: every failure summary is the heuristic fallback")
     name = llm.model if llm else ""
 
-    def one(row: dict[str, Any]) -> dict[str, Any]:
-        return summarize_failure(row, chat, scfg, iteration=iteration, summarizer=name)
-
-    with ThreadPoolExecutor(max_workers=cfg.workers) as pool:
-        return list(pool.map(one, failed))
+    one = functools.partial(
+        summarize_failure, chat_fn=chat, cfg=scfg, iteration=iteration, summarizer=name
+    )
+    return map_rows(one, failed)
 
 
 def diagnose_stage(
@@ -179,13 +193,14 @@ def diagnose_stage(
     *,
     prev_guidance: dict[str, Any] | None = None,
     capabilities: list[str] | None = None,
+    map_rows: RowMapper | None = None,
 ) -> DiagnoseResult:
     """Diagnose one iteration's held-out episodes; writes report.md, pass_rates.png, guidance.json.
 
     `prev_guidance` carries the difficulty levels reached so far (guidance.json of iteration-1);
     `capabilities` (default: the catalog) keeps every capability in the weights, with eval data or not.
+    `map_rows` runs the per-failure summaries (default: a pool of `cfg.workers` threads).
     """
-    t0 = time.monotonic()
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     notes: list[str] = []
@@ -226,7 +241,8 @@ def diagnose_stage(
         notes.append(
             "no eval episodes: pass rates and clusters are empty; guidance keeps the previous weights"
         )
-    summaries = _summaries(failed, llm, cfg, iteration, notes) if failed else []
+    mapper = map_rows or thread_map(cfg.workers)
+    summaries = _summaries(failed, llm, cfg, iteration, notes, mapper) if failed else []
     embed = _embedder(cfg, notes) if summaries else feedback.hashed_bow_embedder()
     summaries, clusters = feedback.cluster_summaries(
         summaries, embed, iteration, feedback.ClusterConfig(distance_threshold=cfg.cluster_distance)
@@ -272,7 +288,6 @@ def diagnose_stage(
             "summaries": len(summaries),
             "fallback_summaries": n_fb,
             "clusters": len(clusters),
-            "duration_s": round(time.monotonic() - t0, 3),
         },
     )
 

@@ -33,6 +33,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from clawloop.storage import fs
+
+GUIDANCE_NAME = "guidance.json"  # in the diagnose stage's folder; synthesize reads it
+
 # texts -> (n, d) float array, rows L2-normalised
 Embedder = Callable[[list[str]], np.ndarray]
 
@@ -451,3 +455,9 @@ def render_report(
         )
     )
     return "\n".join(parts) + "\n"
+
+
+def read_guidance(diagnose_url: str) -> dict[str, Any] | None:
+    """The guidance.json a diagnose stage wrote in its folder, None if it wrote none."""
+    url = fs.join(diagnose_url, GUIDANCE_NAME)
+    return json.loads(fs.read_bytes(url)) if fs.exists(url) else None

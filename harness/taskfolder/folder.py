@@ -14,6 +14,7 @@ Layout (fixed, docs/design.md):
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import posixpath
@@ -395,6 +396,27 @@ def export_rows(rows: list[dict[str, Any]], out_dir: Path) -> list[Path]:
     return written
 
 
+def forged_row(cand: dict[str, Any], **values: Any) -> dict[str, Any]:
+    """The one constructor of FORGED rows (storage.schemas.FORGED): a failed row for candidate
+    `cand` unless `values` say otherwise (forge and import fill in the task)."""
+    row = {
+        "task_id": str(cand.get("task_id", "")),
+        "status": "failed",
+        "error": "",
+        "error_kind": "",
+        "attempts": 0,
+        "build_log": "",
+        "task_sha256": "",
+        "rebuild_sha256": "",
+        "task_tar": b"",
+        "capability": str(cand.get("capability", "")),
+        "domain": str(cand.get("domain", "")),
+        "split": str(cand.get("split", "")),
+    }
+    row.update(values)
+    return row
+
+
 def import_folder(task_dir: Path) -> dict[str, Any]:
     """A forged row (storage.schemas.FORGED columns) from a clawloop task folder on disk."""
     task_dir = Path(task_dir)
@@ -402,18 +424,10 @@ def import_folder(task_dir: Path) -> dict[str, Any]:
         if not (task_dir / need).exists():
             raise TaskFolderError(f"{task_dir}: missing {need}; not a Harbor task folder")
     info = read_task_info(task_dir)
-    return {
-        "task_id": info.task_id,
-        "status": "ok",
-        "error": "",
-        "error_kind": "",
-        "attempts": 0,
-        "build_log": f"imported from {task_dir}",
-        "task_sha256": info.task_sha256,
-        "rebuild_sha256": "",
-        "task_tar": pack_dir(task_dir),
-        "capability": info.capability,
-        "domain": info.domain,
-        "split": info.split,
-        "duration_s": 0.0,
-    }
+    return forged_row(
+        dataclasses.asdict(info),
+        status="ok",
+        build_log=f"imported from {task_dir}",
+        task_sha256=info.task_sha256,
+        task_tar=pack_dir(task_dir),
+    )

@@ -29,7 +29,9 @@ serve does); `latency_s` delays every answer (a stand-in for generation time);
 vLLM's runtime LoRA API: `POST /v1/load_lora_adapter` `{"lora_name", "lora_path"}` is recorded in
 `lora_loads` and the adapter is listed by `/v1/models` (400 when the name is already loaded, like
 vLLM); `lora_load_status=404` answers as a server started without runtime LoRA updating.
-`served_root` is the `root` `/v1/models` reports for the served model (vLLM: its folder).
+`served_root` is the `root` `/v1/models` reports for the served model (vLLM: its folder): a
+string, or a callable asked on every `/v1/models` request (a server that is restarted on new
+weights while the test runs, e.g. on each iteration's checkpoint).
 """
 
 from __future__ import annotations
@@ -122,7 +124,7 @@ class FakeOpenAI:
         script: list[ToolStep] | None = None,
         model: str = "fake-policy",
         router: Router | None = None,
-        served_root: str = "",
+        served_root: str | Callable[[], str] = "",
         lora_load_status: int = 200,
     ) -> None:
         if mode in ("oracle", "wrong") and task_dir is None:
@@ -181,7 +183,9 @@ class FakeOpenAI:
 
             def do_GET(self) -> None:
                 if self.path.rstrip("/") in ("/v1/models", "/models"):
-                    base = {"id": fake.model, "object": "model", "root": fake.served_root}
+                    root = fake.served_root
+                    root = root() if callable(root) else root
+                    base = {"id": fake.model, "object": "model", "root": root}
                     loras = [
                         {"id": n, "object": "model", "root": p, "parent": fake.model}
                         for n, p in fake.lora_adapters.items()

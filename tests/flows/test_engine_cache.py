@@ -12,12 +12,13 @@ from collections import Counter
 from pathlib import Path
 
 import pyarrow as pa
+from prefect import task
 
 from clawloop.flows import engine, runs
-from clawloop.flows.config import parse_config
-from clawloop.flows.mapping import thread_mapper
 from clawloop.storage import fs
 from clawloop.storage.manifest import read_manifest, why_incomplete
+from clawloop.tasks.config import parse_config
+from clawloop.tasks.mapping import thread_mapper
 
 SCHEMA = pa.schema([("task_id", pa.string()), ("score", pa.float64())])
 CALLS: Counter[str] = Counter()
@@ -29,16 +30,15 @@ def _a(ctx: engine.StageContext) -> engine.StageResult:
     return engine.StageResult({"items": (SCHEMA, rows)}, summary={"n": 3})
 
 
+@task(name="double")
+def _double(row: dict, factor: float) -> dict:
+    return {"task_id": row["task_id"], "score": row["score"] * factor}
+
+
 def _b(ctx: engine.StageContext) -> engine.StageResult:
     CALLS["b"] += 1
     items = ctx.rows("a", "items")
-    doubled = ctx.map(
-        "b",
-        lambda r: {"task_id": r["task_id"], "score": r["score"] * 2},
-        items,
-        lambda r, e: None,
-        workers=2,
-    )
+    doubled = ctx.map(_double, items, lambda r, e: None, workers=2, factor=2.0)
     return engine.StageResult({"doubled": (SCHEMA, doubled)})
 
 
@@ -125,7 +125,13 @@ def test_a_failing_stage_is_an_outcome_and_leaves_nothing_that_looks_complete(tm
     summary = runs.run_loop(_cfg(tmp_path), "r", stages, thread_mapper(False))
     assert [(o.stage, o.status) for o in summary.outcomes] == [("a", "ran"), ("b", "failed")]
     assert "generator exploded" in summary.outcomes[-1].error and not summary.ok
-    assert read_manifest(fs.stage_url(str(tmp_path), "r", 1, "b")) is None
+    url = fs.stage_url(str(tmp_path), "r", 1, "b")
+    assert read_manifest(url) is None
+    assert "failed last time: ValueError: generator exploded" in why_incomplete(url)
+    # resumed with the stage fixed, it runs again (and the failure record goes)
+    fixed = runs.run_loop(_cfg(tmp_path), "r", STAGES, thread_mapper(False))
+    assert [o.status for o in fixed.outcomes] == ["skipped", "ran", "ran"]
+    assert why_incomplete(url) is None and not (tmp_path / "r/iter-1/b/failure.json").exists()
 
 
 def test_a_stage_whose_upstream_is_missing_is_blocked(tmp_path):
@@ -134,15 +140,35 @@ def test_a_stage_whose_upstream_is_missing_is_blocked(tmp_path):
 
 
 def test_mapper_turns_item_failures_into_rows_and_keeps_order():
-    def fn(x):
+    @task(name="times")
+    def fn(x: int, k: int) -> int:
         if x == 3:
             raise KeyError("bad item")
-        return x * 10
+        return x * k
 
     out = thread_mapper(False)(
-        "t", fn, list(range(6)), lambda x, e: f"failed {x}: {type(e).__name__}", workers=3
+        fn, list(range(6)), lambda x, e: f"failed {x}: {type(e).__name__}", workers=3, k=10
     )
     assert out == [0, 10, 20, "failed 3: KeyError", 40, 50]
+
+
+def test_mapper_retries_transient_faults_only_up_to_the_tasks_retries():
+    from clawloop.harness.sandbox.base import SandboxError
+
+    calls: Counter[str] = Counter()
+
+    @task(name="flaky", retries=2)
+    def flaky(kind: str) -> str | None:
+        calls[kind] += 1
+        if kind == "sandbox" or (kind == "once" and calls[kind] == 1):
+            raise SandboxError("engine went away")
+        if kind == "bug":
+            raise ValueError("a bug")
+        return None
+
+    out = thread_mapper(False)(flaky, ["sandbox", "once", "bug"], lambda x, e: type(e).__name__)
+    assert out == ["SandboxError", None, "ValueError"]
+    assert calls == {"sandbox": 3, "once": 2, "bug": 1}
 
 
 KILL_SCRIPT = textwrap.dedent(
@@ -151,8 +177,8 @@ KILL_SCRIPT = textwrap.dedent(
     from pathlib import Path
     import pyarrow as pa
     from clawloop.flows import engine, runs
-    from clawloop.flows.config import parse_config
-    from clawloop.flows.mapping import thread_mapper
+    from clawloop.tasks.config import parse_config
+    from clawloop.tasks.mapping import thread_mapper
     from clawloop.storage import artifacts
 
     SCHEMA = pa.schema([("task_id", pa.string())])

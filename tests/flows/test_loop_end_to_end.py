@@ -10,10 +10,10 @@ import shutil
 import pytest
 
 from clawloop.flows import runs
-from clawloop.flows.config import parse_config
-from clawloop.flows.mapping import thread_mapper
-from clawloop.flows.stages import pipeline_stages
+from clawloop.flows.pipeline import STAGES
 from clawloop.storage import artifacts
+from clawloop.tasks.config import parse_config
+from clawloop.tasks.mapping import thread_mapper
 
 pytestmark = pytest.mark.slow
 
@@ -66,7 +66,7 @@ def test_two_iterations_of_every_stage_then_fully_cached(tmp_path):
             "diagnose": {"embedder": "hashed"},
         }
     )
-    stages = pipeline_stages()
+    stages = STAGES
     names = [s.name for s in stages]
     first = runs.run_loop(cfg, "e2e", stages, thread_mapper(False))
     assert first.ok, [(o.stage, o.status, o.error[:500]) for o in first.outcomes]

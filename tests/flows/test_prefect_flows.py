@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
+from prefect import task
 
 pytestmark = pytest.mark.prefect
 
@@ -24,6 +25,11 @@ def harness(tmp_path_factory):
     mp.undo()
 
 
+@task(name="bump")
+def _bump(row: dict, by: float) -> dict:
+    return {**row, "score": row["score"] + by}
+
+
 def _stages():
     from clawloop.flows import engine
 
@@ -34,19 +40,13 @@ def _stages():
         )
 
     def bump(ctx):
-        rows = ctx.map(
-            "bump",
-            lambda r: {**r, "score": r["score"] + 1},
-            ctx.rows("synthesize", "items"),
-            lambda r, e: r,
-            workers=2,
-        )
+        rows = ctx.map(_bump, ctx.rows("synthesize", "items"), lambda r, e: r, workers=2, by=1.0)
         return engine.StageResult({"bumped": (SCHEMA, rows)})
 
-    return [
+    return (
         engine.StageSpec("synthesize", make, lambda c, k: {"k": k}),
         engine.StageSpec("forge", bump, lambda c, k: {}, upstream=("synthesize",)),
-    ]
+    )
 
 
 def test_loop_skips_on_resume_reruns_one_stage_and_publishes_artifacts(
@@ -58,9 +58,9 @@ def test_loop_skips_on_resume_reruns_one_stage_and_publishes_artifacts(
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 
     from clawloop.flows import pipeline
-    from clawloop.flows.config import parse_config
+    from clawloop.tasks.config import parse_config
 
-    monkeypatch.setattr(pipeline, "pipeline_stages", _stages)
+    monkeypatch.setattr(pipeline, "STAGES", _stages())
     config = parse_config({"storage": {"root": str(tmp_path)}, "iterations": 1}).model_dump(
         mode="json"
     )
@@ -86,10 +86,17 @@ def test_loop_skips_on_resume_reruns_one_stage_and_publishes_artifacts(
     assert {"run-a-iter-1-synthesize", "run-a-iter-1-forge", "run-a-iter-1-forge-summary"} <= keys
 
 
-def test_the_stage_thread_pool_covers_every_stage_s_workers():
-    from clawloop.flows.config import parse_config
-    from clawloop.flows.pipeline import _workers
+def test_each_stage_flow_runs_as_many_items_at_once_as_its_own_workers():
+    from clawloop.flows.pipeline import stage_spec
+    from clawloop.tasks.config import parse_config
 
-    cfg = parse_config({"synthesize": {"llm_workers": 12}, "forge": {"workers": 3}})
-    assert _workers(cfg) == 12
-    assert _workers(parse_config({"diagnose": {"workers": 7}})) == 7
+    cfg = parse_config(
+        {
+            "synthesize": {"llm_workers": 12},
+            "forge": {"workers": 3},
+            "rollout": {"workers": 5},
+            "diagnose": {"workers": 7},
+        }
+    )
+    got = {n: stage_spec(n).workers(cfg) for n in ("synthesize", "forge", "rollout", "diagnose")}
+    assert got == {"synthesize": 12, "forge": 3, "rollout": 5, "diagnose": 7}

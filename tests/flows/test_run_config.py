@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from clawloop.flows.config import ConfigError, RunConfig, load_config, parse_config
+from clawloop.tasks.config import ConfigError, RunConfig, load_config, parse_config
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 

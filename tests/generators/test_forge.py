@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from clawloop.generators.candidates import candidate_row, task_id_for
 from clawloop.generators.contract import validate_build
-from clawloop.generators.forge import candidate_from_code, forge_candidate, task_id_for
+from clawloop.generators.forge import forge_candidate
 from clawloop.harness.sandbox.base import SandboxConfig, SandboxError
 from clawloop.harness.taskfolder.folder import (
     TaskFolderError,
@@ -171,7 +172,7 @@ def test_export_import_roundtrip(tmp_path: Path) -> None:
 
 @needs_bwrap
 def test_forge_good_candidate() -> None:
-    cand = candidate_from_code(fixture("good"), 5, origin="builtin")
+    cand = candidate_row(fixture("good"), 5, origin="builtin")
     assert cand["task_id"] == task_id_for(cand["generator_sha256"], 5)
     row = forge_candidate(cand, BWRAP)
     assert set(row) == set(FORGED.names)
@@ -185,7 +186,7 @@ def test_forge_good_candidate() -> None:
 @needs_bwrap
 @pytest.mark.parametrize("name, kind", [("wrong_shape", "contract"), ("writes_gigabytes", "crash")])
 def test_forge_generator_bug_is_a_failed_row_not_retried(name: str, kind: str) -> None:
-    row = forge_candidate(candidate_from_code(fixture(name), 1), BWRAP)
+    row = forge_candidate(candidate_row(fixture(name), 1), BWRAP)
     assert row["status"] == "failed" and row["error_kind"] == kind
     assert row["attempts"] == 1 and row["task_tar"] == b""
     assert "Planted:" in row["error"] and "seed 1" in row["error"]
@@ -193,7 +194,7 @@ def test_forge_generator_bug_is_a_failed_row_not_retried(name: str, kind: str) -
 
 @needs_bwrap
 def test_forge_nondeterministic_records_both_digests() -> None:
-    row = forge_candidate(candidate_from_code(fixture("nondeterministic"), 1), BWRAP)
+    row = forge_candidate(candidate_row(fixture("nondeterministic"), 1), BWRAP)
     assert row["status"] == "ok" and row["task_sha256"] != row["rebuild_sha256"]
 
 
@@ -208,7 +209,7 @@ def test_forge_retries_transient_sandbox_faults(monkeypatch: pytest.MonkeyPatch)
 
     monkeypatch.setattr(forge, "_forge_once", flaky)
     monkeypatch.setattr(forge, "RETRY_BACKOFF_S", 0.0)
-    row = forge.forge_candidate(candidate_from_code(fixture("good"), 1), BWRAP, retries=3)
+    row = forge.forge_candidate(candidate_row(fixture("good"), 1), BWRAP, retries=3)
     # Retried up to 3 times: 1 + 3 attempts.
     assert len(calls) == 4 and row["attempts"] == 4 and "attempt 4/4" in row["error"]
     assert (
@@ -239,10 +240,10 @@ def test_forge_retries_transient_sandbox_faults(monkeypatch: pytest.MonkeyPatch)
         return out
 
     monkeypatch.setattr(forge, "_forge_once", once_flaky)
-    row = forge.forge_candidate(candidate_from_code(fixture("good"), 1), BWRAP, retries=3)
+    row = forge.forge_candidate(candidate_row(fixture("good"), 1), BWRAP, retries=3)
     assert row["status"] == "ok" and row["attempts"] == 2
 
     calls.clear()
     monkeypatch.setattr(forge, "_forge_once", flaky)
-    row = forge.forge_candidate(candidate_from_code(fixture("good"), 1), BWRAP, retries=0)
+    row = forge.forge_candidate(candidate_row(fixture("good"), 1), BWRAP, retries=0)
     assert len(calls) == 1 and row["attempts"] == 1 and row["error_kind"] == "sandbox"

@@ -1,27 +1,32 @@
-"""LLM-written generators: a scripted writer over real HTTP; broken code repaired, hostile code
-contained by the sandbox, duplicates dropped. Fast tests inject forge/verify; the sandbox ones
-(marked slow) run the real forge + verify in bubblewrap."""
+"""LLM-written generators: a scripted writer over real HTTP. Synthesize only writes and
+host-checks them (nothing runs, no sandbox opens); forge and verify judge them later, and their
+errors come back through `repair_candidates`."""
 
 from __future__ import annotations
 
-import shutil
+import hashlib
 import textwrap
 
 import pytest
 from doubles.fake_openai import FakeOpenAI
 
+from clawloop.generators.candidates import task_id_for
 from clawloop.generators.llm_writer import (
     WriterConfig,
     WriterError,
     WriterSpec,
+    example_for,
     extract_code,
+    forge_failure,
     normalized_hash,
+    repair_candidates,
+    repair_count,
     static_check,
-    write_generator,
-    write_generators,
+    verify_failure,
+    write_candidates,
+    writer_chat,
 )
 from clawloop.harness.llm import LLMEndpoint, endpoint_chat
-from clawloop.harness.sandbox.base import SandboxConfig
 
 SPEC = WriterSpec("domain_calculation", "apiculture", 0, 0, "json", seed=11)
 
@@ -77,33 +82,25 @@ GOOD = textwrap.dedent(
 ).lstrip()
 
 
-def _hostile(body: str) -> str:
-    """GOOD with build() replaced by a hostile one (it must never run on the host)."""
-    head, _, tail = GOOD.partition("def build(seed):")
-    rest = tail[tail.index("def solve") :]
-    return (
-        head + "def build(seed):\n" + textwrap.indent(textwrap.dedent(body), "    ") + "\n\n" + rest
-    )
-
-
 def fenced(code: str, prose: str = "Here is the generator.") -> str:
     return f"{prose}\n```python\n{code}```\n"
 
 
+def sha(code: str) -> str:
+    return hashlib.sha256(code.encode()).hexdigest()
+
+
 class ScriptedWriter(FakeOpenAI):
-    """FakeOpenAI answering reply i to a conversation holding i assistant messages."""
+    """FakeOpenAI answering its i-th request with replies[i] (the last one repeats)."""
 
     def __init__(self, replies: list[str]) -> None:
         super().__init__("chatty")
         self.replies = replies
 
     def respond(self, body: dict) -> dict:
-        step = sum(1 for m in body.get("messages") or [] if m.get("role") == "assistant")
         resp = super().respond(body)
-        resp["choices"][0]["message"] = {
-            "role": "assistant",
-            "content": self.replies[min(step, len(self.replies) - 1)],
-        }
+        step = min(len(self.requests) - 1, len(self.replies) - 1)
+        resp["choices"][0]["message"] = {"role": "assistant", "content": self.replies[step]}
         return resp
 
 
@@ -111,32 +108,34 @@ def _chat(srv: FakeOpenAI):
     return endpoint_chat(LLMEndpoint(srv.base_url, "writer", max_retries=0))
 
 
-class ScriptedSandbox:
-    """Stand-ins for forge_candidate / verify_task that replay outcomes and record what they got."""
+def builtin_row(seed: int = 11, split: str = "train", **over) -> dict:
+    row = {
+        "task_id": f"builtin-{seed}",
+        "generator_code": f"# builtin {seed}\n",
+        "generator_sha256": "b" * 64,
+        "seed": seed,
+        "capability": "domain_calculation",
+        "domain": "apiculture",
+        "multihop": 0,
+        "dirtiness": 0,
+        "output_format": "json",
+        "split": split,
+        "origin": "builtin",
+    }
+    return {**row, **over}
 
-    def __init__(self, forge_errors: list[str], verify_failures: list[str]) -> None:
-        self.forge_errors, self.verify_failures = list(forge_errors), list(verify_failures)
-        self.forged_codes: list[str] = []
 
-    def forge(self, row, sandbox):
-        self.forged_codes.append(row["generator_code"])
-        err = self.forge_errors.pop(0) if self.forge_errors else ""
-        base = {"task_id": row["task_id"], "capability": row["capability"], "split": row["split"]}
-        if err:
-            return {**base, "status": "failed", "error": err, "error_kind": "timeout"}
-        return {**base, "status": "ok", "error": "", "error_kind": "", "task_tar": b"x"}
+def llm_row(code: str = GOOD, seed: int = 11, origin: str = "llm:writer") -> dict:
+    return builtin_row(
+        seed,
+        generator_code=code,
+        generator_sha256=sha(code),
+        task_id=task_id_for(sha(code), seed),
+        origin=origin,
+    )
 
-    def verify(self, forged, sandbox):
-        reason = self.verify_failures.pop(0) if self.verify_failures else ""
-        checks = [
-            {
-                "task_id": forged["task_id"],
-                "check": "oracle",
-                "passed": not reason,
-                "reason": reason or "ok",
-            }
-        ]
-        return checks, {"task_id": forged["task_id"], "kept": not reason, "reason": reason}
+
+# ---- pure helpers -------------------------------------------------------------------------------
 
 
 def test_extract_code_and_normalized_hash_ignore_layout_comments_and_docs():
@@ -165,234 +164,198 @@ def test_static_check_uses_ast_only_and_says_what_is_wrong(tmp_path):
     assert not canary.exists()
 
 
-def test_broken_code_is_repaired_with_the_error_fed_back():
-    replies = [
-        "I would write a generator that totals hives.",  # no code
-        fenced(GOOD.replace("def solve(workspace):", "def solve(workspace)")),  # syntax error
-        fenced(GOOD.replace('"dirtiness": 0', '"dirtiness": 3')),  # wrong metadata
-        fenced(GOOD),
+def test_repair_count_and_failure_texts():
+    assert repair_count("llm:writer") == 0 and repair_count("builtin") == 0
+    assert repair_count("llm:qwen3:8b:repair:2") == 2 and repair_count("user:x:repair:2") == 0
+    forged = {"status": "failed", "error": "build() timed out after 5s", "error_kind": "timeout"}
+    assert forge_failure(forged) == "[timeout] build() timed out after 5s"
+    checks = [
+        {"check": "oracle", "passed": True, "reason": "ok"},
+        {"check": "noop", "passed": False, "reason": "untouched workspace passes"},
     ]
-    box = ScriptedSandbox([], [])
-    with ScriptedWriter(replies) as srv:
-        res = write_generator(
-            SPEC,
-            _chat(srv),
-            SandboxConfig(),
-            model="writer",
-            forge_fn=box.forge,
-            verify_fn=box.verify,
-        )
-    assert res.status == "ok", res.reason
-    assert [a.stage for a in res.attempts] == ["reply", "static", "static", "ok"]
-    assert res.candidate["origin"] == "llm:writer" and res.candidate["generator_code"] == GOOD
-    assert box.forged_codes == [GOOD]  # nothing that failed host checks reached the sandbox
-    last = srv.requests[-1]["messages"]
-    assert (
-        "does not match the request" in last[-1]["content"] and "dirtiness=3" in last[-1]["content"]
-    )
-    assert "not valid Python" in srv.requests[2]["messages"][-1]["content"]
+    text = verify_failure({"kept": False, "reason": "noop: false positive"}, checks)
+    assert text == "noop: false positive\n- noop: untouched workspace passes"
 
 
-def test_forge_and_verify_failures_go_back_to_the_writer():
-    v2 = GOOD.replace("1.5", "1.75")
-    v3 = GOOD.replace("1.5", "2.25")
-    box = ScriptedSandbox(
-        ["build() timed out after 5s (killed)"],
-        ["noop: false positive: untouched workspace passes"],
-    )
-    with ScriptedWriter([fenced(GOOD), fenced(v2), fenced(v3)]) as srv:
-        res = write_generator(
-            SPEC, _chat(srv), SandboxConfig(), model="w", forge_fn=box.forge, verify_fn=box.verify
-        )
-    assert res.status == "ok" and [a.stage for a in res.attempts] == ["forge", "verify", "ok"]
-    assert "timed out" in srv.requests[1]["messages"][-1]["content"]
-    assert "false positive" in srv.requests[2]["messages"][-1]["content"]
-    assert box.forged_codes == [GOOD, v2, v3]
+# ---- write_candidates: synthesize's first write, host checks only -------------------------------
 
 
-def test_unrepairable_writer_is_dropped_after_three_repairs():
-    box = ScriptedSandbox([], [])
-    with ScriptedWriter([fenced("def build(seed):\n    return {\n")]) as srv:
-        res = write_generator(
-            SPEC,
-            _chat(srv),
-            SandboxConfig(),
-            model="w",
-            cfg=WriterConfig(max_repairs=3),
-            forge_fn=box.forge,
-            verify_fn=box.verify,
-        )
-    assert res.status == "dropped" and len(res.attempts) == 4 and len(srv.requests) == 4
-    assert "static failed after 4" in res.reason and box.forged_codes == []
-
-
-def test_resubmitting_failed_code_is_not_forged_again():
-    box = ScriptedSandbox(["crash: ZeroDivisionError"], [])
-    same_with_comment = GOOD.replace("import csv", "import csv  # tables")
-    with ScriptedWriter(
-        [fenced(GOOD), fenced(same_with_comment), fenced(GOOD.replace("1.5", "1.25"))]
-    ) as srv:
-        res = write_generator(
-            SPEC, _chat(srv), SandboxConfig(), model="w", forge_fn=box.forge, verify_fn=box.verify
-        )
-    assert res.status == "ok" and [a.stage for a in res.attempts] == ["forge", "static", "ok"]
-    assert (
-        len(box.forged_codes) == 2
-        and "same code as a previous attempt" in srv.requests[2]["messages"][-1]["content"]
-    )
-
-
-def test_duplicates_are_dropped_across_specs_and_no_endpoint_means_builtin():
-    box = ScriptedSandbox([], [])
-    reformatted = GOOD.replace('"""Total the nectar', '"""Sum the nectar').replace(
-        "import json\n", "import json  # out\n"
-    )
-    specs = [SPEC, WriterSpec("domain_calculation", "apiculture", 0, 0, "json", seed=12)]
-    with ScriptedWriter([fenced(GOOD)]) as srv:
-        results, notes = write_generators(
-            specs,
-            None,
-            SandboxConfig(),
-            chat_fn=_chat(srv),
-            forge_fn=box.forge,
-            verify_fn=box.verify,
-        )
-    assert [r.status for r in results] == ["ok", "duplicate"] and "1/2" in notes[0]
-    assert normalized_hash(reformatted) == results[0].normalized_hash
-    results, notes = write_generators(specs, None, SandboxConfig())
-    assert results == [] and "built-in library" in notes[0]
-
-
-def test_dead_writer_endpoint_is_a_dropped_row():
-    with FakeOpenAI("drop") as srv:
-        res = write_generator(SPEC, _chat(srv), SandboxConfig(), model="w")
-    assert res.status == "dropped" and "writer endpoint error" in res.reason
-
-
-# ---- the real sandbox (bubblewrap): hostile code is contained, reported, and repaired ----------
-
-needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
-
-
-@pytest.mark.slow
-@needs_bwrap
-def test_hostile_generators_are_contained_by_the_sandbox_and_repaired(tmp_path):
-    secret = tmp_path / "host-secret.txt"
-    secret.write_text("HOST-SECRET-7781")
-    loops = _hostile("while True:\n    pass\n")
-    forks = _hostile("import os\nwhile True:\n    os.fork()\n")
-    reads = _hostile(
-        f"return {{'instruction': open({str(secret)!r}).read(), 'files': {{}}, 'answer': {{}}, 'contract': {{}}}}\n"
-    )
-    cfg = SandboxConfig(backend="bwrap")
-    with ScriptedWriter([fenced(loops), fenced(forks), fenced(reads), fenced(GOOD)]) as srv:
-        res = write_generator(
-            SPEC, _chat(srv), cfg, model="w", cfg=WriterConfig(max_repairs=3, build_timeout_s=5)
-        )
-    stages = [(a.stage, a.error[:80]) for a in res.attempts]
-    assert res.status == "ok", (res.reason, stages)
-    assert [a.stage for a in res.attempts] == ["forge", "forge", "forge", "ok"]
-    assert (
-        "timeout" in res.attempts[0].error.lower() or "timed out" in res.attempts[0].error.lower()
-    )
-    assert "No such file" in res.attempts[2].error or "FileNotFoundError" in res.attempts[2].error
-    assert all("HOST-SECRET" not in a.error for a in res.attempts)
-    assert res.verdict["kept"] is True
-
-
-@pytest.mark.slow
-@needs_bwrap
-def test_hostile_writer_that_never_improves_is_dropped(tmp_path):
-    loops = _hostile("while True:\n    pass\n")
-    variants = [fenced(loops.replace("pass", f"x = {i}")) for i in range(4)]
-    with ScriptedWriter(variants) as srv:
-        res = write_generator(
-            SPEC,
-            _chat(srv),
-            SandboxConfig(backend="bwrap"),
-            model="w",
-            cfg=WriterConfig(max_repairs=3, build_timeout_s=2),
-        )
-    assert (
-        res.status == "dropped"
-        and len(res.attempts) == 4
-        and all(a.stage == "forge" for a in res.attempts)
-    )
-
-
-def test_llm_candidates_replace_builtin_rows_and_keep_the_rest():
-    from clawloop.generators.llm_writer import llm_candidates
-
-    builtin = [
-        {
-            "task_id": "b1",
-            "generator_code": "# builtin 1",
-            "seed": 11,
-            "capability": "domain_calculation",
-            "domain": "apiculture",
-            "multihop": 0,
-            "dirtiness": 0,
-            "output_format": "json",
-            "split": "train",
-            "origin": "builtin",
-        },
-        {
-            "task_id": "b2",
-            "generator_code": "# builtin 2",
-            "seed": 12,
-            "capability": "domain_calculation",
-            "domain": "apiculture",
-            "multihop": 0,
-            "dirtiness": 0,
-            "output_format": "json",
-            "split": "eval",
-            "origin": "builtin",
-        },
-    ]
-    box = ScriptedSandbox([], [])
-    with ScriptedWriter([fenced(GOOD)]) as srv:  # the same code twice: the second is a duplicate
-        rows, notes = llm_candidates(
-            builtin,
-            None,
-            SandboxConfig(),
-            chat_fn=_chat(srv),
-            forge_fn=box.forge,
-            verify_fn=box.verify,
-        )
-    assert (
-        rows[0]["origin"] == "llm:scripted"
-        and rows[0]["seed"] == 11
-        and rows[0]["split"] == "train"
-    )
-    assert rows[1] == builtin[1] and "1 candidate(s) kept their built-in" in notes[-1]
-    same, notes = llm_candidates(builtin, None, SandboxConfig())
-    assert same == builtin and "built-in library" in notes[0]
-
-
-def test_writer_prompt_carries_spec_patterns_and_a_builtin_example():
-    from clawloop.generators.llm_writer import example_for
-
-    example = example_for(SPEC)
-    assert "GENERATOR" in example and "def build" in example and '"apiculture"' not in example
+def test_a_good_reply_becomes_an_llm_row_with_forges_sha_and_task_id():
     guidance = {
         "patterns": {"domain_calculation": "- bad_edit (x3): rounding half up. rounded 2.45 down"}
     }
-    box = ScriptedSandbox([], [])
-    with ScriptedWriter(
-        [fenced(example), fenced(GOOD)]
-    ) as srv:  # a verbatim copy of the example first
-        results, _ = write_generators(
-            [SPEC],
-            None,
-            SandboxConfig(),
-            guidance=guidance,
-            chat_fn=_chat(srv),
-            forge_fn=box.forge,
-            verify_fn=box.verify,
-        )
+    row = builtin_row(11, extra="kept")
+    with ScriptedWriter([fenced(GOOD)]) as srv:
+        rows, notes = write_candidates([row], _chat(srv), guidance, model="writer")
+    assert len(srv.requests) == 1 and len(rows) == 1
+    out = rows[0]
+    assert out["origin"] == "llm:writer" and out["generator_code"] == GOOD
+    assert out["generator_sha256"] == sha(GOOD)
+    assert out["task_id"] == task_id_for(sha(GOOD), 11) != row["task_id"]
+    assert (out["seed"], out["split"], out["extra"]) == (11, "train", "kept")
+    assert "1/1" in notes[0]
     prompt = srv.requests[0]["messages"][1]["content"]
     assert '"dirtiness": 0, "output_format": "json"' in prompt and "rounding half up" in prompt
-    assert example.strip() in prompt
-    # the copy is refused on the host (its GENERATOR names the example's domain) and repaired
-    assert [a.stage for a in results[0].attempts] == ["static", "ok"] and box.forged_codes == [GOOD]
-    assert "domain=" in srv.requests[1]["messages"][-1]["content"]
+    assert example_for(SPEC).strip() in prompt
+
+
+def test_a_malformed_reply_gets_its_error_back_and_the_next_one_is_written():
+    broken = GOOD.replace("def solve(workspace):", "def solve(workspace)")
+    with ScriptedWriter([fenced(broken), fenced(GOOD)]) as srv:
+        rows, _ = write_candidates([builtin_row()], _chat(srv), model="writer")
+    assert len(srv.requests) == 2
+    assert rows[0]["origin"] == "llm:writer" and rows[0]["generator_code"] == GOOD
+    second = srv.requests[1]["messages"]
+    assert second[-2] == {"role": "assistant", "content": fenced(broken)}
+    assert "fails a static check" in second[-1]["content"]
+    assert "not valid Python" in second[-1]["content"]
+
+
+def test_each_host_check_is_fed_back_in_turn():
+    replies = [
+        "I would write a generator that totals hives.",  # no code
+        fenced(GOOD.replace('"dirtiness": 0', '"dirtiness": 3')),  # wrong metadata
+        fenced("import numpy\n" + GOOD),  # not stdlib
+        fenced(GOOD),
+    ]
+    with ScriptedWriter(replies) as srv:
+        rows, _ = write_candidates(
+            [builtin_row()], _chat(srv), cfg=WriterConfig(max_attempts=4), model="w"
+        )
+    assert rows[0]["origin"] == "llm:w" and len(srv.requests) == 4
+    fed_back = [r["messages"][-1]["content"] for r in srv.requests[1:]]
+    assert "could not find usable Python code" in fed_back[0]
+    assert "dirtiness=3" in fed_back[1] and "numpy" in fed_back[2]
+
+
+def test_a_writer_that_never_gets_it_right_leaves_the_builtin_row_with_a_note():
+    row = builtin_row()
+    with ScriptedWriter([fenced("def build(seed):\n    return {\n")]) as srv:
+        rows, notes = write_candidates([row], _chat(srv), cfg=WriterConfig(max_attempts=3))
+    assert rows == [row] and len(srv.requests) == 3
+    assert "0/1" in notes[0]
+    assert "kept its built-in generator" in notes[1] and "static check failed on 3" in notes[1]
+
+
+def test_duplicates_and_example_copies_keep_the_builtin_row():
+    rows_in = [builtin_row(11), builtin_row(12, split="eval")]
+    reformatted = GOOD.replace("import json\n", "import json  # out\n")
+    with ScriptedWriter([fenced(GOOD), fenced(reformatted)]) as srv:
+        rows, notes = write_candidates(rows_in, _chat(srv), model="w")
+    assert rows[0]["origin"] == "llm:w" and rows[1] == rows_in[1]
+    assert len(srv.requests) == 2 and any("duplicate" in n for n in notes)
+    # a verbatim copy of the example is refused (its GENERATOR names another domain) and repaired
+    with ScriptedWriter([fenced(example_for(SPEC)), fenced(GOOD)]) as srv:
+        rows, _ = write_candidates([builtin_row()], _chat(srv), model="w")
+    assert (
+        rows[0]["generator_code"] == GOOD
+        and "domain=" in srv.requests[1]["messages"][-1]["content"]
+    )
+
+
+def test_a_dead_writer_endpoint_keeps_the_builtin_rows():
+    row = builtin_row()
+    with FakeOpenAI("drop") as srv:
+        rows, notes = write_candidates(
+            [row, builtin_row(12)], writer_chat(LLMEndpoint(srv.base_url, "w", max_retries=0))
+        )
+    assert rows == [row, builtin_row(12)] and all("writer endpoint error" in n for n in notes[1:])
+
+
+def test_writer_chat_uses_the_writer_settings_and_names_the_model_in_origins():
+    with ScriptedWriter([fenced(GOOD)]) as srv:
+        chat = writer_chat(
+            LLMEndpoint(srv.base_url, "w", max_retries=0), WriterConfig(max_tokens=123)
+        )
+        rows, _ = write_candidates([builtin_row()], chat)
+        named, _ = write_candidates([builtin_row()], chat, model="other")
+    body = srv.requests[0]
+    assert body["model"] == "w" and body["max_tokens"] == 123 and body["temperature"] == 0.7
+    assert rows[0]["origin"] == "llm:w" and named[0]["origin"] == "llm:other"
+
+
+# ---- repair_candidates: forge/verify errors from the previous iteration -------------------------
+
+
+def test_a_forge_failure_is_repaired_with_the_previous_code_and_the_error():
+    v2 = GOOD.replace("1.5", "1.75")
+    failed = llm_row(GOOD, seed=11)
+    err = "[timeout] build() timed out after 5s (killed)"
+    with ScriptedWriter([fenced(v2)]) as srv:
+        rows, notes = repair_candidates([(failed, "forge", err)], _chat(srv), model="writer")
+    assert len(srv.requests) == 1 and len(rows) == 1
+    msgs = srv.requests[0]["messages"]
+    assert msgs[-2]["role"] == "assistant" and GOOD in msgs[-2]["content"]
+    assert "Building your generator in the sandbox failed" in msgs[-1]["content"]
+    assert err in msgs[-1]["content"]
+    out = rows[0]
+    assert out["origin"] == "llm:writer:repair:1" and out["generator_code"] == v2
+    assert out["generator_sha256"] == sha(v2) and out["task_id"] == task_id_for(sha(v2), 11)
+    assert (out["seed"], out["split"]) == (11, "train") and "1/1" in notes[0]
+
+
+def test_a_verify_repair_counts_the_lineage_and_refuses_unchanged_code():
+    v3 = GOOD.replace("1.5", "2.25")
+    failed = llm_row(GOOD, origin="llm:old-model:repair:2")
+    same_with_comment = GOOD.replace("import csv", "import csv  # tables")
+    with ScriptedWriter([fenced(same_with_comment), fenced(v3)]) as srv:
+        rows, _ = repair_candidates(
+            [(failed, "verify", "noop: false positive: untouched workspace passes")],
+            _chat(srv),
+            model="new-model",
+        )
+    assert (
+        "Your generator built, but the forged task failed verification"
+        in (srv.requests[0]["messages"][-1]["content"])
+    )
+    again = srv.requests[1]["messages"][-1]["content"]
+    assert "same code as a previous attempt" in again and "false positive" in again
+    assert [r["origin"] for r in rows] == ["llm:new-model:repair:3"]
+    assert rows[0]["generator_code"] == v3
+
+
+def test_a_lineage_with_three_repairs_is_dropped_without_asking_the_writer():
+    tired = llm_row(GOOD, origin="llm:writer:repair:3")
+    builtin = builtin_row()
+    with ScriptedWriter([fenced(GOOD.replace("1.5", "1.25"))]) as srv:
+        rows, notes = repair_candidates(
+            [(tired, "verify", "oracle: wrong"), (builtin, "forge", "[crash] boom")], _chat(srv)
+        )
+        with pytest.raises(ValueError, match="repair stage"):
+            repair_candidates([(llm_row(), "rollout", "x")], _chat(srv))
+    assert rows == [] and srv.requests == []
+    assert "after 3 repair(s)" in notes[1] and "not LLM-written" in notes[2]
+
+
+def test_a_repair_that_stays_bad_is_dropped_with_a_note():
+    with ScriptedWriter(["no code, sorry"]) as srv:
+        rows, notes = repair_candidates(
+            [(llm_row(), "forge", "[crash] ZeroDivisionError")],
+            _chat(srv),
+            cfg=WriterConfig(max_attempts=2),
+        )
+    assert rows == [] and len(srv.requests) == 2
+    assert "dropped: repair 1 failed" in notes[1]
+
+
+# ---- nothing is run on the host, no sandbox is opened -------------------------------------------
+
+
+def test_writing_and_repairing_open_no_sandbox_and_run_no_code(monkeypatch, tmp_path):
+    import clawloop.generators.forge as forge
+    import clawloop.generators.verify as verify
+    import clawloop.harness.sandbox.backend as backend
+
+    def refuse(*_a, **_k):
+        raise AssertionError("synthesize must not open a sandbox or forge/verify")
+
+    monkeypatch.setattr(backend, "open_sandbox", refuse)
+    monkeypatch.setattr(forge, "forge_candidate", refuse)
+    monkeypatch.setattr(verify, "verify_task", refuse)
+    canary = tmp_path / "ran"
+    hostile = f"open({str(canary)!r}, 'w').write('x')\n" + GOOD
+    with ScriptedWriter([fenced(hostile), fenced(hostile.replace("1.5", "1.75"))]) as srv:
+        rows, _ = write_candidates([builtin_row()], _chat(srv), model="w")
+        fixed, _ = repair_candidates([(rows[0], "forge", "[crash] x")], _chat(srv), model="w")
+    assert rows[0]["origin"] == "llm:w" and fixed[0]["origin"] == "llm:w:repair:1"
+    assert not canary.exists()

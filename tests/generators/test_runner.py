@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from clawloop.generators.candidates import parse_meta
 from clawloop.generators.contract import ContractError
-from clawloop.generators.runner import GeneratorError, parse_meta, run_build, run_builds
+from clawloop.generators.runner import GeneratorError, run_build, run_builds
 from clawloop.harness.sandbox.base import SandboxConfig
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "generators"

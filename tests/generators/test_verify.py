@@ -112,7 +112,8 @@ def test_probe_verdicts() -> None:
 
 # ---- sandbox checks on planted generators, both backends -------------------------------------
 
-from clawloop.generators.forge import candidate_from_code, forge_candidate  # noqa: E402
+from clawloop.generators.candidates import candidate_row  # noqa: E402
+from clawloop.generators.forge import forge_candidate  # noqa: E402
 from clawloop.generators.verify import verify_task  # noqa: E402
 from clawloop.harness.sandbox.base import SandboxConfig  # noqa: E402
 from clawloop.harness.taskfolder.folder import pack_dir, unpack_tar  # noqa: E402
@@ -132,7 +133,7 @@ def sandbox(request: pytest.FixtureRequest) -> SandboxConfig:
 
 
 def forged(name: str, sandbox: SandboxConfig, seed: int = 4) -> dict:
-    row = forge_candidate(candidate_from_code((FIXTURES / f"{name}.py").read_text(), seed), sandbox)
+    row = forge_candidate(candidate_row((FIXTURES / f"{name}.py").read_text(), seed), sandbox)
     assert row["status"] == "ok", row["error"]
     return row
 
@@ -245,3 +246,27 @@ def test_failed_forge_row_gets_a_verdict_without_sandbox() -> None:
     checks, verdict = verify_task(row, SandboxConfig(backend="bwrap"))
     assert [c["check"] for c in checks] == ["forge"] and not checks[0]["passed"]
     assert not verdict["kept"] and "boom" in verdict["reason"]
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="no bwrap")
+def test_rerunning_forge_and_verify_writes_byte_identical_parquet() -> None:
+    """Rows hold no timing or other per-run fact: an unchanged stage re-run writes the same bytes."""
+    from clawloop.storage.artifacts import parquet_bytes
+    from clawloop.storage.schemas import CHECKS, FORGED, VERDICTS
+
+    sb = SandboxConfig(backend="bwrap")
+    cand = candidate_row((FIXTURES / "good.py").read_text(), 4)
+    runs = []
+    for _ in range(2):
+        row = forge_candidate(cand, sb)
+        assert row["status"] == "ok", row["error"]
+        checks, verdict = verify_task(row, sb)
+        assert verdict["kept"], verdict["reason"]
+        runs.append(([row], checks, [verdict]))
+    first, second = runs
+    for rows_a, rows_b in zip(first, second, strict=True):
+        differ = {k for ra, rb in zip(rows_a, rows_b, strict=True) for k in ra if ra[k] != rb[k]}
+        assert not differ, f"columns that change from run to run: {sorted(differ)}"
+    assert first == second
+    for schema, a, b in zip((FORGED, CHECKS, VERDICTS), first, second, strict=True):
+        assert parquet_bytes(a, schema) == parquet_bytes(b, schema)

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from clawloop.harness.sandbox.archive import pack, unpack
 from clawloop.harness.sandbox import bwrap as bwrap_mod
+from clawloop.harness.sandbox.archive import pack, unpack
 from clawloop.harness.sandbox.backend import docker_available, open_sandbox, resolve_backend, sweep
 from clawloop.harness.sandbox.base import Limits, SandboxConfig, SandboxError
 from clawloop.harness.sandbox.command import OUTPUT_CAP, CappedBuffer, argv_for

@@ -15,7 +15,7 @@ from clawloop.storage.schemas import CHECKPOINT, TRAIN_METRICS
 from clawloop.training.batching import SampleCollator, SampleDataset
 from clawloop.training.config import TrainConfig
 from clawloop.training.grpo import GRPOGroupTrainer, grpo_loss, grpo_samples, next_token_logprobs
-from clawloop.training.stage import train_stage
+from clawloop.training.stage import TrainError, train_stage
 from clawloop.training.trainer_base import PolicyRef, load_policy, training_arguments
 
 
@@ -197,3 +197,46 @@ def test_init_adapter_needs_lora_and_an_adapter_folder(tiny_model_dir, tmp_path)
         train_stage(
             traj, band, TrainConfig(lora=True), tiny_model_dir, tmp_path, init_adapter=tmp_path
         )
+
+
+def test_a_crashed_phase_raises_train_error(tiny_model_dir, tmp_path, monkeypatch):
+    """A crash is never a completed stage: TrainError names the phase, the error and the folder."""
+
+    def crash(phase, *args, **kwargs):
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory")
+
+    monkeypatch.setattr("clawloop.training.stage.run_phase", crash)
+    traj, band = _frames({"t1": [1.0, 0.0]}, {"t1": True})
+    for phases, name in (("sft", "sft"), ("grpo", "grpo")):
+        out = tmp_path / phases
+        with pytest.raises(TrainError, match=f"{name} phase crashed") as info:
+            train_stage(traj, band, TrainConfig(phases=phases), tiny_model_dir, out)
+        message = str(info.value)
+        assert "OutOfMemoryError: CUDA out of memory" in message and str(out) in message
+        assert "resume" in message
+        assert isinstance(info.value.__cause__, torch.cuda.OutOfMemoryError)
+
+
+def test_train_cli_reports_a_crash_in_one_line_and_exits_1(
+    tiny_model_dir, tmp_path, monkeypatch, capsys
+):
+    from clawloop.flows.train_cli import main
+
+    def crash(phase, *args, **kwargs):
+        raise RuntimeError("loss is NaN\nat step 3")
+
+    monkeypatch.setattr("clawloop.training.stage.run_phase", crash)
+    traj, band = _frames({"t1": [1.0, 0.0]}, {"t1": True})
+    traj.to_parquet(tmp_path / "trajectories.parquet")
+    band.to_parquet(tmp_path / "band.parquet")
+    out = tmp_path / "out"
+    argv = ["train", "--trajectories", str(tmp_path / "trajectories.parquet")]
+    argv += ["--band", str(tmp_path / "band.parquet"), "--base-model", str(tiny_model_dir)]
+    argv += ["--out", str(out), "--phases", "sft"]
+    assert main(argv) == 1
+    captured = capsys.readouterr()
+    err = captured.err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in captured.err
+    assert err.startswith("clawloop train: ") and "sft phase crashed" in err
+    assert "RuntimeError: loss is NaN" in err and str(out) in err
+    assert not (out / "checkpoint.parquet").exists()

@@ -1,6 +1,7 @@
 """LLM-written generators in the synthesize stage, through the engine (no Prefect): a FakeOpenAI
-writer over real HTTP, real forge + verify in bubblewrap, guidance patterns in the prompt, and the
-built-in library (said so) when there is no endpoint."""
+writer over real HTTP, guidance patterns in the prompt, the built-in library (said so) when there is
+no endpoint, and the repair loop: a generator that forge rejects goes back to the writer with the
+error in the next iteration's synthesize."""
 
 from __future__ import annotations
 
@@ -13,11 +14,13 @@ import pytest
 from doubles.fake_openai import FakeOpenAI
 
 from clawloop.flows import engine, runs
-from clawloop.flows.config import parse_config
-from clawloop.flows.mapping import thread_mapper
-from clawloop.flows.stages import _synthesize_slice, _writer_guidance, pipeline_stages
+from clawloop.flows.pipeline import STAGES
 from clawloop.generators.synthesize import llm_picks
 from clawloop.storage import artifacts, fs
+from clawloop.tasks.config import parse_config
+from clawloop.tasks.mapping import thread_mapper
+from clawloop.tasks.synthesize import config_slice as _synthesize_slice
+from clawloop.tasks.synthesize import writer_guidance as _writer_guidance
 
 PATTERN = "[merge] agent skipped the precedence rule when two sources disagree"
 _WANT = re.compile(r"exactly this metadata:\nGENERATOR = (\{.*?\})\n", re.DOTALL)
@@ -27,8 +30,9 @@ class GeneratorWriter(FakeOpenAI):
     """Answers a generator-writing prompt with the built-in generator for the requested spec,
     marked so it differs from the built-in candidate it replaces."""
 
-    def __init__(self) -> None:
+    def __init__(self, broken_first: bool = False) -> None:
         super().__init__("chatty", model="fake-writer")
+        self.broken_first = broken_first  # first writes raise in build(); repairs are good
 
     def respond(self, body):
         resp = super().respond(body)
@@ -44,6 +48,9 @@ class GeneratorWriter(FakeOpenAI):
             want["output_format"],
         )
         code += "\nWRITTEN_BY = 'the synthesis LLM'\n"
+        repairing = any(m["role"] == "assistant" for m in body["messages"])
+        if self.broken_first and not repairing:
+            code += "\n\ndef build(seed):\n    raise RuntimeError('planted bug in build')\n"
         resp["choices"][0]["message"] = {
             "role": "assistant",
             "content": f"```python\n{code}```",
@@ -52,7 +59,7 @@ class GeneratorWriter(FakeOpenAI):
 
 
 def _synth_only():
-    return [s for s in pipeline_stages() if s.name == "synthesize"]
+    return [s for s in STAGES if s.name == "synthesize"]
 
 
 def _guidance_stage():
@@ -153,3 +160,40 @@ def test_the_policy_endpoint_writes_generators_that_are_forged_and_verified(tmp_
     prompts = [m["content"] for b in fake.requests for m in b["messages"] if m["role"] == "user"]
     assert sum(PATTERN in p for p in prompts) == 1
     assert all(b["model"] == "fake-writer" for b in fake.requests)
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
+def test_a_generator_forge_rejects_is_repaired_in_the_next_iteration(tmp_path):
+    with GeneratorWriter(broken_first=True) as fake:
+        cfg = parse_config(
+            {
+                "iterations": 2,
+                "storage": {"root": str(tmp_path)},
+                "sandbox": {"backend": "bwrap"},
+                "llm": {"base_url": fake.base_url, "model": "fake-writer"},
+                "synthesize": {"n_train": 2, "n_eval": 1, "llm_share": 0.5},
+            }
+        )
+        stages = [s for s in STAGES if s.name in ("synthesize", "forge", "verify")]
+        out = runs.run_loop(cfg, "r", stages, thread_mapper(False))
+        assert out.ok, [o.error for o in out.outcomes if o.error]
+        repair_prompts = [
+            b for b in fake.requests if any(m["role"] == "assistant" for m in b["messages"])
+        ]
+
+    def rows(k, stage, table):
+        return artifacts.read_rows(fs.stage_url(str(tmp_path), "r", k, stage), table)
+
+    # iteration 1: written once, forged once (by forge), rejected with the planted bug
+    written = [r for r in rows(1, "synthesize", "candidates") if r["origin"] == "llm:fake-writer"]
+    assert len(written) == 1
+    forged = {r["task_id"]: r for r in rows(1, "forge", "tasks")}
+    assert "planted bug in build" in forged[written[0]["task_id"]]["error"]
+    # iteration 2: the writer saw its code and forge's error, and the repair forged and verified
+    assert len(repair_prompts) == 1
+    assert "planted bug in build" in repair_prompts[0]["messages"][-1]["content"]
+    repaired = [r for r in rows(2, "synthesize", "candidates") if ":repair:" in r["origin"]]
+    assert [r["origin"] for r in repaired] == ["llm:fake-writer:repair:1"]
+    kept = {v["task_id"]: v["kept"] for v in rows(2, "verify", "verdicts")}
+    assert kept[repaired[0]["task_id"]] is True
+    assert _summary(tmp_path, "r", 2)["llm_repaired"] == 1

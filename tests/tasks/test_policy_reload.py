@@ -13,13 +13,13 @@ from pathlib import Path
 import pyarrow as pa
 from doubles.fake_openai import FakeOpenAI
 
-from clawloop.flows import agent_stages as ag
 from clawloop.flows import engine, runs
-from clawloop.flows.config import parse_config
-from clawloop.flows.mapping import thread_mapper
 from clawloop.harness.llm import chat, make_client
 from clawloop.storage import schemas
 from clawloop.storage.artifacts import empty_row
+from clawloop.tasks import policy as ag
+from clawloop.tasks.config import parse_config
+from clawloop.tasks.mapping import thread_mapper
 
 PROBE = pa.schema([("model", pa.string()), ("policy_id", pa.string()), ("note", pa.string())])
 BASE = "/models/base-8b"

@@ -10,12 +10,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from clawloop.flows import agent_stages as ag
 from clawloop.flows import engine, runs
-from clawloop.flows.config import parse_config
-from clawloop.flows.mapping import thread_mapper
 from clawloop.storage import schemas
 from clawloop.storage.artifacts import empty_row
+from clawloop.tasks import diagnose, train
+from clawloop.tasks.config import parse_config
+from clawloop.tasks.mapping import thread_mapper
 from clawloop.training.stage import TrainResult
 
 
@@ -48,7 +48,7 @@ def test_train_continues_an_unmerged_adapter_from_the_previous_iteration(
             (checkpoint / "config.json").write_text("{}")
         return TrainResult("trained", "trained sft", checkpoint, adapter, base, "lora", ["sft"])
 
-    monkeypatch.setattr("clawloop.training.stage.train_stage", fake_train)
+    monkeypatch.setattr("clawloop.tasks.train.train_stage", fake_train)
     cfg = _cfg(
         tmp_path,
         llm={"base_url": "http://127.0.0.1:9/v1"},  # an unmerged adapter needs a LoRA server
@@ -57,10 +57,7 @@ def test_train_continues_an_unmerged_adapter_from_the_previous_iteration(
     rollout = _tables(
         "rollout", {"trajectories": (schemas.TRAJECTORIES, []), "band": (schemas.BAND, [])}
     )
-    train = engine.StageSpec(
-        "train", ag.run_train, lambda c, k: {}, upstream=("rollout",), previous=("train",)
-    )
-    out = runs.run_loop(cfg, "r", [rollout, train], thread_mapper(False))
+    out = runs.run_loop(cfg, "r", [rollout, train.STAGE], thread_mapper(False))
     assert out.ok, [o.error for o in out.outcomes if o.error]
     first_adapter = tmp_path / "runs/r/iter-1/train/model/sft/adapter"
     # merged: the next adapter trains on top of the merged weights; unmerged: it continues.
@@ -75,12 +72,21 @@ def test_diagnose_starts_at_synthesize_levels_and_weighs_synthesized_capabilitie
     calls: list[dict] = []
 
     def fake_diagnose(
-        evals, history, cfg, llm, out_dir, iteration, *, prev_guidance=None, capabilities=None
+        evals,
+        history,
+        cfg,
+        llm,
+        out_dir,
+        iteration,
+        *,
+        prev_guidance=None,
+        capabilities=None,
+        map_rows=None,
     ):
         calls.append({"cfg": cfg, "capabilities": capabilities})
         return SimpleNamespace(tables=lambda: {"pass_rates": (schemas.PASS_RATES, [])}, summary={})
 
-    monkeypatch.setattr("clawloop.generators.diagnosis.diagnose.diagnose_stage", fake_diagnose)
+    monkeypatch.setattr("clawloop.tasks.diagnose.diagnose_stage", fake_diagnose)
     cfg = _cfg(
         tmp_path,
         llm={"base_url": "http://127.0.0.1:9/v1"},  # never called: nothing to roll out
@@ -95,13 +101,11 @@ def test_diagnose_starts_at_synthesize_levels_and_weighs_synthesized_capabilitie
         _tables("synthesize", {"candidates": (schemas.CANDIDATES, candidates)}),
         _tables("forge", {"tasks": (schemas.FORGED, [])}),
         _tables("verify", {"verdicts": (schemas.VERDICTS, [])}),
-        engine.StageSpec(
-            "diagnose",
-            ag.run_diagnose,
-            lambda c, k: {},
-            upstream=("synthesize", "verify"),
-            previous=("diagnose",),
+        _tables(  # nothing trained: the policy stays the endpoint's base model
+            "train",
+            {"checkpoint": (schemas.CHECKPOINT, [empty_row(schemas.CHECKPOINT, kind="base")])},
         ),
+        diagnose.STAGE,
     ]
     out = runs.run_loop(cfg, "r", stages, thread_mapper(False))
     assert out.ok, [o.error for o in out.outcomes if o.error]

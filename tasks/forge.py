@@ -1,0 +1,90 @@
+"""Forge: each candidate's generator runs in a sandbox (build twice, solve) into a task folder row.
+
+A sandbox fault is transient and retried inside `forge_candidate` (its row counts the attempts,
+`forge.retries` of them at most); a generator bug is not retried and becomes a failed row.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+from pydantic import Field
+
+from clawloop.generators.forge import forge_candidate
+from clawloop.harness.sandbox.base import SandboxConfig
+from clawloop.harness.taskfolder.folder import forged_row
+from clawloop.storage import schemas
+from clawloop.tasks.mapping import SANDBOX_RETRIES, is_transient
+from clawloop.tasks.settings import Section
+from clawloop.tasks.stage import StageContext, StageResult, StageSpec
+
+if TYPE_CHECKING:
+    from clawloop.tasks.config import RunConfig
+
+log = logging.getLogger("clawloop.forge")
+
+
+class ForgeSettings(Section):
+    workers: int = Field(
+        2, ge=1, le=256, description="tasks forged concurrently (threads; each uses one sandbox)"
+    )
+    retries: int = Field(
+        SANDBOX_RETRIES,
+        ge=0,
+        le=10,
+        description="retries of a transient sandbox failure per task",
+    )
+
+
+@task(name="forge-one", cache_policy=NO_CACHE, persist_result=False)
+def forge_one(candidate: dict[str, Any], sandbox: SandboxConfig, retries: int) -> dict[str, Any]:
+    """A CANDIDATES row -> a FORGED row (status ok, or failed with error and error_kind)."""
+    return forge_candidate(candidate, sandbox, retries=retries)
+
+
+def _crashed(candidate: dict[str, Any], exc: BaseException) -> dict[str, Any]:
+    log.warning("forge of %s raised instead of returning a row: %s", candidate["task_id"], exc)
+    return forged_row(
+        candidate,
+        error=f"{type(exc).__name__}: {exc}",
+        error_kind="sandbox" if is_transient(exc) else "crash",
+        attempts=1,
+    )
+
+
+def config_slice(cfg: RunConfig, iteration: int) -> dict[str, Any]:
+    return {"sandbox": cfg.sandbox.cache_slice(), "retries": cfg.forge.retries}
+
+
+def run(ctx: StageContext) -> StageResult:
+    cfg = ctx.config
+    rows = ctx.map(
+        forge_one,
+        ctx.rows("synthesize", "candidates"),
+        _crashed,
+        workers=cfg.forge.workers,
+        sandbox=cfg.sandbox.to_sandbox_config(),
+        retries=cfg.forge.retries,
+    )
+    ok = sum(r["status"] == "ok" for r in rows)
+    kinds: dict[str, int] = {}
+    for r in rows:
+        if r["status"] != "ok":
+            kinds[r["error_kind"]] = kinds.get(r["error_kind"], 0) + 1
+    return StageResult(
+        {"tasks": (schemas.FORGED, rows)},
+        summary={"forged": ok, "failed": len(rows) - ok, "failures": kinds},
+    )
+
+
+STAGE = StageSpec(
+    "forge",
+    run,
+    config_slice,
+    module=__name__,
+    upstream=("synthesize",),
+    workers=lambda cfg: cfg.forge.workers,
+)

@@ -1,0 +1,264 @@
+"""Which policy a stage talks to, and where the checkpoints are.
+
+The policy of iteration k is the checkpoint that train wrote in iteration k-1 (iteration 1: the
+configured base model, or the tiny offline model). Without `llm.base_url` the policy folder is
+served locally by `transformers serve` for the duration of the stage. With it (vLLM, cluster) a
+server someone else runs answers, and `llm.reload` says how it gets the new checkpoint: `lora`
+loads train's adapter at runtime and asks for it by name, `restart` stops the stage until the
+server serves the checkpoint folder (vLLM's /v1/models `root`), `none` keeps the old weights and
+says so in the log and the stage summary. Checkpoints are written inside the train stage's folder
+and every file of them is listed in its manifest, so a deleted or damaged checkpoint re-runs
+training like any other artifact (this needs a local `storage.root`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from clawloop.harness.llm import PolicyConfig
+from clawloop.harness.serve import (
+    AdapterLoadError,
+    ServeError,
+    load_lora_adapter,
+    local_policy_server,
+    served_models,
+    vllm_command,
+)
+from clawloop.storage import fs
+from clawloop.tasks.stage import StageContext, StageError
+
+if TYPE_CHECKING:
+    from clawloop.tasks.config import RunConfig
+
+log = logging.getLogger("clawloop.policy")
+MODEL_DIR = "model"  # the train stage's checkpoint folder, inside its stage folder
+
+
+def local_stage_dir(
+    ctx: StageContext, stage: str | None = None, iteration: int | None = None
+) -> Path:
+    """A stage folder as a local path; checkpoints and model serving need a local file system."""
+    url = ctx.stage_url(stage or ctx.stage, iteration)
+    f_sys, path = fs.resolve(url)
+    if "file" not in (f_sys.protocol if isinstance(f_sys.protocol, tuple) else (f_sys.protocol,)):
+        raise StageError(
+            f"{ctx.stage} keeps model checkpoints on local disk, but storage.root is {ctx.root}: use a local or mounted path"
+        )
+    return Path(path)
+
+
+def base_model_dir(cfg: RunConfig) -> Path:
+    if cfg.train.base_model:
+        return Path(cfg.train.base_model).expanduser()
+    from clawloop.training.tiny_model import ensure_tiny_model
+
+    return ensure_tiny_model(seed=cfg.seed)
+
+
+def checkpoint_after(ctx: StageContext, iteration: int) -> Path | None:
+    """The model folder train wrote in `iteration`, if that stage is committed."""
+    if iteration < 1 or ctx.manifest("train", iteration) is None:
+        return None
+    row = ctx.rows("train", "checkpoint", iteration)[0]
+    return Path(row["checkpoint_path"])
+
+
+def policy_dir(ctx: StageContext, after_iteration: int) -> Path:
+    return checkpoint_after(ctx, after_iteration) or base_model_dir(ctx.config)
+
+
+def trained_checkpoint(
+    ctx: StageContext, after_iteration: int
+) -> tuple[int, dict[str, Any]] | None:
+    """(iteration, CHECKPOINT row) of the newest trained weights the policy after `after_iteration`
+    is made of; None while it is still the base model. An iteration that trained nothing (kind
+    "base") passes its start model on, so the search walks back past it."""
+    for k in range(after_iteration, 0, -1):
+        if ctx.manifest("train", k) is None:
+            return None
+        row = ctx.rows("train", "checkpoint", k)[0]
+        if row["kind"] != "base":
+            return k, row
+    return None
+
+
+def lora_name(run_id: str, iteration: int) -> str:
+    """The name an iteration's adapter is served under (unique per run and iteration)."""
+    return f"clawloop-{run_id}-iter-{iteration}"
+
+
+def _same_model(a: str, b: str) -> bool:
+    if not a or not b:
+        return False
+    pa_, pb = Path(a).expanduser(), Path(b).expanduser()
+    if str(pa_).rstrip("/") == str(pb).rstrip("/"):
+        return True
+    return pa_.exists() and pb.exists() and pa_.resolve() == pb.resolve()
+
+
+def _adapter_base(adapter_path: str) -> str:
+    """The model an adapter was trained on top of (peft's adapter_config.json), "" if unknown."""
+    try:
+        meta = json.loads((Path(adapter_path) / "adapter_config.json").read_text())
+    except (OSError, ValueError):
+        return ""
+    return str(meta.get("base_model_name_or_path") or "")
+
+
+def _restart_hint(ctx: StageContext, path: str) -> str:
+    return (
+        f"restart vLLM on it:\n    {vllm_command(path, ctx.config.llm.model)}\n"
+        f"then resume this run: clawloop run --run-id {ctx.run_id}"
+    )
+
+
+def endpoint_policy(ctx: StageContext, after_iteration: int) -> tuple[PolicyConfig, str]:
+    """(PolicyConfig, note) for the configured endpoint serving the policy after `after_iteration`.
+
+    Applies `llm.reload`; raises StageError (what, where, what to do) when the endpoint cannot
+    serve that policy and the config says it must."""
+    llm = ctx.config.llm
+    url = llm.base_url or ""
+    found = trained_checkpoint(ctx, after_iteration)
+    if found is None:
+        served = ctx.config.train.base_model or llm.model
+        return (
+            PolicyConfig(url, llm.model, llm.api_key_env, policy_id=served),
+            f"policy: {llm.model} at {url} (the base model: nothing trained yet)",
+        )
+    k, row = found
+    if llm.reload == "lora":
+        return _lora_policy(ctx, k, row)
+    if llm.reload == "restart":
+        return _restarted_policy(ctx, k, str(row["checkpoint_path"]))
+    path = str(row["checkpoint_path"])
+    warning = (
+        f"llm.reload is 'none': {url} keeps serving {llm.model} with the OLD weights, not "
+        f"iteration {k}'s checkpoint {path}; these episodes are off-policy for training. To use the "
+        f"new weights, {_restart_hint(ctx, path)} (or set llm.reload: lora with train.lora: true)"
+    )
+    log.warning(warning)
+    return (
+        PolicyConfig(url, llm.model, llm.api_key_env, policy_id=f"{llm.model}@{url}"),
+        f"policy: STALE, {llm.model} at {url} still serves the old weights, not {path} "
+        "(llm.reload: none; see the log for what to do)",
+    )
+
+
+def _api_key(ctx: StageContext) -> str:
+    env = ctx.config.llm.api_key_env
+    return os.environ.get(env, "") if env else ""
+
+
+def _lora_policy(ctx: StageContext, k: int, row: dict[str, Any]) -> tuple[PolicyConfig, str]:
+    """llm.reload lora: load iteration k's adapter into the running server, roll out with it."""
+    llm = ctx.config.llm
+    url, path = llm.base_url or "", str(row["checkpoint_path"])
+    adapter = str(row.get("adapter_path") or "")
+    if row["kind"] != "lora" or not adapter:
+        raise StageError(
+            f"llm.reload is 'lora' but train of iteration {k} wrote full weights ({path}), no "
+            "adapter: set train.lora: true so it writes a LoRA adapter, or set llm.reload: restart"
+        )
+    trained_on, base = _adapter_base(adapter), ctx.config.train.base_model or ""
+    if trained_on and not _same_model(trained_on, base):
+        raise StageError(
+            f"llm.reload is 'lora' but the adapter of iteration {k} ({adapter}) was trained on top "
+            f"of {trained_on}, not on the base model vLLM serves (train.base_model = {base or 'unset'}): "
+            "runtime LoRA only applies adapters to the served base. Set train.base_model to the "
+            "model vLLM serves and train.merge_lora: false (adapters then stay relative to it), or use "
+            "llm.reload: restart"
+        )
+    name = lora_name(ctx.run_id, k)
+    try:
+        listed = {m.get("id") for m in served_models(url, _api_key(ctx))}
+    except ServeError:
+        listed = set()  # not fatal: loading says what is wrong if the server is
+    if name in listed:
+        what = f"adapter {name} already loaded"
+    else:
+        try:
+            what = load_lora_adapter(url, name, adapter, _api_key(ctx))
+        except AdapterLoadError as exc:
+            raise StageError(str(exc)) from exc
+    log.info("llm.reload lora: %s", what)
+    return (
+        PolicyConfig(url, name, llm.api_key_env, policy_id=adapter),
+        f"policy: LoRA adapter of iteration {k} ({adapter}) on {url} as model {name} ({what})",
+    )
+
+
+def _restarted_policy(ctx: StageContext, k: int, path: str) -> tuple[PolicyConfig, str]:
+    """llm.reload restart: go on only once the server serves iteration k's checkpoint folder."""
+    llm = ctx.config.llm
+    url = llm.base_url or ""
+    try:
+        models = served_models(url, _api_key(ctx))
+    except ServeError as exc:
+        raise StageError(
+            f"llm.reload is 'restart': cannot ask {url} what it serves ({exc}); once the "
+            f"server is up on iteration {k}'s checkpoint {path}, resume: clawloop run --run-id {ctx.run_id}"
+        ) from exc
+    entry = next((m for m in models if m.get("id") == llm.model), {})
+    root = str(entry.get("root") or "")
+    if not _same_model(root, path):
+        raise StageError(
+            f"llm.reload is 'restart': iteration {k} trained a new checkpoint, {path}, but "
+            f"{url} serves {llm.model!r} from {root or 'an unknown folder'}; "
+            + _restart_hint(ctx, path)
+        )
+    return (
+        PolicyConfig(url, llm.model, llm.api_key_env, policy_id=path),
+        f"policy: iteration {k}'s checkpoint {path}, served by {url} as {llm.model}",
+    )
+
+
+@contextmanager
+def serve_policy(ctx: StageContext, after_iteration: int) -> Iterator[tuple[PolicyConfig, str]]:
+    """(harness.rollout.PolicyConfig, note) for the policy after `after_iteration`: the configured
+    endpoint (see `endpoint_policy`), or its checkpoint folder served locally for the block."""
+    if ctx.config.llm.base_url:
+        yield endpoint_policy(ctx, after_iteration)
+        return
+    model_dir = policy_dir(ctx, after_iteration)
+    with local_policy_server(model_dir) as url:
+        yield (
+            PolicyConfig(
+                base_url=url,
+                model=str(model_dir),
+                api_key_env="",
+                policy_id=str(model_dir),
+                tokenizer=str(model_dir),
+            ),
+            f"policy: {model_dir}, served locally by transformers serve",
+        )
+
+
+def policy_adapter(ctx: StageContext, after_iteration: int) -> Path | None:
+    """The LoRA adapter the policy after `after_iteration` is made of, when it is one: an adapter
+    not merged into its checkpoint (train.merge_lora false), which the next train continues."""
+    found = trained_checkpoint(ctx, after_iteration)
+    if found is None:
+        return None
+    _, row = found
+    adapter = str(row.get("adapter_path") or "")
+    if row["kind"] != "lora" or not adapter:
+        return None
+    # Merged: the checkpoint holds the adapter's weights, and a new adapter trains on top of it.
+    merged = not _same_model(_adapter_base(adapter), str(row["checkpoint_path"]))
+    return None if merged else Path(adapter)
+
+
+def policy_slice(cfg: RunConfig) -> dict[str, Any]:
+    """What decides which policy answers (rollout, diagnose, and train's start model)."""
+    return {
+        "llm": cfg.llm.model_dump(mode="json"),
+        "base_model": cfg.train.base_model,
+        "seed": cfg.seed,
+    }

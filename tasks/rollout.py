@@ -1,0 +1,78 @@
+"""Rollout: the current policy attempts every verified train task `rollout.n` times; the band
+filter keeps the tasks whose pass count is in [low, high] for training."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import Field
+
+from clawloop.harness.rollout import RolloutConfig, band_filter, pass_rates
+from clawloop.storage import schemas
+from clawloop.tasks.episodes import roll_out, verified_tasks
+from clawloop.tasks.policy import policy_slice, serve_policy
+from clawloop.tasks.settings import stage_section
+from clawloop.tasks.stage import StageContext, StageResult, StageSpec
+
+if TYPE_CHECKING:
+    from clawloop.tasks.config import RunConfig
+
+
+class RolloutSettings(stage_section(RolloutConfig, "rollout", n=2, max_turns=3, max_tokens=64)):
+    # The CPU demo's defaults (small groups, short episodes); configs/cluster.yaml sets the
+    # paper's N=8, band [1, 5], 30 turns.
+    band: tuple[int, int] = Field(
+        (1, 1), description="keep tasks whose pass count is in [low, high]"
+    )
+    workers: int = Field(2, ge=1, description="episodes run concurrently")
+
+    def stage_config(self, **set_elsewhere: Any) -> RolloutConfig:
+        return RolloutConfig.from_settings({**self.model_dump(), **set_elsewhere})
+
+
+def config_slice(cfg: RunConfig, iteration: int) -> dict[str, Any]:
+    return {
+        "rollout": cfg.rollout.model_dump(mode="json"),
+        "sandbox": cfg.sandbox.cache_slice(),
+        **policy_slice(cfg),
+    }
+
+
+def run(ctx: StageContext) -> StageResult:
+    cfg = ctx.config
+    rcfg = cfg.rollout_config()  # checked when the config was loaded
+    with tempfile.TemporaryDirectory(prefix="clawloop-rollout-") as tmp:
+        tasks = verified_tasks(ctx, "train", Path(tmp))
+        traj: list[dict[str, Any]] = []
+        served = "no policy served: no verified train task to roll out"
+        if tasks:
+            with serve_policy(ctx, ctx.iteration - 1) as (policy, served):
+                traj = roll_out(ctx, tasks, policy, rcfg, cfg.rollout.workers)
+    band = band_filter(traj, rcfg.n, rcfg.band_lo, rcfg.band_hi)
+    return StageResult(
+        {
+            "trajectories": (schemas.TRAJECTORIES, traj),
+            "band": (schemas.BAND, band),
+            "pass_rates": (schemas.ROLLOUT_PASS_RATES, pass_rates(traj, band)),
+        },
+        summary={
+            "policy": served,
+            "tasks": len(tasks),
+            "episodes": len(traj),
+            "passed": sum(bool(r["passed"]) for r in traj),
+            "kept_tasks": sum(bool(b["kept"]) for b in band),
+        },
+    )
+
+
+STAGE = StageSpec(
+    "rollout",
+    run,
+    config_slice,
+    module=__name__,
+    upstream=("forge", "verify"),
+    previous=("train",),
+    workers=lambda cfg: cfg.rollout.workers,
+)

@@ -1,0 +1,122 @@
+"""The building blocks of the run config: the section base, the shared sections (storage, sandbox,
+llm, prefect), and `stage_section`, which turns a stage's own config class into a section.
+
+Each stage module in tasks/ declares its section from these; tasks/config.py composes them into
+`RunConfig`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from abc import abstractmethod
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
+from pydantic.fields import FieldInfo
+
+from clawloop.harness.sandbox.base import Limits, SandboxConfig
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class StorageSettings(Section):
+    root: str = Field(
+        "runs",
+        description="where runs/<run_id>/iter-<k>/<stage>/ live: a path or fsspec URL (s3://...)",
+    )
+
+
+class SandboxSettings(Section):
+    backend: Literal["auto", "docker", "bwrap"] = Field(
+        "auto", description="auto: Docker if an engine answers, else bubblewrap"
+    )
+    image: str = Field(
+        "clawloop-base:latest", description="Docker image tasks run in (docker/README.md builds it)"
+    )
+    docker_host: str | None = Field(
+        None, description="DOCKER_HOST for a remote engine, e.g. ssh://gpu-box or tcp://host:2376"
+    )
+    wall_seconds: float = Field(60.0, gt=0, description="default wall-clock limit per command")
+    memory_mb: int = Field(1024, gt=0, description="memory limit per sandbox")
+    cpus: float = Field(1.0, gt=0, description="CPU share per sandbox")
+
+    def cache_slice(self) -> dict[str, Any]:
+        """What decides a sandboxed stage's results (where the engine runs does not)."""
+        return self.model_dump(mode="json", exclude={"docker_host"})
+
+    def to_sandbox_config(self) -> SandboxConfig:
+        limits = Limits(wall_seconds=self.wall_seconds, memory_mb=self.memory_mb, cpus=self.cpus)
+        return SandboxConfig(backend=self.backend, image=self.image, limits=limits)
+
+
+class LLMSettings(Section):
+    base_url: str | None = Field(
+        None,
+        description="OpenAI-compatible endpoint (vLLM: http://host:8000/v1); None = local tiny model",
+    )
+    model: str = Field("clawloop-tiny", description="model name the endpoint serves (the policy)")
+    api_key_env: str = Field(
+        "OPENAI_API_KEY",
+        description="environment variable holding the API key, if the endpoint needs one",
+    )
+    reload: Literal["none", "lora", "restart"] = Field(
+        "none",
+        description=(
+            "how a running endpoint gets each iteration's new checkpoint: none = keep serving the "
+            "old weights (logged as a warning); lora = load train's LoRA adapter into vLLM at "
+            "runtime and roll out with it (needs train.lora); restart = stop until you restart "
+            "the server on the printed checkpoint, then resume the run"
+        ),
+    )
+
+
+# Stage-config fields a section does not take, because the run config sets them another way.
+SET_ELSEWHERE = {
+    "rollout.band_lo": "set by rollout.band: [low, high]; set that instead",
+    "rollout.band_hi": "set by rollout.band: [low, high]; set that instead",
+    "rollout.concurrency": "set by rollout.workers; set that instead",
+    "diagnose.start_multihop": "set by synthesize.multihop (the difficulty synthesis starts at); set that instead",
+    "diagnose.start_dirtiness": "set by synthesize.dirtiness (the difficulty synthesis starts at); set that instead",
+}
+
+
+class StageSection(Section):
+    """A section holding a stage config's fields; building that config when the file loads runs
+    the stage's own checks (ranges, allowed names) before any stage does work."""
+
+    @abstractmethod
+    def stage_config(self, **set_elsewhere: Any) -> Any:
+        """The stage's config class from this section (plus fields other sections set)."""
+
+    @model_validator(mode="after")
+    def _stage_accepts_it(self) -> StageSection:
+        self.stage_config()
+        return self
+
+
+def stage_section(stage: type, section: str, **defaults: Any) -> type[StageSection]:
+    """A section model with `stage`'s fields (a dataclass's or a pydantic model's): their types,
+    constraints and help, with `defaults` in place of the stage's own, less SET_ELSEWHERE."""
+    skip = {key.partition(".")[2] for key in SET_ELSEWHERE if key.startswith(f"{section}.")}
+    fields: dict[str, Any] = {}
+    if issubclass(stage, BaseModel):
+        for name, info in stage.model_fields.items():
+            if name in defaults:
+                info = FieldInfo.merge_field_infos(info, default=defaults[name])
+            fields[name] = (info.annotation, info)
+    else:
+        hints = typing.get_type_hints(stage)
+        for f in dataclasses.fields(stage):
+            default = defaults.get(f.name, f.default)
+            fields[f.name] = (hints[f.name], Field(default, description=f.metadata.get("help")))
+    kept = {name: spec for name, spec in fields.items() if name not in skip}
+    return create_model(f"{stage.__name__}Fields", __base__=StageSection, **kept)
+
+
+class PrefectSettings(Section):
+    nightly_cron: str = Field(
+        "0 2 * * *", description="when the nightly loop runs (cron, server time zone)"
+    )

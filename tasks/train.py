@@ -1,0 +1,78 @@
+"""Train: SFT on the passed episodes of band-kept tasks, then GRPO on their groups; writes a
+servable checkpoint inside the stage folder (every file of it in the manifest) and metrics rows.
+
+A crash in training raises (training.stage.TrainError): the engine records the stage as failed
+and does not commit it, so the policy never silently stays the base model and a resumed run
+re-runs training.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pydantic import Field
+
+from clawloop.storage import artifacts, schemas
+from clawloop.tasks.policy import (
+    MODEL_DIR,
+    local_stage_dir,
+    policy_adapter,
+    policy_dir,
+    policy_slice,
+)
+from clawloop.tasks.settings import stage_section
+from clawloop.tasks.stage import StageContext, StageResult, StageSpec
+from clawloop.training.config import TrainConfig
+from clawloop.training.stage import train_stage
+
+if TYPE_CHECKING:
+    from clawloop.tasks.config import RunConfig
+
+
+class TrainSettings(stage_section(TrainConfig, "train")):
+    base_model: str | None = Field(
+        None, description="policy checkpoint to start from; None = the tiny offline model"
+    )
+
+    def stage_config(self, **set_elsewhere: Any) -> TrainConfig:
+        return TrainConfig.from_dict({**self.model_dump(exclude={"base_model"}), **set_elsewhere})
+
+
+def config_slice(cfg: RunConfig, iteration: int) -> dict[str, Any]:
+    return {"train": cfg.train.model_dump(mode="json"), **policy_slice(cfg)}
+
+
+def run(ctx: StageContext) -> StageResult:
+    tcfg = ctx.config.train_config()  # checked when the config was loaded
+    traj = artifacts.read_table(ctx.stage_url("rollout"), "trajectories")
+    band = artifacts.read_table(ctx.stage_url("rollout"), "band")
+    adapter = policy_adapter(ctx, ctx.iteration - 1) if tcfg.lora else None
+    result = train_stage(
+        traj,
+        band,
+        tcfg,
+        policy_dir(ctx, ctx.iteration - 1),
+        local_stage_dir(ctx) / MODEL_DIR,
+        init_adapter=adapter,
+    )
+    metrics = result.metrics_frame().to_dict("records")
+    return StageResult(
+        {
+            "checkpoint": (schemas.CHECKPOINT, [result.checkpoint_row()]),
+            "metrics": (schemas.TRAIN_METRICS, metrics),
+        },
+        dirs=[MODEL_DIR],
+        summary={
+            "status": result.status,
+            "reason": result.reason.splitlines()[0] if result.reason else "",
+            "steps": len(metrics),
+            "checkpoint": str(result.checkpoint_dir),
+            "continued_adapter": str(adapter) if adapter else "",
+            "train_seconds": round(result.duration_s, 2),
+        },
+    )
+
+
+STAGE = StageSpec(
+    "train", run, config_slice, module=__name__, upstream=("rollout",), previous=("train",)
+)

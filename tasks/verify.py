@@ -1,0 +1,104 @@
+"""Verify: the agent-free checks on each forged task (oracle, no-op, leak, trivial probes,
+determinism); one verdict per task, kept or dropped with the reason."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+from pydantic import Field
+
+from clawloop.generators.verify import verify_task
+from clawloop.harness.sandbox.base import SandboxConfig
+from clawloop.storage import schemas
+from clawloop.storage.artifacts import empty_row
+from clawloop.tasks.mapping import retry_transient
+from clawloop.tasks.settings import Section
+from clawloop.tasks.stage import StageContext, StageResult, StageSpec
+
+if TYPE_CHECKING:
+    from clawloop.tasks.config import RunConfig
+
+log = logging.getLogger("clawloop.verify")
+Checked = tuple[list[dict[str, Any]], dict[str, Any]]  # (CHECKS rows, one VERDICTS row)
+
+
+class VerifySettings(Section):
+    workers: int = Field(2, ge=1, le=256, description="tasks verified concurrently")
+
+
+@task(
+    name="verify-one",
+    retries=1,
+    retry_delay_seconds=1,
+    retry_condition_fn=retry_transient,
+    cache_policy=NO_CACHE,
+    persist_result=False,
+)
+def verify_one(forged: dict[str, Any], sandbox: SandboxConfig) -> Checked:
+    """A FORGED row -> its CHECKS rows and VERDICTS row."""
+    return verify_task(forged, sandbox)
+
+
+def _crashed(forged: dict[str, Any], exc: BaseException) -> Checked:
+    reason = f"verify could not run: {type(exc).__name__}: {exc}"
+    log.warning("verify of %s raised: %s", forged["task_id"], reason)
+    check = empty_row(
+        schemas.CHECKS, task_id=forged["task_id"], check="verify", passed=False, reason=reason
+    )
+    verdict = empty_row(
+        schemas.VERDICTS,
+        task_id=forged["task_id"],
+        kept=False,
+        reason=reason,
+        capability=forged["capability"],
+        domain=forged["domain"],
+        split=forged["split"],
+    )
+    return [check], verdict
+
+
+def config_slice(cfg: RunConfig, iteration: int) -> dict[str, Any]:
+    return {"sandbox": cfg.sandbox.cache_slice()}
+
+
+def run(ctx: StageContext) -> StageResult:
+    cfg = ctx.config
+    results = ctx.map(
+        verify_one,
+        ctx.rows("forge", "tasks"),
+        _crashed,
+        workers=cfg.verify.workers,
+        sandbox=cfg.sandbox.to_sandbox_config(),
+    )
+    checks = [c for cs, _ in results for c in cs]
+    verdicts = [v for _, v in results]
+    kept = sum(v["kept"] for v in verdicts)
+    return StageResult(
+        {"checks": (schemas.CHECKS, checks), "verdicts": (schemas.VERDICTS, verdicts)},
+        summary={
+            "kept": kept,
+            "dropped": len(verdicts) - kept,
+            "kept_train": sum(v["kept"] and v["split"] == "train" for v in verdicts),
+        },
+    )
+
+
+def kept_tasks(ctx: StageContext, split: str) -> list[dict[str, Any]]:
+    """The FORGED rows (task_tar included) of this iteration's kept tasks of one split."""
+    kept = {
+        v["task_id"] for v in ctx.rows("verify", "verdicts") if v["kept"] and v["split"] == split
+    }
+    return [row for row in ctx.rows("forge", "tasks") if row["task_id"] in kept]
+
+
+STAGE = StageSpec(
+    "verify",
+    run,
+    config_slice,
+    module=__name__,
+    upstream=("forge",),
+    workers=lambda cfg: cfg.verify.workers,
+)
