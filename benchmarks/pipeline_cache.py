@@ -21,11 +21,14 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from clawloop.flows import engine, runs  # noqa: E402
-from clawloop.flows.pipeline import STAGES  # noqa: E402
-from clawloop.storage import artifacts, fs, schemas  # noqa: E402
-from clawloop.tasks.config import RunConfig, parse_config  # noqa: E402
-from clawloop.tasks.mapping import thread_mapper  # noqa: E402
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from clawloop.flows import engine, runs
+from clawloop.flows.pipeline import STAGES
+from clawloop.storage import artifacts, fs, schemas
+from clawloop.tasks.config import RunConfig, parse_config
+from clawloop.tasks.mapping import thread_mapper
 
 
 def _cfg(root: str, args: argparse.Namespace) -> RunConfig:
@@ -46,6 +49,11 @@ def _timed_run(cfg: RunConfig, stages: list[engine.StageSpec]) -> tuple[float, r
     return time.perf_counter() - t0, summary
 
 
+@task(name="noop", cache_policy=NO_CACHE, persist_result=False)
+def _noop(row: dict) -> dict:
+    return row
+
+
 def _noop_stage_overhead(root: str, n: int, mapper: engine.Mapper, label: str) -> float:
     """Seconds per item of a stage whose item function does nothing (pure orchestration)."""
     cands = [
@@ -53,7 +61,7 @@ def _noop_stage_overhead(root: str, n: int, mapper: engine.Mapper, label: str) -
     ]
 
     def run(ctx: engine.StageContext) -> engine.StageResult:
-        rows = ctx.map("noop", lambda r: r, cands, lambda r, e: r, workers=2)
+        rows = ctx.map(_noop, cands, lambda r, e: r, workers=2)
         return engine.StageResult({"tasks": (schemas.FORGED, rows)})
 
     spec = engine.StageSpec(label, run, lambda c, k: {})

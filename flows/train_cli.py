@@ -1,9 +1,9 @@
 """Command line for the train stage, outside the Prefect flow (and under `accelerate launch`).
 
-    python -m training.cli tiny-model OUT_DIR
-    python -m training.cli train --trajectories T.parquet --band B.parquet \
+    python -m clawloop.flows.train_cli tiny-model OUT_DIR
+    python -m clawloop.flows.train_cli train --trajectories T.parquet --band B.parquet \
         --base-model MODEL_DIR --out OUT_DIR [--phases sft --lora true ...]
-    accelerate launch --config_file training/configs/zero3.yaml -m training.cli train ...
+    accelerate launch --config_file training/configs/zero3.yaml -m clawloop.flows.train_cli train ...
 
 Every `TrainConfig` field is a flag (`--sft-learning-rate 1e-5`). `register(subparsers)` adds the
 same verbs to the `clawloop` command.
@@ -117,7 +117,7 @@ def register(subparsers) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m training.cli", description=__doc__.split("\n")[0]
+        prog="python -m clawloop.flows.train_cli", description=__doc__.split("\n")[0]
     )
     register(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(argv)

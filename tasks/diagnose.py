@@ -44,7 +44,12 @@ class DiagnoseSettings(stage_section(DiagnoseConfig, "diagnose")):
         return DiagnoseConfig(**self.model_dump(exclude={"eval_n"}), **set_elsewhere)
 
 
-@task(name="summarize-failure", cache_policy=NO_CACHE, persist_result=False)
+@task(
+    name="summarize-failure",
+    task_run_name="summarize-{row[task_id]}",
+    cache_policy=NO_CACHE,
+    persist_result=False,
+)
 def summarize_one(
     row: dict[str, Any], summarize: Callable[[dict[str, Any]], dict[str, Any]]
 ) -> dict[str, Any]:

@@ -44,7 +44,12 @@ def verified_tasks(ctx: StageContext, split: str, into: Path) -> list[tuple[Path
     return out
 
 
-@task(name="run-episode", cache_policy=NO_CACHE, persist_result=False)
+@task(
+    name="run-episode",
+    task_run_name="episode-{job[1][task_id]}-{job[2]}",
+    cache_policy=NO_CACHE,
+    persist_result=False,
+)
 def run_episode(
     job: Job,
     policy: PolicyConfig,

@@ -39,7 +39,12 @@ class ForgeSettings(Section):
     )
 
 
-@task(name="forge-one", cache_policy=NO_CACHE, persist_result=False)
+@task(
+    name="forge-one",
+    task_run_name="forge-{candidate[task_id]}",
+    cache_policy=NO_CACHE,
+    persist_result=False,
+)
 def forge_one(candidate: dict[str, Any], sandbox: SandboxConfig, retries: int) -> dict[str, Any]:
     """A CANDIDATES row -> a FORGED row (status ok, or failed with error and error_kind)."""
     return forge_candidate(candidate, sandbox, retries=retries)

@@ -31,6 +31,7 @@ class VerifySettings(Section):
 
 @task(
     name="verify-one",
+    task_run_name="verify-{forged[task_id]}",
     retries=1,
     retry_delay_seconds=1,
     retry_condition_fn=retry_transient,

@@ -2,11 +2,12 @@
 episodes, so the band keeps groups with reward spread, train runs SFT and GRPO on the tiny offline
 model, and iteration 2's rollout is served by iteration 1's checkpoint (`llm.reload: restart`).
 
-The policy is a FakeOpenAI router: of every `tally` task it solves the first attempt (replays the
-forged reference solution) and spoils the second (right files, wrong content), so each group of
-n=2 has one pass and one fail (band [1, 1] keeps it, GRPO sees reward spread); every `audit` task
-it spoils, so the band drops those. The fake's /v1/models reports as `root` the newest checkpoint
-train has committed: a vLLM server the user restarts on each iteration's weights.
+The policy is a FakeOpenAI router over the forged tasks: of every task it solves the first attempt
+(replays the reference solution) and spoils the second (right files, wrong content), so each group
+of n=2 has one pass and one fail (band [1, 1] keeps it, GRPO sees reward spread); the first train
+task of each iteration (by id) it always spoils, so the band drops that group. The fake's
+/v1/models reports as `root` the newest checkpoint train has committed: a vLLM server the user
+restarts on each iteration's weights. About 20 s on 2 CPU cores (bubblewrap sandboxes).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import json
 import shutil
 import threading
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,8 +45,8 @@ RUN = "trains"
 MODEL = "policy"
 NOT_A_TASK_REPLY = "I cannot tell what went wrong."  # failure-summary requests: plain text
 
-# The end-to-end test's generator, with the seed in the instruction so that every task has its
-# own first user message (the fake policy tells tasks apart by it).
+# The end-to-end test's generator, with domain and seed in the instruction so that every task has
+# its own first user message (the fake policy tells tasks apart by it).
 GENERATOR = '''"""Sum log entries per {domain} site."""
 GENERATOR = {{"capability": "{cap}", "domain": "{domain}", "multihop": 0, "dirtiness": 0, "output_format": "json"}}
 import json, os, random
@@ -55,7 +57,7 @@ def build(seed):
     total = {{}}
     for r in rows:
         total[r["site"]] = total.get(r["site"], 0) + r["qty"]
-    return {{"instruction": f"Sum qty per site in log.json (batch {{seed}}); write output/totals.json mapping site to total.",
+    return {{"instruction": f"Sum qty per {domain} site in log.json (batch {{seed}}); write output/totals.json mapping site to total.",
             "files": {{"log.json": json.dumps(rows)}},
             "answer": {{"output/totals.json": total}},
             "contract": {{"outputs": [{{"path": "output/totals.json", "format": "json", "schema": {{"type": "object"}}}}],
@@ -70,7 +72,14 @@ def solve(workspace):
     json.dump(total, open(os.path.join(workspace, "output/totals.json"), "w"))
 '''
 GENERATORS = [("tally", "apiary"), ("tally", "orchard"), ("audit", "marina")]
-SOLVED = "tally"  # half of its attempts pass; every other capability's attempts fail
+
+
+@dataclass(frozen=True)
+class Forged:
+    task_id: str
+    split: str
+    folder: Path
+    hopeless: bool  # the policy fails every attempt (the band drops the group)
 
 
 class HalfSolvingPolicy:
@@ -82,41 +91,40 @@ class HalfSolvingPolicy:
 
     def __init__(self, run_dir: Path, cache: Path) -> None:
         self.run_dir, self.cache = run_dir, cache
-        self.tasks: dict[str, tuple[str, Path]] = {}  # task message -> (capability, folder)
+        self.tasks: dict[str, Forged] = {}  # task message -> its forged task
         self.first_turns: Counter[str] = Counter()  # task message -> episodes started
-        self.decisions: list[tuple[str, bool]] = []  # (capability, solved) per episode started
+        self.solved: dict[str, list[bool]] = {}  # task_id -> solved?, per episode started
         self._lock = threading.Lock()
 
-    def _find(self, message: str) -> tuple[str, Path] | None:
+    def _find(self, message: str) -> Forged | None:
         if message not in self.tasks:  # a new iteration's forge wrote more tasks
             for parquet in sorted(self.run_dir.glob("iter-*/forge/tasks.parquet")):
-                frame = pd.read_parquet(
-                    parquet, columns=["task_id", "status", "task_tar", "capability"]
-                )
-                for row in frame[frame["status"] == "ok"].itertuples():
+                frame = pd.read_parquet(parquet, columns=["task_id", "status", "task_tar", "split"])
+                ok = frame[frame["status"] == "ok"]
+                hopeless = min(ok.loc[ok["split"] == "train", "task_id"], default="")
+                for row in ok.itertuples():
                     dest = self.cache / row.task_id
                     if not (dest / "instruction.md").is_file():
                         unpack_tar(row.task_tar, dest)
                     text = task_message((dest / "instruction.md").read_text())
-                    self.tasks[text] = (row.capability, dest)
+                    self.tasks[text] = Forged(row.task_id, row.split, dest, row.task_id == hopeless)
         return self.tasks.get(message)
 
     def __call__(self, messages: list[dict[str, Any]]) -> list[ToolStep] | str:
+        message = first_user_text(messages)
         with self._lock:
-            found = self._find(first_user_text(messages))
-            if found is None:
+            task = self._find(message)
+            if task is None:
                 return NOT_A_TASK_REPLY
-            capability, task_dir = found
             replies = [m for m in messages if m.get("role") == "assistant"]
             if replies:
                 first_call = (replies[0].get("tool_calls") or [{}])[0]
                 solve = first_call.get("function", {}).get("name") == "list_dir"
             else:
-                message = first_user_text(messages)
                 self.first_turns[message] += 1
-                solve = capability == SOLVED and self.first_turns[message] % 2 == 1
-                self.decisions.append((capability, solve))
-        return solution_steps(task_dir) if solve else wrong_steps(task_dir)
+                solve = not task.hopeless and self.first_turns[message] % 2 == 1
+                self.solved.setdefault(task.task_id, []).append(solve)
+        return solution_steps(task.folder) if solve else wrong_steps(task.folder)
 
 
 def newest_checkpoint(run_dir: Path, base: str) -> str:
@@ -196,23 +204,23 @@ def test_two_iterations_train_and_iteration_2_rolls_out_the_checkpoint(tmp_path)
     ]
     assert {o.status for o in out.outcomes} == {"ran"}
 
-    # The policy passed some episodes and failed others.
-    assert any(solved for _, solved in policy.decisions)
-    assert any(not solved for _, solved in policy.decisions)
-
+    hopeless = {t.task_id for t in policy.tasks.values() if t.hopeless}
     ckpt: dict[int, str] = {}
     for k in (1, 2):
         it = run_dir / f"iter-{k}"
         traj = artifacts.read_table(str(it / "rollout"), "trajectories")
         band = artifacts.read_table(str(it / "rollout"), "band")
-        # Every tally group split 1 pass / 1 fail and was kept; audit groups never passed.
+        # The real verifier graded the fake's replays as the policy meant them: one pass in two
+        # per group, none for the hopeless task; the band kept exactly the groups with a pass.
         assert len(traj) == 2 * len(band) and set(traj["attempt"]) == {0, 1}
+        passes = dict(zip(band["task_id"], band["passes"], strict=True))
+        assert passes == {t: sum(policy.solved[t]) for t in passes}, band.to_dict("records")
+        assert {t: int(p) for t, p in passes.items()} == {
+            t: 0 if t in hopeless else 1 for t in passes
+        }, band.to_dict("records")
+        assert list(band["kept"]) == [p == 1 for p in band["passes"]]
         kept = band[band["kept"]]
-        assert len(kept) > 0, band.to_dict("records")
-        assert set(kept["capability"]) == {SOLVED}, band.to_dict("records")
-        assert (band.loc[band["capability"] != SOLVED, "passes"] == 0).all()
-        assert (kept["passes"] == 1).all()
-        assert traj["passed"].any() and not traj["passed"].all()
+        assert 0 < len(kept) < len(band), band.to_dict("records")
 
         metrics = artifacts.read_table(str(it / "train"), "metrics")
         phases = Counter(metrics["phase"])
@@ -224,15 +232,18 @@ def test_two_iterations_train_and_iteration_2_rolls_out_the_checkpoint(tmp_path)
         (row,) = artifacts.read_rows(str(it / "train"), "checkpoint")
         assert row["status"] == "trained" and row["kind"] == "full", row
         assert row["phases"] == "sft,grpo" and row["kept_groups"] == len(kept), row
+        assert row["sft_episodes"] == len(kept), row  # the one passed episode of each kept group
         ckpt[k] = row["checkpoint_path"]
         assert Path(ckpt[k]).is_relative_to(it / "train"), row
-        assert ckpt[k] != str(base)
+        # iteration 1 trains the base model, iteration 2 continues from iteration 1's checkpoint
+        assert row["base_model"] == (str(base) if k == 1 else ckpt[1]), row
 
-    # The checkpoint holds different weights than the base model (same tensors, changed values).
-    before, after = weights(base), weights(ckpt[1])
-    assert before.keys() == after.keys()
-    changed = [n for n in before if not before[n].equal(after[n])]
-    assert changed, "iteration 1's checkpoint has the base model's weights"
+    # Each checkpoint holds different weights than the model it started from (same tensors).
+    for start, trained in ((str(base), ckpt[1]), (ckpt[1], ckpt[2])):
+        before, after = weights(start), weights(trained)
+        assert before.keys() == after.keys()
+        changed = [n for n in before if not before[n].equal(after[n])]
+        assert changed, f"{trained} has the weights of {start}: training changed nothing"
 
     # Iteration 1 rolled out the base model; iteration 2 the checkpoint iteration 1 trained.
     traj1 = artifacts.read_table(str(run_dir / "iter-1/rollout"), "trajectories")
@@ -247,5 +258,7 @@ def test_two_iterations_train_and_iteration_2_rolls_out_the_checkpoint(tmp_path)
         f"policy: iteration 1's checkpoint {ckpt[1]}, served by {url} as {MODEL}"
     )
     # diagnose of iteration k evaluates the checkpoint train just wrote
-    assert f"iteration 2's checkpoint {ckpt[2]}" in summaries[2, "diagnose"]["policy"]
+    for k in (1, 2):
+        assert f"iteration {k}'s checkpoint {ckpt[k]}" in summaries[k, "diagnose"]["policy"]
+    assert {b["model"] for b in fake.requests} == {MODEL}
     assert json.loads((run_dir / "iter-1/diagnose/guidance.json").read_text())
