@@ -135,7 +135,50 @@ def iteration_flow(
     return outcomes
 
 
-@flow(name="loop", persist_result=False, validate_parameters=False)
+def _loop_run_name() -> str:
+    from prefect.runtime import flow_run
+
+    return str(flow_run.parameters.get("run_id") or "new-run")
+
+
+def mark_crashed(run_id: str) -> list[str]:
+    """Flow runs of `run_id` still Pending or Running in the Prefect API when it is resumed belong
+    to a process that is gone (a run id is driven by one process at a time): set them Crashed,
+    saying so, so the UI stops showing them as running. Returns their names."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import (
+        FlowRunFilter,
+        FlowRunFilterName,
+        FlowRunFilterState,
+        FlowRunFilterStateType,
+    )
+    from prefect.client.schemas.objects import StateType
+    from prefect.context import FlowRunContext
+    from prefect.states import Crashed
+
+    ctx = FlowRunContext.get()
+    mine = {ctx.flow_run.id} if ctx and ctx.flow_run else set()
+    live = FlowRunFilterStateType(any_=[StateType.RUNNING, StateType.PENDING])
+    wanted = FlowRunFilter(
+        name=FlowRunFilterName(like_=run_id), state=FlowRunFilterState(type=live)
+    )
+    marked = []
+    with get_client(sync_client=True) as client:
+        for fr in client.read_flow_runs(flow_run_filter=wanted):
+            ours = fr.name == run_id or fr.name.startswith(f"{run_id}-iter-")
+            if fr.id in mine or not ours:
+                continue
+            message = (
+                f"its process is gone: run {run_id} was resumed by flow run {_loop_run_name()}"
+            )
+            client.set_flow_run_state(fr.id, Crashed(message=message), force=True)
+            marked.append(fr.name)
+    if marked:
+        log.warning("marked %d flow run(s) of a killed process as Crashed: %s", len(marked), marked)
+    return marked
+
+
+@flow(name="loop", flow_run_name=_loop_run_name, persist_result=False, validate_parameters=False)
 def loop_flow(
     run_id: str | None = None,
     config: dict[str, Any] | None = None,
@@ -151,6 +194,10 @@ def loop_flow(
     runs.save_run_config(cfg, run_id)
     runs.apply_environment(cfg)
     runs.sweep_sandboxes()
+    try:
+        mark_crashed(run_id)
+    except Exception as exc:  # the UI's view only: never a reason to stop the run
+        log.warning("could not mark the flow runs of killed processes: %s", exc)
     summary = runs.RunSummary(run_id=run_id, root=cfg.storage.root)
     t0 = time.time()
     forced: set[str] = set()

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from clawloop.generators.candidates import candidate_row, parse_meta
 from clawloop.generators.contract import OUTPUT_FORMATS, ContractError, GeneratorMeta
@@ -92,6 +92,17 @@ class SynthesizeConfig(BaseModel):
     llm_workers: int = Field(
         2, ge=1, le=256, description="generators written concurrently (each forges in a sandbox)"
     )
+
+    @field_validator("generator_paths")
+    @classmethod
+    def _paths_exist(cls, paths: list[str]) -> list[str]:
+        missing = [p for p in paths if not Path(p).expanduser().exists()]
+        if missing:
+            raise ValueError(
+                f"no such file or folder: {', '.join(missing)} (relative paths are from "
+                f"{Path.cwd()}): fix the path, or remove it from the list"
+            )
+        return paths
 
 
 class SynthesisError(ValueError):

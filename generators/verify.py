@@ -325,8 +325,9 @@ def _probe_verdict(result: dict[str, Any], what: str) -> tuple[bool, str]:
 def verify_task(
     forged_row: dict[str, Any], sandbox: SandboxConfig
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """CHECKS rows and one VERDICTS row for a FORGED row. Sandbox faults become failed checks
-    with their reason (the stage goes on); the verdict names the first failed check."""
+    """CHECKS rows and one VERDICTS row for a FORGED row; the verdict names the first failed
+    check. A fault of the sandbox itself raises SandboxError: it says nothing about the task, so
+    the caller retries it rather than record it as a verdict."""
     task_id = str(forged_row.get("task_id", ""))
     verdict = {
         "task_id": task_id,
@@ -354,7 +355,7 @@ def verify_task(
         def run(name: str, fn: Any) -> None:
             try:
                 ok, reason = fn()
-            except (SandboxError, OSError, ValueError) as exc:
+            except (OSError, ValueError) as exc:  # a SandboxError is the engine's: it propagates
                 ok, reason = False, f"could not run: {type(exc).__name__}: {exc}"
             checks.append(_check(task_id, name, ok, reason))
 
@@ -362,7 +363,7 @@ def verify_task(
         run("leak", lambda: check_leak(task_dir))
         try:
             results = run_sandbox_checks(task_dir, sandbox)
-        except (SandboxError, OSError, ValueError, ImportError) as exc:
+        except (OSError, ValueError, ImportError) as exc:
             reason = f"could not run: {type(exc).__name__}: {exc}"
             checks.append(_check(task_id, "oracle", False, reason))
         else:

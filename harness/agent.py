@@ -140,6 +140,168 @@ def _calls_of(reply: ChatReply) -> tuple[list[ParsedCall], list[str], bool]:
     return calls, errors, True
 
 
+class _EpisodeOver(Exception):
+    """Raised by a step of the loop to end the episode: `reason` is one of END_REASONS."""
+
+    def __init__(self, reason: str, error: str = "") -> None:
+        super().__init__(reason, error)
+        self.reason, self.error = reason, error
+
+
+def _check_budget(
+    messages: list[dict[str, Any]], budget: _Budget, cfg: AgentConfig, remaining: float
+) -> None:
+    """End the episode before a request that has no wall time left or would overflow the context."""
+    if remaining <= 0:
+        raise _EpisodeOver("timeout", f"episode wall time {cfg.episode_timeout_s:g}s used up")
+    need = budget.prompt_tokens(messages) + cfg.max_tokens
+    if need > cfg.context_len:
+        raise _EpisodeOver(
+            "context_full", f"prompt + max_tokens ~ {need} > context {cfg.context_len}"
+        )
+
+
+def _request(
+    client: openai.OpenAI,
+    model: str,
+    messages: list[dict[str, Any]],
+    cfg: AgentConfig,
+    remaining: float,
+    deadline: float,
+) -> ChatReply:
+    """One chat request within the episode's remaining time; a server fault ends the episode."""
+    # A client-side retry (after a timeout) is allowed only while two full request timeouts
+    # fit in the episode's remaining wall time; otherwise it would overrun the deadline.
+    retry_ok = remaining > 2 * cfg.request_timeout_s
+    call_client = client if retry_ok else client.with_options(max_retries=0)
+    try:
+        return chat(
+            call_client,
+            model,
+            messages,
+            tools=TOOLS,
+            max_tokens=cfg.max_tokens,
+            temperature=cfg.temperature,
+            want_token_ids=cfg.want_token_ids,
+            timeout_s=min(cfg.request_timeout_s, remaining),
+        )
+    except LLMError as exc:
+        if exc.kind == "context_full":
+            raise _EpisodeOver("context_full", str(exc)) from exc
+        if exc.kind == "timeout" and time.monotonic() >= deadline - 0.5:
+            raise _EpisodeOver(
+                "timeout", f"episode wall time ran out waiting for the model: {exc}"
+            ) from exc
+        raise _EpisodeOver("server_error", f"{exc.kind}: {exc}") from exc
+
+
+def _assistant_message(
+    reply: ChatReply, calls: list[ParsedCall], from_text: bool
+) -> tuple[dict[str, Any], str]:
+    """The reply as the assistant message to keep, and its raw text when calls came from text."""
+    message = dict(reply.message)
+    if not (from_text and calls):
+        return message, ""
+    # Store the calls in native shape, and only the prose as content: a chat template
+    # renders tool_calls itself, so leaving the blocks in the text would show the model
+    # every call twice on the next turn. The exact text stays in the turn record.
+    raw_content = message.get("content") or ""
+    message["content"] = parse_text_tool_calls(raw_content)[2]
+    message["tool_calls"] = [
+        {
+            "id": c.id,
+            "type": "function",
+            "function": {
+                "name": c.name,
+                "arguments": c.arguments
+                if isinstance(c.arguments, str)
+                else json.dumps(c.arguments, ensure_ascii=False),
+            },
+        }
+        for c in calls
+    ]
+    return message, raw_content
+
+
+def _turn_record(reply: ChatReply, from_text: bool, raw_content: str) -> dict[str, Any]:
+    """What the episode keeps of one reply for training: token ids, logprobs, timing."""
+    return {
+        "prompt_token_ids": reply.prompt_token_ids,
+        "completion_token_ids": reply.completion_token_ids,
+        "logprobs": reply.logprobs,
+        "needs_retokenize": reply.needs_retokenize,
+        "finish_reason": reply.finish_reason,
+        "latency_s": round(reply.latency_s, 4),
+        "tool_calls_from_text": from_text,
+        "raw_content": raw_content,
+        "tools": [],
+    }
+
+
+def _run_tools(
+    sb: Sandbox, ep: Episode, calls: list[ParsedCall], turn: dict[str, Any], deadline: float
+) -> bool:
+    """Run the reply's tool calls in order, each observation a tool message; True once one
+    finishes the episode (later calls are not run). A sandbox fault ends the episode."""
+    for call in calls:
+        try:
+            result = call_tool(sb, call.name, call.arguments, deadline - time.monotonic())
+        except SandboxError as exc:
+            raise _EpisodeOver(
+                "sandbox_error", f"sandbox failed during {call.name}: {exc}"
+            ) from exc
+        ep.n_tool_calls += 1
+        turn["tools"].append(
+            {
+                "name": call.name,
+                "error": result.error,
+                "duration_s": round(result.duration_s, 4),
+            }
+        )
+        ep.messages.append({"role": "tool", "tool_call_id": call.id, "content": result.output})
+        if result.finished:
+            return True
+    return False
+
+
+def _nudge(
+    parse_errors: list[str], calls: list[ParsedCall], finish_reason: str
+) -> dict[str, Any] | None:
+    """The user message that follows a reply with malformed tool calls or none at all."""
+    if parse_errors:
+        hint = (
+            'Write each tool call as <tool_call>{"name": "...", "arguments": {...}}</tool_call> '
+            "or use native tool calls."
+        )
+        return {"role": "user", "content": "error: " + "; ".join(parse_errors) + "\n" + hint}
+    if not calls:
+        cut = " Your reply was cut at max_tokens." if finish_reason == "length" else ""
+        return {
+            "role": "user",
+            "content": "No tool call found." + cut + " Use the tools to work on the task, "
+            "and call finish when the outputs are written.",
+        }
+    return None
+
+
+def _take_turn(
+    sb: Sandbox, ep: Episode, reply: ChatReply, budget: _Budget, deadline: float
+) -> bool:
+    """Record one reply and run its tool calls; True when the episode is finished."""
+    calls, parse_errors, from_text = _calls_of(reply)
+    message, raw_content = _assistant_message(reply, calls, from_text)
+    ep.messages.append(message)
+    budget.observe(reply, len(ep.messages))
+    turn = _turn_record(reply, bool(from_text and calls), raw_content)
+    ep.turns.append(turn)
+    if _run_tools(sb, ep, calls, turn, deadline):
+        return True
+    nudge = _nudge(parse_errors, calls, reply.finish_reason)
+    if nudge is not None:
+        ep.messages.append(nudge)
+    return False
+
+
 def run_episode(
     sb: Sandbox,
     instruction: str,
@@ -159,107 +321,13 @@ def run_episode(
         ep.duration_s = time.monotonic() - start
         return ep
 
-    for _ in range(cfg.max_turns):
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return end("timeout", f"episode wall time {cfg.episode_timeout_s:g}s used up")
-        need = budget.prompt_tokens(ep.messages) + cfg.max_tokens
-        if need > cfg.context_len:
-            return end("context_full", f"prompt + max_tokens ~ {need} > context {cfg.context_len}")
-        # A client-side retry (after a timeout) is allowed only while two full request timeouts
-        # fit in the episode's remaining wall time; otherwise it would overrun the deadline.
-        retry_ok = remaining > 2 * cfg.request_timeout_s
-        call_client = client if retry_ok else client.with_options(max_retries=0)
-        try:
-            reply = chat(
-                call_client,
-                model,
-                ep.messages,
-                tools=TOOLS,
-                max_tokens=cfg.max_tokens,
-                temperature=cfg.temperature,
-                want_token_ids=cfg.want_token_ids,
-                timeout_s=min(cfg.request_timeout_s, remaining),
-            )
-        except LLMError as exc:
-            if exc.kind == "context_full":
-                return end("context_full", str(exc))
-            if exc.kind == "timeout" and time.monotonic() >= deadline - 0.5:
-                return end("timeout", f"episode wall time ran out waiting for the model: {exc}")
-            return end("server_error", f"{exc.kind}: {exc}")
-
-        calls, parse_errors, from_text = _calls_of(reply)
-        message = dict(reply.message)
-        raw_content = ""
-        if from_text and calls:
-            # Store the calls in native shape, and only the prose as content: a chat template
-            # renders tool_calls itself, so leaving the blocks in the text would show the model
-            # every call twice on the next turn. The exact text stays in the turn record.
-            raw_content = message.get("content") or ""
-            message["content"] = parse_text_tool_calls(raw_content)[2]
-            message["tool_calls"] = [
-                {
-                    "id": c.id,
-                    "type": "function",
-                    "function": {
-                        "name": c.name,
-                        "arguments": c.arguments
-                        if isinstance(c.arguments, str)
-                        else json.dumps(c.arguments, ensure_ascii=False),
-                    },
-                }
-                for c in calls
-            ]
-        ep.messages.append(message)
-        budget.observe(reply, len(ep.messages))
-        turn: dict[str, Any] = {
-            "prompt_token_ids": reply.prompt_token_ids,
-            "completion_token_ids": reply.completion_token_ids,
-            "logprobs": reply.logprobs,
-            "needs_retokenize": reply.needs_retokenize,
-            "finish_reason": reply.finish_reason,
-            "latency_s": round(reply.latency_s, 4),
-            "tool_calls_from_text": bool(from_text and calls),
-            "raw_content": raw_content,
-            "tools": [],
-        }
-        ep.turns.append(turn)
-
-        finished = False
-        for call in calls:
-            try:
-                result = call_tool(sb, call.name, call.arguments, deadline - time.monotonic())
-            except SandboxError as exc:
-                return end("sandbox_error", f"sandbox failed during {call.name}: {exc}")
-            ep.n_tool_calls += 1
-            turn["tools"].append(
-                {
-                    "name": call.name,
-                    "error": result.error,
-                    "duration_s": round(result.duration_s, 4),
-                }
-            )
-            ep.messages.append({"role": "tool", "tool_call_id": call.id, "content": result.output})
-            if result.finished:
-                finished = True
-                break
-        if finished:
-            return end("finished")
-        if parse_errors:
-            hint = (
-                'Write each tool call as <tool_call>{"name": "...", "arguments": {...}}</tool_call> '
-                "or use native tool calls."
-            )
-            ep.messages.append(
-                {"role": "user", "content": "error: " + "; ".join(parse_errors) + "\n" + hint}
-            )
-        elif not calls:
-            cut = " Your reply was cut at max_tokens." if reply.finish_reason == "length" else ""
-            ep.messages.append(
-                {
-                    "role": "user",
-                    "content": "No tool call found." + cut + " Use the tools to work on the task, "
-                    "and call finish when the outputs are written.",
-                }
-            )
+    try:
+        for _ in range(cfg.max_turns):
+            remaining = deadline - time.monotonic()
+            _check_budget(ep.messages, budget, cfg, remaining)
+            reply = _request(client, model, ep.messages, cfg, remaining, deadline)
+            if _take_turn(sb, ep, reply, budget, deadline):
+                return end("finished")
+    except _EpisodeOver as over:
+        return end(over.reason, over.error)
     return end("max_turns", f"no finish within {cfg.max_turns} turns")

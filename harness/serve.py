@@ -31,10 +31,12 @@ checkpoint folder; `served_models` tells whether the server already serves it.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import logging
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -46,6 +48,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
+
+from clawloop.harness import owned
 
 log = logging.getLogger(__name__)
 
@@ -212,6 +216,15 @@ def _tail(out: IO[bytes], limit: int = 3000) -> str:
     return out.read()[-limit:].decode(errors="replace")
 
 
+def _die_with_parent() -> None:
+    """In the child before exec: SIGKILL it when the process that started it dies (Linux)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass  # not Linux: the next run's sweep (harness.owned) still stops it
+
+
 @contextmanager
 def local_policy_server(model_dir: Path, startup_timeout_s: float = 180.0) -> Iterator[str]:
     """Serve `model_dir` with `transformers serve` on a free port; yields the /v1 base URL."""
@@ -231,7 +244,9 @@ def local_policy_server(model_dir: Path, startup_timeout_s: float = 180.0) -> It
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=_die_with_parent,
         )
+        pidfile = owned.record_child(proc)  # a SIGKILLed run's server is swept at the next start
         base = f"http://127.0.0.1:{port}"
         try:
             try:
@@ -249,3 +264,4 @@ def local_policy_server(model_dir: Path, startup_timeout_s: float = 180.0) -> It
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(timeout=10)
+            pidfile.unlink(missing_ok=True)

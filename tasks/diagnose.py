@@ -5,8 +5,8 @@ which the next iteration's synthesize reads (capability weights, difficulty, fai
 from __future__ import annotations
 
 import logging
-import tempfile
 from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +24,7 @@ from clawloop.generators.diagnosis.diagnose import (
 )
 from clawloop.generators.diagnosis.guidance import read_guidance
 from clawloop.generators.diagnosis.summary import SummaryConfig, summarize_failure
+from clawloop.harness import owned
 from clawloop.storage import artifacts, schemas
 from clawloop.tasks.episodes import roll_out, verified_tasks
 from clawloop.tasks.policy import policy_slice, serve_policy
@@ -93,24 +94,26 @@ def run(ctx: StageContext) -> StageResult:
     def map_rows(fn: Callable[[dict], dict], rows: list[dict]) -> list[dict]:
         return ctx.map(summarize_one, rows, fallback, workers=workers, summarize=fn)
 
-    with tempfile.TemporaryDirectory(prefix="clawloop-diagnose-") as tmp:
+    with owned.temp_dir("clawloop-diagnose-") as tmp, ExitStack() as stack:
         out = Path(tmp) / "out"
         tasks = verified_tasks(ctx, "eval", Path(tmp) / "tasks")
-        with serve_policy(ctx, ctx.iteration) as (policy, served):
-            evals = (
-                roll_out(ctx, tasks, policy, cfg.eval_rollout_config(), workers) if tasks else []
-            )
-            res = diagnose_stage(
-                pd.DataFrame(evals, columns=schemas.TRAJECTORIES.names),
-                _history(ctx),
-                cfg.diagnose_config(),
-                policy.endpoint(),
-                out,
-                ctx.iteration,
-                prev_guidance=previous,
-                capabilities=capabilities,
-                map_rows=map_rows,
-            )
+        evals: list[dict[str, Any]] = []
+        endpoint, served = None, "no policy served: no verified eval task"
+        if tasks:
+            policy, served = stack.enter_context(serve_policy(ctx, ctx.iteration))
+            evals = roll_out(ctx, tasks, policy, cfg.eval_rollout_config(), workers)
+            endpoint = policy.endpoint()
+        res = diagnose_stage(
+            pd.DataFrame(evals, columns=schemas.TRAJECTORIES.names),
+            _history(ctx),
+            cfg.diagnose_config(),
+            endpoint,
+            out,
+            ctx.iteration,
+            prev_guidance=previous,
+            capabilities=capabilities,
+            map_rows=map_rows,
+        )
         files = {n: (out / n).read_bytes() for n in FILES if (out / n).is_file()}
     return StageResult(
         {"eval_trajectories": (schemas.TRAJECTORIES, evals), **res.tables()},

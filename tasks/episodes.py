@@ -2,8 +2,10 @@
 run per episode (`run_episode`), trajectory rows out in (task, attempt) order.
 
 Episodes go through `ctx.map` like forge and verify, so the UI lists each one and the stage's
-task runner bounds how many are in flight. A fault inside an episode is a row with an end reason
-(`safe_attempt`), never a crashed stage.
+task runner bounds how many are in flight. The policy failing a task is a result; an episode that
+ends in an infrastructure fault (the endpoint stopped answering, the sandbox failed, the harness
+broke: `INFRA_END_REASONS`) says nothing about the policy, so it is retried, and if it persists
+the stage fails (nothing committed) with what to fix, and a resumed run runs it again.
 """
 
 from __future__ import annotations
@@ -25,7 +27,10 @@ from clawloop.harness.taskfolder.folder import unpack_tar
 from clawloop.harness.tools import TOOLS
 from clawloop.storage import schemas
 from clawloop.storage.artifacts import empty_row
-from clawloop.tasks.stage import StageContext
+from clawloop.storage.schemas import INFRA_END_REASONS
+from clawloop.tasks.mapping import InfraFault, retry_transient
+from clawloop.tasks.sandbox import sandbox_for
+from clawloop.tasks.stage import StageContext, fail_on_infra
 
 log = logging.getLogger("clawloop.episodes")
 Job = tuple[Path, dict[str, Any], int]  # (task folder, task row without its tar, attempt)
@@ -47,6 +52,9 @@ def verified_tasks(ctx: StageContext, split: str, into: Path) -> list[tuple[Path
 @task(
     name="run-episode",
     task_run_name="episode-{job[1][task_id]}-{job[2]}",
+    retries=2,
+    retry_delay_seconds=[2, 5],
+    retry_condition_fn=retry_transient,
     cache_policy=NO_CACHE,
     persist_result=False,
 )
@@ -58,14 +66,19 @@ def run_episode(
     cfg: RolloutConfig,
     count_tokens: Callable[[list[dict]], int] | None,
 ) -> dict[str, Any]:
-    """One episode of one task in a fresh sandbox, graded: a TRAJECTORIES row. A sandbox that
-    fails to start is retried inside (`SANDBOX_START_ATTEMPTS`); any other fault is a row."""
+    """One episode of one task in a fresh sandbox, graded: a TRAJECTORIES row. An episode that
+    ended in an infrastructure fault raises InfraFault (retried; the row travels with it)."""
     task_dir, task_row, attempt = job
-    return safe_attempt(task_dir, task_row, policy, client, attempt, sandbox, cfg, count_tokens)
+    row = safe_attempt(task_dir, task_row, policy, client, attempt, sandbox, cfg, count_tokens)
+    if row["end_reason"] in INFRA_END_REASONS:
+        raise InfraFault(f"{row['end_reason']}: {row['error'] or 'no detail'}", row)
+    return row
 
 
 def _lost(job: Job, exc: BaseException) -> dict[str, Any]:
     task_dir, row, attempt = job
+    if isinstance(exc, InfraFault) and exc.row is not None:
+        return exc.row
     log.error("episode %d of %s was lost: %s", attempt, task_dir, exc)
     return empty_row(
         schemas.TRAJECTORIES,
@@ -95,10 +108,20 @@ def roll_out(
         workers=workers,
         policy=policy,
         client=make_client(policy.endpoint()),
-        sandbox=ctx.config.sandbox.to_sandbox_config(),
+        sandbox=sandbox_for(ctx),
         cfg=cfg,
         count_tokens=chat_token_counter(policy.tokenizer, TOOLS) if policy.tokenizer else None,
     )
+    infra = [
+        f"{r['task_id']} attempt {r['attempt']}: {r['end_reason']}: {r['error'][:300]}"
+        for r in rows
+        if r["end_reason"] in INFRA_END_REASONS
+    ]
+    fix = (
+        f"check the policy endpoint {policy.base_url} (is it up, does it serve {policy.model}?) "
+        "and the sandbox engine"
+    )
+    fail_on_infra(ctx, "episodes", infra, len(rows), fix)
     log.info(
         "%s: %d episodes of %d tasks in %.1fs, %d passed (policy %s)",
         ctx.stage,

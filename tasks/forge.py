@@ -18,8 +18,9 @@ from clawloop.harness.sandbox.base import SandboxConfig
 from clawloop.harness.taskfolder.folder import forged_row
 from clawloop.storage import schemas
 from clawloop.tasks.mapping import SANDBOX_RETRIES, is_transient
+from clawloop.tasks.sandbox import sandbox_for
 from clawloop.tasks.settings import Section
-from clawloop.tasks.stage import StageContext, StageResult, StageSpec
+from clawloop.tasks.stage import StageContext, StageResult, StageSpec, fail_on_infra
 
 if TYPE_CHECKING:
     from clawloop.tasks.config import RunConfig
@@ -71,9 +72,11 @@ def run(ctx: StageContext) -> StageResult:
         ctx.rows("synthesize", "candidates"),
         _crashed,
         workers=cfg.forge.workers,
-        sandbox=cfg.sandbox.to_sandbox_config(),
+        sandbox=sandbox_for(ctx),
         retries=cfg.forge.retries,
     )
+    infra = [f"{r['task_id']}: {r['error']}" for r in rows if r["error_kind"] == "sandbox"]
+    fail_on_infra(ctx, "tasks", infra, len(rows), "fix the sandbox engine (see the error)")
     ok = sum(r["status"] == "ok" for r in rows)
     kinds: dict[str, int] = {}
     for r in rows:

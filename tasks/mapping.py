@@ -5,7 +5,8 @@ A stage calls `ctx.map(task, items, on_error, **shared)`. Under a Prefect flow t
 `prefect_mapper`: one task run per item on the flow's task runner (so the UI shows every forge,
 verify, episode and summary, and the runner's size is the one concurrency setting); outside one
 (tests, scripts) it is `thread_mapper`, a bounded thread pool calling the task's function. Both
-retry a transient sandbox fault up to the task's `retries`, never the task's own code.
+retry a transient fault (sandbox, endpoint: `is_transient`) up to the task's `retries`, never
+the task's own code.
 """
 
 from __future__ import annotations
@@ -40,9 +41,19 @@ class Mapper(Protocol):
     ) -> list[Any]: ...
 
 
+class InfraFault(RuntimeError):
+    """An item failed for a reason outside its task and the policy (the endpoint stopped
+    answering, the sandbox engine went away). Retried like a sandbox fault; if it persists its
+    stage fails instead of committing the item as a result. `row` is what the item recorded."""
+
+    def __init__(self, message: str, row: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.row = row
+
+
 def is_transient(exc: BaseException | object) -> bool:
-    """Faults worth retrying: the sandbox failed to start or died, not the generator or agent."""
-    return isinstance(exc, SandboxError)
+    """Faults worth retrying: infrastructure (sandbox, endpoint), never the generator or agent."""
+    return isinstance(exc, SandboxError | InfraFault)
 
 
 def retry_transient(_task: Task[..., Any], _run: TaskRun, state: State[Any]) -> bool:
@@ -50,15 +61,25 @@ def retry_transient(_task: Task[..., Any], _run: TaskRun, state: State[Any]) -> 
     return is_transient(state.result(raise_on_failure=False))
 
 
-def call_with_retries(fn: Callable[[], Any], retries: int, delay_s: float = 0.5) -> Any:
-    """fn(), retrying transient faults up to `retries` times with a growing pause."""
+def _delay(task: Task[..., Any], attempt: int) -> float:
+    """The pause before retry `attempt` (0-based): the task's retry_delay_seconds, as Prefect."""
+    delay = task.retry_delay_seconds
+    if isinstance(delay, list | tuple):
+        return float(delay[min(attempt, len(delay) - 1)]) if delay else 0.0
+    return float(delay or 0.0)
+
+
+def call_with_retries(
+    fn: Callable[[], Any], retries: int, delay_s: Callable[[int], float] = lambda a: 0.5 * (a + 1)
+) -> Any:
+    """fn(), retrying transient faults up to `retries` times, pausing `delay_s(attempt)`."""
     for attempt in range(retries + 1):
         try:
             return fn()
         except Exception as exc:
             if attempt == retries or not is_transient(exc):
                 raise
-            time.sleep(delay_s * (attempt + 1))
+            time.sleep(delay_s(attempt))
     raise RuntimeError("unreachable: the loop returns or raises")
 
 
@@ -117,7 +138,12 @@ def thread_mapper(progress: bool | None = None) -> Mapper:
         ):
             tid = bar.add_task(task.name, total=len(items))
             futures = {
-                pool.submit(call_with_retries, lambda it=item: task.fn(it, **shared), retries): i
+                pool.submit(
+                    call_with_retries,
+                    lambda it=item: task.fn(it, **shared),
+                    retries,
+                    lambda a: _delay(task, a),
+                ): i
                 for i, item in enumerate(items)
             }
             for fut in as_completed(futures):

@@ -151,6 +151,25 @@ def endpoint_policy(ctx: StageContext, after_iteration: int) -> tuple[PolicyConf
     )
 
 
+def probe_endpoint(ctx: StageContext, policy: PolicyConfig) -> None:
+    """Ask the endpoint what it serves, once, before any episode: StageError (what, where, what
+    to do) if nothing answers or it does not serve the policy's model."""
+    try:
+        key = os.environ.get(policy.api_key_env, "") if policy.api_key_env else ""
+        models = served_models(policy.base_url, key, timeout_s=15.0)
+    except ServeError as exc:
+        raise StageError(
+            f"nothing answers at {policy.base_url} ({exc}): start the policy server or set "
+            f"llm.base_url, then resume: clawloop run --run-id {ctx.run_id}"
+        ) from exc
+    ids = sorted(str(m.get("id")) for m in models)
+    if ids and policy.model not in ids:
+        raise StageError(
+            f"{policy.base_url} serves {ids}, not {policy.model!r}: set llm.model to the name "
+            f"it serves, then resume: clawloop run --run-id {ctx.run_id}"
+        )
+
+
 def _api_key(ctx: StageContext) -> str:
     env = ctx.config.llm.api_key_env
     return os.environ.get(env, "") if env else ""
@@ -224,7 +243,9 @@ def serve_policy(ctx: StageContext, after_iteration: int) -> Iterator[tuple[Poli
     """(harness.rollout.PolicyConfig, note) for the policy after `after_iteration`: the configured
     endpoint (see `endpoint_policy`), or its checkpoint folder served locally for the block."""
     if ctx.config.llm.base_url:
-        yield endpoint_policy(ctx, after_iteration)
+        policy, note = endpoint_policy(ctx, after_iteration)
+        probe_endpoint(ctx, policy)
+        yield policy, note
         return
     model_dir = policy_dir(ctx, after_iteration)
     with local_policy_server(model_dir) as url:

@@ -3,12 +3,12 @@ filter keeps the tasks whose pass count is in [low, high] for training."""
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
+from clawloop.harness import owned
 from clawloop.harness.rollout import RolloutConfig, band_filter, pass_rates
 from clawloop.storage import schemas
 from clawloop.tasks.episodes import roll_out, verified_tasks
@@ -43,7 +43,7 @@ def config_slice(cfg: RunConfig, iteration: int) -> dict[str, Any]:
 def run(ctx: StageContext) -> StageResult:
     cfg = ctx.config
     rcfg = cfg.rollout_config()  # checked when the config was loaded
-    with tempfile.TemporaryDirectory(prefix="clawloop-rollout-") as tmp:
+    with owned.temp_dir("clawloop-rollout-") as tmp:
         tasks = verified_tasks(ctx, "train", Path(tmp))
         traj: list[dict[str, Any]] = []
         served = "no policy served: no verified train task to roll out"

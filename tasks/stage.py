@@ -81,3 +81,15 @@ class StageSpec:
     upstream: tuple[str, ...] = ()  # same-iteration stages whose artifacts it reads
     previous: tuple[str, ...] = ()  # previous-iteration stages it reads (guidance, checkpoint)
     workers: Callable[[RunConfig], int] = lambda cfg: 1  # items in flight in `ctx.map`
+
+
+def fail_on_infra(ctx: StageContext, what: str, faults: list[str], total: int, fix: str) -> None:
+    """Raise StageError when items hit infrastructure faults that outlived their retries: such
+    items are not results, so the stage is not committed and a resumed run re-runs it."""
+    if not faults:
+        return
+    raise StageError(
+        f"{ctx.stage} (iteration {ctx.iteration}): {len(faults)} of {total} {what} hit "
+        f"infrastructure faults that outlived their retries; first: {faults[0]}\n"
+        f"{fix}, then resume: clawloop run --run-id {ctx.run_id}"
+    )

@@ -28,9 +28,9 @@ from clawloop.generators.llm_writer import (
     writer_chat,
 )
 from clawloop.generators.synthesize import SynthesizeConfig, llm_picks, synthesize
-from clawloop.harness.llm import ChatFn, LLMEndpoint
+from clawloop.harness.llm import ChatFn, LLMEndpoint, PolicyConfig
 from clawloop.storage import schemas
-from clawloop.tasks.policy import endpoint_policy
+from clawloop.tasks.policy import endpoint_policy, probe_endpoint
 from clawloop.tasks.stage import StageContext, StageResult, StageSpec
 
 if TYPE_CHECKING:
@@ -166,6 +166,7 @@ def llm_write(
         )
         log.warning("synthesize iter %d: %s", ctx.iteration, msg)
         return rows, {"synthesis": msg, "llm_written": 0, "llm_asked": len(picks)}
+    probe_endpoint(ctx, PolicyConfig(endpoint.base_url, endpoint.model, endpoint.api_key_env))
     chat = writer_chat(endpoint)
     chosen = [rows[i] for i in picks]
     wguide = writer_guidance(guidance, {str(r["capability"]) for r in chosen})

@@ -14,9 +14,10 @@ from clawloop.generators.verify import verify_task
 from clawloop.harness.sandbox.base import SandboxConfig
 from clawloop.storage import schemas
 from clawloop.storage.artifacts import empty_row
-from clawloop.tasks.mapping import retry_transient
+from clawloop.tasks.mapping import SANDBOX_RETRIES, is_transient, retry_transient
+from clawloop.tasks.sandbox import sandbox_for
 from clawloop.tasks.settings import Section
-from clawloop.tasks.stage import StageContext, StageResult, StageSpec
+from clawloop.tasks.stage import StageContext, StageResult, StageSpec, fail_on_infra
 
 if TYPE_CHECKING:
     from clawloop.tasks.config import RunConfig
@@ -32,14 +33,14 @@ class VerifySettings(Section):
 @task(
     name="verify-one",
     task_run_name="verify-{forged[task_id]}",
-    retries=1,
-    retry_delay_seconds=1,
+    retries=SANDBOX_RETRIES,
+    retry_delay_seconds=[1, 2, 4],
     retry_condition_fn=retry_transient,
     cache_policy=NO_CACHE,
     persist_result=False,
 )
 def verify_one(forged: dict[str, Any], sandbox: SandboxConfig) -> Checked:
-    """A FORGED row -> its CHECKS rows and VERDICTS row."""
+    """A FORGED row -> its CHECKS rows and VERDICTS row; a sandbox fault raises (retried)."""
     return verify_task(forged, sandbox)
 
 
@@ -67,13 +68,17 @@ def config_slice(cfg: RunConfig, iteration: int) -> dict[str, Any]:
 
 def run(ctx: StageContext) -> StageResult:
     cfg = ctx.config
-    results = ctx.map(
-        verify_one,
-        ctx.rows("forge", "tasks"),
-        _crashed,
-        workers=cfg.verify.workers,
-        sandbox=cfg.sandbox.to_sandbox_config(),
-    )
+    forged = ctx.rows("forge", "tasks")
+    infra: list[str] = []
+
+    def crashed(row: dict[str, Any], exc: BaseException) -> Checked:
+        if is_transient(exc):
+            infra.append(f"{row['task_id']}: {type(exc).__name__}: {exc}")
+        return _crashed(row, exc)
+
+    box = sandbox_for(ctx) if forged else cfg.sandbox.to_sandbox_config()
+    results = ctx.map(verify_one, forged, crashed, workers=cfg.verify.workers, sandbox=box)
+    fail_on_infra(ctx, "tasks", infra, len(forged), "fix the sandbox engine (see the error)")
     checks = [c for cs, _ in results for c in cs]
     verdicts = [v for _, v in results]
     kept = sum(v["kept"] for v in verdicts)

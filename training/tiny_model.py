@@ -78,112 +78,68 @@ def chat_template_text() -> str:
     return path.read_text()
 
 
+# The corpus's vocabulary: names and words from task data, shell commands, the agent's tools.
+_WORDS = [
+    "hive", "weight", "apiary", "log", "trail", "segment", "contact", "callsign", "report",
+    "output", "input", "data", "csv", "json", "total", "count", "mean", "sum", "date", "id",
+    "name", "status", "value", "unit", "kg", "lb", "km", "mile", "retired", "active", "error",
+    "workspace", "file", "line", "column", "row", "key", "field", "record", "index", "detail",
+    "source", "merge", "audit", "check", "the", "a", "of", "to", "and", "in", "is", "for",
+    "with", "on", "that", "this", "from", "by", "are", "be", "or", "as", "at",
+]  # fmt: skip
+_DIRS = ["data", "logs", "input", "/workspace", "sources", "output"]
+_COMMANDS = [
+    "ls -la {d}",
+    "cat {d}/{f}.csv",
+    "head -n {n} {d}/{f}.json",
+    "grep -rn '{w}' {d}",
+    "wc -l {d}/{f}.csv",
+    "mkdir -p output && python3 -c 'import json; print({n})'",
+    "python3 solve.py --input {d}/{f}.csv --output output/{f}.json",
+    "find {d} -name '*.csv' | sort",
+    "sed -n '1,{n}p' {d}/{f}.txt",
+    "awk -F, '{{s+=${n}}} END {{print s}}' {d}/{f}.csv",
+    "jq '.{w}' {d}/{f}.json",
+    "echo '{w},{n}' >> output/{f}.csv",
+]
+_TOOLS = ["bash", "read_file", "write_file", "list_dir", "submit"]
+_CORPUS_ROUNDS = 600
+# The chat-template framing the tokenizer must see whole.
+_CHAT_TEXTS = [
+    "<|im_start|>system\nYou are a careful agent.<|im_end|>\n",
+    "<|im_start|>user\nWrite output/report.csv.<|im_end|>\n<|im_start|>assistant\n",
+    "<think>\n\n</think>\n\n",
+]
+
+
+def _corpus_round(rng: random.Random) -> list[str]:
+    """One round of the corpus: a command, a JSON record, a tool call and its response, prose
+    and CSV lines, all drawn from the same few random choices."""
+    d = rng.choice(_DIRS)
+    f = rng.choice(_WORDS)
+    w = rng.choice(_WORDS)
+    n = rng.randint(0, 500)
+    cmd = rng.choice(_COMMANDS).format(d=d, f=f, w=w, n=n)
+    record = {rng.choice(_WORDS): rng.choice([n, w, n / 7.0, True, None]) for _ in range(3)}
+    name = rng.choice(_TOOLS)
+    args = json.dumps({"command": cmd} if name == "bash" else {"path": f"{d}/{f}.csv"})
+    return [
+        cmd,
+        json.dumps(record),
+        f'<tool_call>\n{{"name": "{name}", "arguments": {args}}}\n</tool_call>',
+        f"<tool_response>\n{w},{n}\n{f},{n + 1}\n</tool_response>",
+        " ".join(rng.choice(_WORDS) for _ in range(12)) + ".",
+        f"{f},{w},{n}\n{w},{f},{n * 2}",
+    ]
+
+
 def _corpus(seed: int) -> list[str]:
     """Shell, JSON and tool-call text in the shapes the agent reads and writes."""
     rng = random.Random(seed)
-    words = [
-        "hive",
-        "weight",
-        "apiary",
-        "log",
-        "trail",
-        "segment",
-        "contact",
-        "callsign",
-        "report",
-        "output",
-        "input",
-        "data",
-        "csv",
-        "json",
-        "total",
-        "count",
-        "mean",
-        "sum",
-        "date",
-        "id",
-        "name",
-        "status",
-        "value",
-        "unit",
-        "kg",
-        "lb",
-        "km",
-        "mile",
-        "retired",
-        "active",
-        "error",
-        "workspace",
-        "file",
-        "line",
-        "column",
-        "row",
-        "key",
-        "field",
-        "record",
-        "index",
-        "detail",
-        "source",
-        "merge",
-        "audit",
-        "check",
-        "the",
-        "a",
-        "of",
-        "to",
-        "and",
-        "in",
-        "is",
-        "for",
-        "with",
-        "on",
-        "that",
-        "this",
-        "from",
-        "by",
-        "are",
-        "be",
-        "or",
-        "as",
-        "at",
-    ]
-    commands = [
-        "ls -la {d}",
-        "cat {d}/{f}.csv",
-        "head -n {n} {d}/{f}.json",
-        "grep -rn '{w}' {d}",
-        "wc -l {d}/{f}.csv",
-        "mkdir -p output && python3 -c 'import json; print({n})'",
-        "python3 solve.py --input {d}/{f}.csv --output output/{f}.json",
-        "find {d} -name '*.csv' | sort",
-        "sed -n '1,{n}p' {d}/{f}.txt",
-        "awk -F, '{{s+=${n}}} END {{print s}}' {d}/{f}.csv",
-        "jq '.{w}' {d}/{f}.json",
-        "echo '{w},{n}' >> output/{f}.csv",
-    ]
-    tools = ["bash", "read_file", "write_file", "list_dir", "submit"]
     texts: list[str] = []
-    for _ in range(600):
-        d = rng.choice(["data", "logs", "input", "/workspace", "sources", "output"])
-        f = rng.choice(words)
-        w = rng.choice(words)
-        n = rng.randint(0, 500)
-        cmd = rng.choice(commands).format(d=d, f=f, w=w, n=n)
-        record = {rng.choice(words): rng.choice([n, w, n / 7.0, True, None]) for _ in range(3)}
-        name = rng.choice(tools)
-        args = json.dumps({"command": cmd} if name == "bash" else {"path": f"{d}/{f}.csv"})
-        texts += [
-            cmd,
-            json.dumps(record),
-            f'<tool_call>\n{{"name": "{name}", "arguments": {args}}}\n</tool_call>',
-            f"<tool_response>\n{w},{n}\n{f},{n + 1}\n</tool_response>",
-            " ".join(rng.choice(words) for _ in range(12)) + ".",
-            f"{f},{w},{n}\n{w},{f},{n * 2}",
-        ]
-    texts.append("<|im_start|>system\nYou are a careful agent.<|im_end|>\n")
-    texts.append("<|im_start|>user\nWrite output/report.csv.<|im_end|>\n<|im_start|>assistant\n")
-    texts.append("<think>\n\n</think>\n\n")
-    return texts
+    for _ in range(_CORPUS_ROUNDS):
+        texts += _corpus_round(rng)
+    return texts + list(_CHAT_TEXTS)
 
 
 def _train_tokenizer(recipe: TinyRecipe):

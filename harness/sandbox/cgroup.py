@@ -4,7 +4,7 @@ RLIMIT_AS caps one process; a sandbox that forks `pids` processes could otherwis
 `pids x memory_mb`. Each bubblewrap sandbox therefore gets a child memory cgroup created beneath
 the cgroup this process itself lives in (read from /proc/self/cgroup, so a runner confined to its
 own cgroup stays inside it), named `clawloop-<sandbox dir name>`. The sandbox's launcher moves itself in
-before it execs bwrap (bwrap.py `_enter`), so everything the sandbox forks is charged there and the kernel's OOM killer acts inside the sandbox only.
+before it execs bwrap (bwrap_launch.py `_enter`), so everything the sandbox forks is charged there and the kernel's OOM killer acts inside the sandbox only.
 
 Where the memory controller is absent or not writable (not root, cgroup v2 only, a read-only
 /sys), sandboxes still run with their per-process limits, and that is logged once.

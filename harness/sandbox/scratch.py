@@ -7,6 +7,8 @@ import os
 import shutil
 import tempfile
 
+from clawloop.harness import owned
+
 # Host scratch for task files in transit (uploads, downloads, unpacked tars). A RAM-backed
 # /dev/shm is preferred: forge+verify create and delete dozens of small files per task, and on
 # a disk file system each unlink/rmdir can cost about a millisecond of kernel time.
@@ -30,5 +32,6 @@ def scratch_dir() -> str | None:
 
 
 def scratch(prefix: str) -> tempfile.TemporaryDirectory:
-    """A temp dir in the host scratch space (see scratch_dir), removed when the `with` ends."""
-    return tempfile.TemporaryDirectory(prefix=prefix, dir=scratch_dir())
+    """A temp dir in the host scratch space (see scratch_dir), removed when the `with` ends, and
+    by the next run's sweep if this process is killed first (harness.owned)."""
+    return owned.temp_dir(prefix, scratch_dir())

@@ -126,10 +126,12 @@ class FakeOpenAI:
         router: Router | None = None,
         served_root: str | Callable[[], str] = "",
         lora_load_status: int = 200,
+        port: int = 0,  # 0: any free port
     ) -> None:
         if mode in ("oracle", "wrong") and task_dir is None:
             raise ValueError(f"mode {mode!r} replays a task's solution: pass task_dir")
         self.mode = mode
+        self.port = port
         self.text_tool_calls = text_tool_calls
         self.vllm_tokens = vllm_tokens
         self.stall_s = stall_s
@@ -240,7 +242,7 @@ class FakeOpenAI:
                 self.end_headers()
                 self.wfile.write(data)
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()

@@ -191,7 +191,7 @@ def test_two_iterations_train_and_iteration_2_rolls_out_the_checkpoint(tmp_path)
                     "phases": "sft+grpo",
                     "sft_max_steps": 1,
                     "grpo_max_steps": 1,
-                    "max_seq_len": 4096,  # the system prompt and tools alone are ~2k tiny-model tokens
+                    "max_seq_len": 4096,  # system prompt + tools alone: ~2k tiny-model tokens
                     "per_device_batch_size": 2,
                 },
                 "diagnose": {"embedder": "hashed", "summary_attempts": 1},

@@ -100,3 +100,39 @@ def test_each_stage_flow_runs_as_many_items_at_once_as_its_own_workers():
     )
     got = {n: stage_spec(n).workers(cfg) for n in ("synthesize", "forge", "rollout", "diagnose")}
     assert got == {"synthesize": 12, "forge": 3, "rollout": 5, "diagnose": 7}
+
+
+def test_resuming_a_run_marks_its_killed_flow_runs_crashed_and_names_runs_by_id(
+    harness, tmp_path, monkeypatch
+):
+    from prefect import flow
+    from prefect.client.orchestration import get_client
+    from prefect.states import Running
+
+    from clawloop.flows import pipeline
+    from clawloop.tasks.config import parse_config
+
+    @flow(name="stand-in")
+    def stand_in() -> None:
+        return None
+
+    with get_client(sync_client=True) as client:
+        ids = {}
+        for name in ("killed-run-iter-1", "killed-run-iter-1-forge", "other-run-iter-1"):
+            fr = client.create_flow_run(stand_in, name=name)
+            client.set_flow_run_state(fr.id, Running(), force=True)
+            ids[name] = fr.id
+    # what a kill -9 leaves: Running forever. Resuming the run marks its own, not others'.
+    monkeypatch.setattr(pipeline, "STAGES", _stages())
+    config = parse_config({"storage": {"root": str(tmp_path)}, "iterations": 1}).model_dump(
+        mode="json"
+    )
+    state = pipeline.loop_flow("killed-run", config, return_state=True)
+    assert state.is_completed()
+    with get_client(sync_client=True) as client:
+        states = {n: client.read_flow_run(i).state for n, i in ids.items()}
+        loop_run = client.read_flow_run(state.state_details.flow_run_id)
+    assert states["killed-run-iter-1"].is_crashed()
+    assert "killed-run was resumed" in states["killed-run-iter-1-forge"].message
+    assert states["other-run-iter-1"].is_running()
+    assert loop_run.name == "killed-run"

@@ -1,4 +1,5 @@
-"""Clustering, pass rates, guidance and the report of generators/diagnosis/guidance.py."""
+"""Clustering, pass rates and guidance (generators/diagnosis/guidance.py), and the report
+(generators/diagnosis/report.py)."""
 
 from __future__ import annotations
 
@@ -19,11 +20,9 @@ from clawloop.generators.diagnosis.guidance import (
     compute_guidance,
     guidance_rows,
     hashed_bow_embedder,
-    pass_rate_table,
     pass_rates,
-    plot_pass_rates,
-    render_report,
 )
+from clawloop.generators.diagnosis.report import pass_rate_table, plot_pass_rates, render_report
 from clawloop.storage.schemas import CLUSTERS, FAILURE_SUMMARIES, GUIDANCE, PASS_RATES
 
 

@@ -11,11 +11,11 @@ import pytest
 from doubles.fake_openai import FakeOpenAI
 
 from clawloop.generators.candidates import task_id_for
+from clawloop.generators.llm_prompts import example_for
 from clawloop.generators.llm_writer import (
     WriterConfig,
     WriterError,
     WriterSpec,
-    example_for,
     extract_code,
     forge_failure,
     normalized_hash,

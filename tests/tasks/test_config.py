@@ -189,3 +189,14 @@ def test_stage_sections_take_fields_and_help_from_the_stage_configs():
         parse_config({"rollout": {"concurrency": 3}})
     with pytest.raises(ConfigError, match=r"rollout: RolloutConfig\.n must be >= 1, got 0"):
         parse_config({"rollout": {"n": 0}})
+
+
+def test_a_generator_path_that_does_not_exist_is_a_config_error_naming_the_field(tmp_path, capsys):
+    from clawloop.flows.cli import main
+
+    path = tmp_path / "run.yaml"
+    path.write_text("synthesize:\n  generator_paths: [my_generators/]\n")
+    assert main(["run", "--config", str(path), "--no-prefect"]) == 2
+    err = capsys.readouterr().err
+    assert "synthesize.generator_paths" in err and "my_generators/" in err
+    assert not (tmp_path / "runs").exists()
