@@ -201,13 +201,14 @@ def loop_flow(
     summary = runs.RunSummary(run_id=run_id, root=cfg.storage.root)
     t0 = time.time()
     forced: set[str] = set()
-    for k in range(1, cfg.iterations + 1):
-        forced = engine.dependents(STAGES, force or [], forced)
-        state = iteration_flow(run_id, k, config, sorted(forced), return_state=True)
-        summary.outcomes += state.result(raise_on_failure=False) or []
-        summary.duration_s = time.time() - t0
-        if not state.is_completed():
-            return Failed(message=state.message, data=summary)
+    with runs.running(cfg, run_id):
+        for k in range(1, cfg.iterations + 1):
+            forced = engine.dependents(STAGES, force or [], forced)
+            state = iteration_flow(run_id, k, config, sorted(forced), return_state=True)
+            summary.outcomes += state.result(raise_on_failure=False) or []
+            summary.duration_s = time.time() - t0
+            if not state.is_completed():
+                return Failed(message=state.message, data=summary)
     return summary
 
 

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from rich.table import Table
 
 from clawloop.flows.engine import StageOutcome
-from clawloop.flows.runs import RunInfo, RunSummary
+from clawloop.flows.runs import RunInfo, RunSummary, error_summary
 
 STATUS_STYLE = {
     "ran": "green",
@@ -21,6 +22,8 @@ STATUS_STYLE = {
     "blocked": "yellow",
     "complete": "green",
     "incomplete": "yellow",
+    "stale": "yellow",
+    "running": "cyan",
 }
 
 
@@ -79,7 +82,7 @@ def summary_table(summary: RunSummary) -> Table:
         t.add_column(col, justify="right" if col in ("iter", "time") else "left")
     for o in summary.outcomes:
         style = STATUS_STYLE.get(o.status, "")
-        why = o.error.splitlines()[0] if o.error else o.reason
+        why = error_summary(o.error) if o.error else o.reason
         t.add_row(
             str(o.iteration),
             o.stage,
@@ -91,24 +94,47 @@ def summary_table(summary: RunSummary) -> Table:
     return t
 
 
+def _when(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S") if ts else "-"
+
+
 def runs_table(runs: Sequence[RunInfo], order: Sequence[str]) -> Table:
-    """`clawloop runs`: every run, iteration and stage with status and row counts."""
+    """`clawloop runs`: one line per run (status, start, duration, K), then one per stage when a
+    single run is shown. A stale stage re-runs on the next `clawloop run --run-id`."""
     t = Table(title="runs")
-    for col in ("run", "iter", "stage", "status", "rows", "time"):
+    for col in ("run", "status", "started (UTC)", "duration", "K", "why"):
+        t.add_column(col)
+    for run in runs:
+        head = run.status.split(" ")[0].rstrip(":")
+        style = STATUS_STYLE.get(head, "")
+        t.add_row(
+            run.run_id,
+            f"[{style}]{run.status}[/]",
+            _when(run.started_at),
+            f"{run.duration_s:.1f}s",
+            str(run.k or "-"),
+            run.reason[:120],
+        )
+    return t
+
+
+def stages_table(run: RunInfo, order: Sequence[str]) -> Table:
+    """One run's stages as the next `clawloop run --run-id` would find them."""
+    t = Table(title=f"run {run.run_id}: {run.status}")
+    for col in ("iter", "stage", "status", "rows", "time", "why"):
         t.add_column(col)
     rank = {name: i for i, name in enumerate(order)}
-    for run in runs:
-        if not run.iterations:
-            t.add_row(run.run_id, "-", "-", "no stages yet", "-", "-")
-        for k, stages in run.iterations.items():
-            for s in sorted(stages, key=lambda s: rank.get(s.stage, len(rank))):
-                style = STATUS_STYLE.get(s.status, "")
-                t.add_row(
-                    run.run_id,
-                    str(k),
-                    s.stage,
-                    f"[{style}]{s.status}[/]" + (f": {s.reason[:120]}" if s.reason else ""),
-                    _rows_text(s.rows),
-                    f"{s.duration_s:.2f}s",
-                )
+    if not run.iterations:
+        t.add_row("-", "-", "no stages yet", "-", "-", "")
+    for k, stages in run.iterations.items():
+        for s in sorted(stages, key=lambda s: rank.get(s.stage, len(rank))):
+            style = STATUS_STYLE.get(s.status, "")
+            t.add_row(
+                str(k),
+                s.stage,
+                f"[{style}]{s.status}[/]",
+                _rows_text(s.rows),
+                f"{s.duration_s:.2f}s",
+                s.reason[:120],
+            )
     return t

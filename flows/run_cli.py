@@ -17,6 +17,7 @@ from pathlib import Path
 from rich.console import Console
 
 from clawloop.flows.pipeline import ORDER
+from clawloop.tasks.stage import resume_command
 
 console = Console(stderr=False)
 
@@ -63,7 +64,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             console.print(
                 f"[red]{o.stage} iteration {o.iteration} {o.status}:[/]\n{o.error or o.reason}\n"
                 f"nothing of it was committed; fix the cause, then resume (completed stages "
-                f"skip, {o.stage} runs again): clawloop run --run-id {run_id}"
+                f"skip, {o.stage} runs again): {resume_command(cfg.storage.root, run_id)}"
             )
     return 0 if summary.ok else 1
 
@@ -98,22 +99,34 @@ def _cmd_rerun(args: argparse.Namespace) -> int:
     console.print(report.summary_table(summary))
     if outcome.error:
         console.print(f"[red]{outcome.error}[/]")
-    later = ORDER[ORDER.index(args.stage) + 1 :] if args.stage in ORDER else ()
-    if outcome.status == "ran" and later:
+    if outcome.status == "ran":
+        info = runs.run_info(cfg.storage.root, args.run_id, STAGES, cfg)
+        stale = [
+            f"iter {k} {s.stage}"
+            for k, ss in info.iterations.items()
+            for s in ss
+            if s.status == "stale"
+        ]
+        resume = resume_command(cfg.storage.root, args.run_id)
         console.print(
-            f"later stages ({', '.join(later)}) re-run on the next `clawloop run --run-id {args.run_id}` if this changed their inputs"
+            f"the next `{resume}` re-runs: {', '.join(stale)}"
+            if stale
+            else f"{args.stage}'s output did not change: the next `{resume}` re-runs nothing"
         )
     return 0 if outcome.status == "ran" else 1
 
 
 def _cmd_runs(args: argparse.Namespace) -> int:
     from clawloop.flows import report, runs
+    from clawloop.flows.pipeline import STAGES
 
-    found = runs.list_runs(args.root)
+    found = runs.list_runs(args.root, STAGES, args.run_id)
     if not found:
         console.print(f"no runs under {args.root} yet: start one with `clawloop run`")
         return 0
     console.print(report.runs_table(found, ORDER))
+    if args.run_id:
+        console.print(report.stages_table(found[0], ORDER))
     return 0
 
 
@@ -165,16 +178,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_cmd_run)
 
     p = sub.add_parser("rerun", help="re-run one stage of one iteration from cached artifacts")
-    p.add_argument("--run-id", required=True)
-    p.add_argument("--iteration", type=int, required=True)
-    p.add_argument("--stage", required=True, choices=ORDER)
+    p.add_argument("--run-id", required=True, help="the run (see `clawloop runs`)")
+    p.add_argument("--iteration", type=int, required=True, help="which iteration, 1..K")
+    p.add_argument("--stage", required=True, choices=ORDER, help="the stage to re-run")
     p.add_argument("--root", default="runs", help="storage root the run lives under")
     p.add_argument("--no-prefect", action="store_true", help="run without Prefect")
     p.add_argument("-v", "--verbose", action="store_true")
     p.set_defaults(func=_cmd_rerun)
 
-    p = sub.add_parser("runs", help="list runs with their stages, row counts and status")
+    p = sub.add_parser("runs", help="list runs: status, start, duration; --run-id: its stages")
     p.add_argument("--root", default="runs", help="storage root")
+    p.add_argument("--run-id", help="show this run's stages (complete, stale, failed, why)")
     p.set_defaults(func=_cmd_runs)
 
     p = sub.add_parser(

@@ -11,15 +11,18 @@ from __future__ import annotations
 import json
 import logging
 import os
+import socket
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from clawloop.flows import engine
+from clawloop.harness import owned
 from clawloop.storage import fs
-from clawloop.storage.manifest import read_failure, read_manifest
+from clawloop.storage.manifest import read_failure, read_manifest, why_incomplete
 from clawloop.tasks.config import ConfigError, RunConfig, load_config, parse_config
 
 RUN_FILE = "run.json"
@@ -114,12 +117,13 @@ def run_loop(
             on_outcome(outcome)
         return outcome
 
-    for k in range(1, cfg.iterations + 1):
-        forced = engine.dependents(stages, force, forced)
-        outcomes = engine.run_iteration(stages, k, forced, runner)
-        summary.outcomes += outcomes
-        if not engine.iteration_ok(outcomes):
-            break
+    with running(cfg, run_id):
+        for k in range(1, cfg.iterations + 1):
+            forced = engine.dependents(stages, force, forced)
+            outcomes = engine.run_iteration(stages, k, forced, runner)
+            summary.outcomes += outcomes
+            if not engine.iteration_ok(outcomes):
+                break
     summary.duration_s = time.time() - t0
     return summary
 
@@ -144,13 +148,45 @@ def rerun_stage(
     return engine.run_stage(spec, stages, cfg, run_id, iteration, mapper, force=True)
 
 
+# The reason of a stage that is itself up to date but reads a stale one.
+DOWNSTREAM = "reads a stale stage: re-runs if that stage's new output differs"
+RUNNING_FILE = "running.json"  # while a process drives the run: its pid and start time
+
+
+@contextmanager
+def running(cfg: RunConfig, run_id: str) -> Iterator[None]:
+    """Mark the run as driven by this process for the block (`clawloop runs` says "running")."""
+    url = fs.join(cfg.storage.root, run_id, RUNNING_FILE)
+    pid = os.getpid()
+    doc = {"pid": pid, "start": owned.start_time(pid), "host": socket.gethostname()}
+    fs.write_bytes_atomic(url, json.dumps({**doc, "since": time.time()}).encode())
+    try:
+        yield
+    finally:
+        fs.remove(url)
+
+
+def _driver(run_url: str) -> dict[str, Any] | None:
+    """The process driving a run right now, if one is (a killed one's file is ignored)."""
+    url = fs.join(run_url, RUNNING_FILE)
+    if not fs.exists(url):
+        return None
+    try:
+        doc = json.loads(fs.read_bytes(url))
+    except ValueError:
+        return None
+    if doc.get("host") != socket.gethostname():
+        return doc  # another machine's: cannot check, so trust it
+    return doc if owned.start_time(int(doc.get("pid", 0))) == doc.get("start") else None
+
+
 @dataclass
 class StageInfo:
     stage: str
-    status: str  # complete | failed | incomplete
+    status: str  # complete | stale | failed | not run
     rows: dict[str, int]
     duration_s: float
-    reason: str = ""  # why it failed (the first line of its error)
+    reason: str = ""  # why it is stale or failed
 
 
 @dataclass
@@ -158,39 +194,104 @@ class RunInfo:
     run_id: str
     iterations: dict[int, list[StageInfo]]
     saved_at: float
+    status: str = ""  # complete | running | failed at S | stale from S | incomplete
+    reason: str = ""
+    started_at: float = 0.0
+    duration_s: float = 0.0
+    k: int = 0
 
 
-def list_runs(root: str) -> list[RunInfo]:
-    """Every run under `root`, with each stage's status and row counts (from manifests)."""
+def error_summary(error: str, limit: int = 300) -> str:
+    """The lines of a stage's error that say what went wrong, without the traceback: the first
+    line, and when it ends in ':' (its detail follows) the last line of that detail."""
+    text = error.split("Traceback (most recent call last):")[0]
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    if not lines:
+        return "no error recorded"
+    head = lines[0]
+    if head.endswith(":") and len(lines) > 1:
+        head = f"{head} ... {lines[-1]}"
+    return head[:limit]
+
+
+def _stage_info(
+    spec: engine.StageSpec, stages: Sequence[engine.StageSpec], cfg: RunConfig, run_id: str, k: int
+) -> StageInfo | None:
+    """What the next run would do with one stage: None if it never ran."""
+    url = fs.stage_url(cfg.storage.root, run_id, k, spec.name)
+    m = read_manifest(url)
+    if m is None:
+        failure = read_failure(url)
+        if failure is None:
+            return None
+        return StageInfo(spec.name, "failed", {}, 0.0, error_summary(str(failure.get("error"))))
+    rows = {f.name: f.rows for f in m.files if f.rows >= 0}
+    try:
+        key, _, _ = engine.stage_key(spec, stages, cfg, run_id, k)
+    except engine.StageError as exc:
+        return StageInfo(spec.name, "stale", rows, m.duration_s, str(exc))
+    why = why_incomplete(url, key)
+    return StageInfo(spec.name, "stale" if why else "complete", rows, m.duration_s, why or "")
+
+
+def run_info(
+    root: str, run_id: str, stages: Sequence[engine.StageSpec], cfg: RunConfig | None = None
+) -> RunInfo:
+    """One run's status as the next `clawloop run --run-id` would find it: per stage complete,
+    stale (its inputs or code changed, or a stage it reads is stale: it will re-run), failed
+    (with the reason) or not run; per run the first failed or stale stage, start and duration."""
+    run_url = fs.join(root, run_id)
+    doc = json.loads(fs.read_bytes(fs.join(run_url, RUN_FILE)))
+    cfg = cfg or parse_config(doc["config"], source=f"{run_id}/{RUN_FILE}")
+    cfg = cfg.model_copy(update={"storage": cfg.storage.model_copy(update={"root": root})})
+    info = RunInfo(run_id, {}, float(doc.get("saved_at", 0.0)), k=cfg.iterations)
+    starts, ends, previous = [], [], set()
+    for k in range(1, cfg.iterations + 1):
+        found = {s.name: _stage_info(s, stages, cfg, run_id, k) for s in stages}
+        bad = {n for n, s in found.items() if s is not None and s.status != "complete"}
+        previous = engine.dependents(stages, bad, previous)  # what reads them re-runs too
+        for name, s in found.items():
+            if s is not None and s.status == "complete" and name in previous:
+                s.status, s.reason = "stale", DOWNSTREAM
+        info.iterations[k] = [s for s in found.values() if s is not None]
+        for n in found:
+            m = read_manifest(fs.stage_url(root, run_id, k, n))
+            if m is not None:
+                starts.append(m.started_at)
+                ends.append(m.finished_at)
+    info.started_at = min(starts, default=info.saved_at)
+    info.duration_s = max(ends, default=info.started_at) - info.started_at
+    every = [(k, s) for k, ss in info.iterations.items() for s in ss]
+    failed = next(((k, s) for k, s in every if s.status == "failed"), None)
+    stale = next(((k, s) for k, s in every if s.status == "stale"), None)
+    done = sum(s.status == "complete" for _, s in every)
+    if _driver(run_url) is not None:
+        info.status = "running"
+    elif failed:
+        info.status, info.reason = f"failed at iter {failed[0]} {failed[1].stage}", failed[1].reason
+    elif stale:
+        info.status, info.reason = f"stale from iter {stale[0]} {stale[1].stage}", stale[1].reason
+    elif done < cfg.iterations * len(stages):
+        info.status = f"incomplete: {done}/{cfg.iterations * len(stages)} stages"
+    else:
+        info.status = "complete"
+    return info
+
+
+def list_runs(
+    root: str, stages: Sequence[engine.StageSpec], run_id: str | None = None
+) -> list[RunInfo]:
+    """Every run under `root` (or just `run_id`), oldest first; see `run_info`."""
     out = []
-    for run_id in fs.listdir(root):
-        run_url = fs.join(root, run_id)
-        if not fs.exists(fs.join(run_url, RUN_FILE)):
+    for rid in [run_id] if run_id else fs.listdir(root):
+        if not fs.exists(fs.join(root, rid, RUN_FILE)):
+            if run_id:
+                raise engine.StageError(
+                    f"no run {run_id!r} under {root}: list runs with `clawloop runs`"
+                )
             continue  # not a run folder (e.g. blobs/)
-        saved = json.loads(fs.read_bytes(fs.join(run_url, RUN_FILE))).get("saved_at", 0.0)
-        iters: dict[int, list[StageInfo]] = {}
-        for name in fs.listdir(run_url):
-            if not name.startswith("iter-") or not name[5:].isdigit():
-                continue
-            infos = []
-            for stage in fs.listdir(fs.join(run_url, name)):
-                m = read_manifest(fs.join(run_url, name, stage))
-                failure = read_failure(fs.join(run_url, name, stage)) if m is None else None
-                if failure is not None:
-                    error = str(failure.get("error") or "").strip()
-                    reason = error.splitlines()[0] if error else "no error recorded"
-                    infos.append(StageInfo(stage, "failed", {}, 0.0, reason))
-                elif m is None:
-                    infos.append(StageInfo(stage, "incomplete", {}, 0.0))
-                else:
-                    infos.append(
-                        StageInfo(
-                            stage,
-                            m.status,
-                            {f.name: f.rows for f in m.files if f.rows >= 0},
-                            m.duration_s,
-                        )
-                    )
-            iters[int(name[5:])] = infos
-        out.append(RunInfo(run_id, dict(sorted(iters.items())), saved))
-    return sorted(out, key=lambda r: r.saved_at)
+        try:
+            out.append(run_info(root, rid, stages))
+        except (ConfigError, ValueError, KeyError) as exc:
+            out.append(RunInfo(rid, {}, 0.0, status="unreadable", reason=str(exc).splitlines()[0]))
+    return sorted(out, key=lambda r: r.started_at or r.saved_at)

@@ -9,8 +9,8 @@ Each stage's section is declared in its module in tasks/ (ForgeSettings in tasks
 the rollout:, train: and diagnose: sections take the fields, types and help of the stage's own
 config class (harness.rollout.RolloutConfig, training.config.TrainConfig,
 generators.diagnosis.diagnose.DiagnoseConfig), with the CPU demo's defaults where they differ,
-plus the few keys only the pipeline reads. `RunConfig.rollout_config()`, `.train_config()` and
-`.diagnose_config()` build the stage configs; each is built once when the file loads, so a typo or
+plus the few keys only the pipeline reads. Each stage module builds its stage config
+(`tasks.rollout.rollout_config(cfg)`, ...); each is built once when the file loads, so a typo or
 a bad value fails before any stage does work.
 """
 
@@ -26,6 +26,7 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 from clawloop.generators.diagnosis.diagnose import DiagnoseConfig
 from clawloop.generators.synthesize import SynthesizeConfig
 from clawloop.harness.rollout import RolloutConfig
+from clawloop.tasks import diagnose, rollout, train
 from clawloop.tasks.diagnose import DiagnoseSettings
 from clawloop.tasks.forge import ForgeSettings
 from clawloop.tasks.rollout import RolloutSettings
@@ -88,27 +89,20 @@ class RunConfig(Section):
             )
         return self
 
-    # ---- the stage configs these sections map to (the stages call these) -----------------------
+    # ---- the stage configs these sections map to: each built by its stage module (which is
+    # what the stage's cache key covers); kept here as methods for callers outside the stages.
 
     def rollout_config(self, **overrides: Any) -> RolloutConfig:
-        """clawloop.harness.rollout.RolloutConfig from `rollout:`; `overrides` replace section keys."""
-        return self.rollout.stage_config(**overrides)
+        return rollout.rollout_config(self, **overrides)
 
     def eval_rollout_config(self) -> RolloutConfig:
-        """The diagnose stage's held-out rollouts: `diagnose.eval_n` episodes per task, no band."""
-        n = self.diagnose.eval_n
-        return self.rollout_config(n=n, band=(0, n))
+        return diagnose.eval_rollout_config(self)
 
     def train_config(self) -> TrainConfig:
-        """clawloop.training.config.TrainConfig from `train:` (base_model is the engine's, not the trainer's)."""
-        return self.train.stage_config()
+        return train.train_config(self)
 
     def diagnose_config(self) -> DiagnoseConfig:
-        """clawloop.generators.diagnosis.diagnose.DiagnoseConfig from `diagnose:`; its difficulty starts where
-        synthesis starts (synthesize.multihop/dirtiness), so guidance never drops below it."""
-        return self.diagnose.stage_config(
-            start_multihop=self.synthesize.multihop, start_dirtiness=self.synthesize.dirtiness
-        )
+        return diagnose.diagnose_config(self)
 
 
 def _format_errors(exc: ValidationError, source: str) -> str:

@@ -25,9 +25,11 @@ from clawloop.generators.diagnosis.diagnose import (
 from clawloop.generators.diagnosis.guidance import read_guidance
 from clawloop.generators.diagnosis.summary import SummaryConfig, summarize_failure
 from clawloop.harness import owned
+from clawloop.harness.rollout import RolloutConfig
 from clawloop.storage import artifacts, schemas
 from clawloop.tasks.episodes import roll_out, verified_tasks
 from clawloop.tasks.policy import policy_slice, serve_policy
+from clawloop.tasks.rollout import rollout_config
 from clawloop.tasks.settings import stage_section
 from clawloop.tasks.stage import StageContext, StageResult, StageSpec
 
@@ -56,6 +58,20 @@ def summarize_one(
 ) -> dict[str, Any]:
     """One failed eval episode -> its FAILURE_SUMMARIES row (LLM, or the heuristic fallback)."""
     return summarize(row)
+
+
+def diagnose_config(cfg: RunConfig) -> DiagnoseConfig:
+    """DiagnoseConfig from `diagnose:`; its difficulty starts where synthesis starts
+    (synthesize.multihop/dirtiness), so guidance never drops below it."""
+    return cfg.diagnose.stage_config(
+        start_multihop=cfg.synthesize.multihop, start_dirtiness=cfg.synthesize.dirtiness
+    )
+
+
+def eval_rollout_config(cfg: RunConfig) -> RolloutConfig:
+    """The held-out rollouts: `diagnose.eval_n` episodes per task, no band."""
+    n = cfg.diagnose.eval_n
+    return rollout_config(cfg, n=n, band=(0, n))
 
 
 def config_slice(cfg: RunConfig, iteration: int) -> dict[str, Any]:
@@ -101,12 +117,12 @@ def run(ctx: StageContext) -> StageResult:
         endpoint, served = None, "no policy served: no verified eval task"
         if tasks:
             policy, served = stack.enter_context(serve_policy(ctx, ctx.iteration))
-            evals = roll_out(ctx, tasks, policy, cfg.eval_rollout_config(), workers)
+            evals = roll_out(ctx, tasks, policy, eval_rollout_config(cfg), workers)
             endpoint = policy.endpoint()
         res = diagnose_stage(
             pd.DataFrame(evals, columns=schemas.TRAJECTORIES.names),
             _history(ctx),
-            cfg.diagnose_config(),
+            diagnose_config(cfg),
             endpoint,
             out,
             ctx.iteration,

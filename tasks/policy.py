@@ -114,7 +114,7 @@ def _adapter_base(adapter_path: str) -> str:
 def _restart_hint(ctx: StageContext, path: str) -> str:
     return (
         f"restart vLLM on it:\n    {vllm_command(path, ctx.config.llm.model)}\n"
-        f"then resume this run: clawloop run --run-id {ctx.run_id}"
+        f"then resume this run: {ctx.resume}"
     )
 
 
@@ -160,13 +160,13 @@ def probe_endpoint(ctx: StageContext, policy: PolicyConfig) -> None:
     except ServeError as exc:
         raise StageError(
             f"nothing answers at {policy.base_url} ({exc}): start the policy server or set "
-            f"llm.base_url, then resume: clawloop run --run-id {ctx.run_id}"
+            f"llm.base_url, then resume: {ctx.resume}"
         ) from exc
     ids = sorted(str(m.get("id")) for m in models)
     if ids and policy.model not in ids:
         raise StageError(
             f"{policy.base_url} serves {ids}, not {policy.model!r}: set llm.model to the name "
-            f"it serves, then resume: clawloop run --run-id {ctx.run_id}"
+            f"it serves, then resume: {ctx.resume}"
         )
 
 
@@ -222,7 +222,7 @@ def _restarted_policy(ctx: StageContext, k: int, path: str) -> tuple[PolicyConfi
     except ServeError as exc:
         raise StageError(
             f"llm.reload is 'restart': cannot ask {url} what it serves ({exc}); once the "
-            f"server is up on iteration {k}'s checkpoint {path}, resume: clawloop run --run-id {ctx.run_id}"
+            f"server is up on iteration {k}'s checkpoint {path}, resume: {ctx.resume}"
         ) from exc
     entry = next((m for m in models if m.get("id") == llm.model), {})
     root = str(entry.get("root") or "")

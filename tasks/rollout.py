@@ -32,6 +32,11 @@ class RolloutSettings(stage_section(RolloutConfig, "rollout", n=2, max_turns=3, 
         return RolloutConfig.from_settings({**self.model_dump(), **set_elsewhere})
 
 
+def rollout_config(cfg: RunConfig, **overrides: Any) -> RolloutConfig:
+    """harness.rollout.RolloutConfig from `rollout:`; `overrides` replace section keys."""
+    return cfg.rollout.stage_config(**overrides)
+
+
 def config_slice(cfg: RunConfig, iteration: int) -> dict[str, Any]:
     return {
         "rollout": cfg.rollout.model_dump(mode="json"),
@@ -42,7 +47,7 @@ def config_slice(cfg: RunConfig, iteration: int) -> dict[str, Any]:
 
 def run(ctx: StageContext) -> StageResult:
     cfg = ctx.config
-    rcfg = cfg.rollout_config()  # checked when the config was loaded
+    rcfg = rollout_config(cfg)  # checked when the config was loaded
     with owned.temp_dir("clawloop-rollout-") as tmp:
         tasks = verified_tasks(ctx, "train", Path(tmp))
         traj: list[dict[str, Any]] = []

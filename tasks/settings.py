@@ -40,7 +40,9 @@ class SandboxSettings(Section):
         None, description="DOCKER_HOST for a remote engine, e.g. ssh://gpu-box or tcp://host:2376"
     )
     wall_seconds: float = Field(60.0, gt=0, description="default wall-clock limit per command")
-    memory_mb: int = Field(1024, gt=0, description="memory limit per sandbox")
+    memory_mb: int = Field(
+        1024, ge=64, description="memory limit per sandbox (a Python start needs ~64 MB)"
+    )
     cpus: float = Field(1.0, gt=0, description="CPU share per sandbox")
 
     def cache_slice(self) -> dict[str, Any]:

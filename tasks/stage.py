@@ -23,6 +23,12 @@ if TYPE_CHECKING:
     from clawloop.tasks.config import RunConfig
 
 
+def resume_command(root: str, run_id: str) -> str:
+    """The command that resumes `run_id` (naming the storage root unless it is the default)."""
+    where = "" if root == "runs" else f" --root {root}"
+    return f"clawloop run --run-id {run_id}{where}"
+
+
 class StageError(RuntimeError):
     """A stage cannot run or failed: the message says what, where, and what to do."""
 
@@ -55,6 +61,11 @@ class StageContext:
     @property
     def root(self) -> str:
         return self.config.storage.root
+
+    @property
+    def resume(self) -> str:
+        """The command that resumes this run."""
+        return resume_command(self.root, self.run_id)
 
     @property
     def url(self) -> str:
@@ -91,5 +102,5 @@ def fail_on_infra(ctx: StageContext, what: str, faults: list[str], total: int, f
     raise StageError(
         f"{ctx.stage} (iteration {ctx.iteration}): {len(faults)} of {total} {what} hit "
         f"infrastructure faults that outlived their retries; first: {faults[0]}\n"
-        f"{fix}, then resume: clawloop run --run-id {ctx.run_id}"
+        f"{fix}, then resume: {ctx.resume}"
     )

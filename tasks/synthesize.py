@@ -215,6 +215,12 @@ STAGE = StageSpec(
     run,
     config_slice,
     module=__name__,
-    previous=("diagnose", "synthesize", "forge", "verify"),
+    previous=(
+        "diagnose",
+        "synthesize",
+        "forge",
+        "verify",
+        "train",
+    ),  # train: the writer is the policy
     workers=lambda cfg: cfg.synthesize.llm_workers,
 )

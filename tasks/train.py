@@ -38,12 +38,17 @@ class TrainSettings(stage_section(TrainConfig, "train")):
         return TrainConfig.from_dict({**self.model_dump(exclude={"base_model"}), **set_elsewhere})
 
 
+def train_config(cfg: RunConfig) -> TrainConfig:
+    """training.config.TrainConfig from `train:` (base_model is the pipeline's, not the trainer's)."""
+    return cfg.train.stage_config()
+
+
 def config_slice(cfg: RunConfig, iteration: int) -> dict[str, Any]:
     return {"train": cfg.train.model_dump(mode="json"), **policy_slice(cfg)}
 
 
 def run(ctx: StageContext) -> StageResult:
-    tcfg = ctx.config.train_config()  # checked when the config was loaded
+    tcfg = train_config(ctx.config)  # checked when the config was loaded
     traj = artifacts.read_table(ctx.stage_url("rollout"), "trajectories")
     band = artifacts.read_table(ctx.stage_url("rollout"), "band")
     adapter = policy_adapter(ctx, ctx.iteration - 1) if tcfg.lora else None

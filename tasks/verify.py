@@ -92,14 +92,6 @@ def run(ctx: StageContext) -> StageResult:
     )
 
 
-def kept_tasks(ctx: StageContext, split: str) -> list[dict[str, Any]]:
-    """The FORGED rows (task_tar included) of this iteration's kept tasks of one split."""
-    kept = {
-        v["task_id"] for v in ctx.rows("verify", "verdicts") if v["kept"] and v["split"] == split
-    }
-    return [row for row in ctx.rows("forge", "tasks") if row["task_id"] in kept]
-
-
 STAGE = StageSpec(
     "verify",
     run,

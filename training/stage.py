@@ -88,6 +88,16 @@ class TrainResult:
         }
 
 
+def _lost_to_length(enc: EncodeReport, cfg: TrainConfig) -> str:
+    """Why sequences were empty, when it was length: the fix is a larger train.max_seq_len."""
+    if not enc.dropped_empty:
+        return ""
+    return (
+        f"; {enc.dropped_empty} sequence(s) lost every action token to truncation at "
+        f"max_seq_len={cfg.max_seq_len} ({enc.truncated} truncated): raise train.max_seq_len"
+    )
+
+
 def _encode_counts(prefix: str, enc: EncodeReport) -> dict[str, int]:
     return {
         f"{prefix}_turns_recorded": enc.turns_recorded,
@@ -95,6 +105,7 @@ def _encode_counts(prefix: str, enc: EncodeReport) -> dict[str, int]:
         f"{prefix}_turns_skipped": enc.turns_skipped,
         f"{prefix}_prefix_breaks": enc.prefix_breaks,
         f"{prefix}_truncated": enc.truncated,
+        f"{prefix}_dropped_empty": enc.dropped_empty,
     }
 
 
@@ -194,7 +205,7 @@ def train_stage(
             else:
                 reasons.append(
                     f"sft: no trainable sequence ({rep.episodes} passed episodes of kept tasks "
-                    f"in split {cfg.split!r})"
+                    f"in split {cfg.split!r}{_lost_to_length(rep.encode, cfg)})"
                 )
         phase = "grpo"
         if cfg.run_grpo:
@@ -213,8 +224,11 @@ def train_stage(
                 result.metrics += rows
                 result.phases_run.append("grpo")
             else:
+                lost = _lost_to_length(grep.encode, cfg)
                 reasons.append(
-                    f"grpo: no kept group with reward spread ({grep.groups_seen} groups: "
+                    f"grpo: {grep.kept_groups} kept group(s) but no trainable sequence{lost}"
+                    if grep.kept_groups
+                    else f"grpo: no kept group with reward spread ({grep.groups_seen} groups: "
                     f"{grep.dropped_not_kept} not kept by the band, "
                     f"{grep.dropped_zero_variance} with equal rewards)"
                 )

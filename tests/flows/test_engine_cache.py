@@ -270,3 +270,46 @@ def test_cli_errors_are_one_line_and_exit_2(tmp_path, capsys):
     )
     assert "no run 'nope'" in capsys.readouterr().err
     assert main(["runs", "--root", str(tmp_path)]) == 0
+
+
+def test_run_status_tells_complete_failed_and_stale_after_a_rerun(tmp_path):
+    cfg = _cfg(tmp_path, iterations=2)
+    runs.run_loop(cfg, "r", STAGES, thread_mapper(False))
+    info = runs.run_info(str(tmp_path), "r", STAGES)
+    assert info.status == "complete" and info.k == 2 and info.duration_s >= 0
+    assert {s.status for ss in info.iterations.values() for s in ss} == {"complete"}
+    # a rerun of b that writes other bytes: c (reads b) and iteration 2 (a reads c) are stale
+    changed = [
+        STAGES[0],
+        engine.StageSpec(
+            "b",
+            lambda ctx: engine.StageResult({"doubled": (SCHEMA, [{"task_id": "x", "score": 9.0}])}),
+            STAGES[1].config_slice,
+            upstream=("a",),
+        ),
+        STAGES[2],
+    ]
+    assert runs.rerun_stage(cfg, "r", 1, "b", changed, thread_mapper(False)).status == "ran"
+    info = runs.run_info(str(tmp_path), "r", changed)
+    status = {(k, s.stage): s.status for k, ss in info.iterations.items() for s in ss}
+    assert status[(1, "a")] == status[(1, "b")] == "complete"
+    assert status[(1, "c")] == "stale" and status[(2, "a")] == "stale"
+    assert status[(2, "c")] == "stale" and info.status == "stale from iter 1 c"
+    why = {(k, s.stage): s.reason for k, ss in info.iterations.items() for s in ss}
+    assert why[(1, "c")].startswith("inputs changed")
+    assert why[(2, "b")] == runs.DOWNSTREAM
+    # the next run re-runs every stage whose inputs changed, and of those downstream of them
+    # only the ones their new output reaches
+    again = runs.run_loop(cfg, "r", changed, thread_mapper(False))
+    ran = {(o.iteration, o.stage) for o in again.outcomes if o.status == "ran"}
+    certain = {key for key, s in status.items() if s == "stale" and why[key] != runs.DOWNSTREAM}
+    assert certain <= ran <= {key for key, s in status.items() if s == "stale"}
+
+    # a failed stage names its reason, at run level too
+    def broken(ctx):
+        raise ValueError("disk on fire")
+
+    failing = [STAGES[0], engine.StageSpec("b", broken, lambda c, k: {"x": 1}, upstream=("a",))]
+    runs.run_loop(cfg, "r", failing, thread_mapper(False))
+    info = runs.run_info(str(tmp_path), "r", failing)
+    assert info.status == "failed at iter 1 b" and "disk on fire" in info.reason

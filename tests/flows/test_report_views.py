@@ -5,7 +5,13 @@ from __future__ import annotations
 from rich.console import Console
 
 from clawloop.flows.engine import StageOutcome
-from clawloop.flows.report import runs_table, stage_markdown, stage_table, summary_table
+from clawloop.flows.report import (
+    runs_table,
+    stage_markdown,
+    stage_table,
+    stages_table,
+    summary_table,
+)
 from clawloop.flows.runs import RunInfo, RunSummary, StageInfo
 from clawloop.storage.manifest import FileEntry, Manifest
 
@@ -58,11 +64,17 @@ def test_summary_and_runs_tables_show_status_and_rows():
         "r",
         {
             1: [
-                StageInfo("verify", "incomplete", {}, 0.0),
+                StageInfo("verify", "stale", {}, 0.0, "inputs changed"),
                 StageInfo("forge", "complete", {"tasks.parquet": 7}, 1.0),
             ]
         },
         0.0,
+        status="stale from iter 1 verify",
+        reason="inputs changed",
+        k=1,
     )
     text = _text(runs_table([info], ["forge", "verify"]))
-    assert text.index("forge") < text.index("verify") and "incomplete" in text
+    assert "stale from iter 1 verify" in text and "inputs changed" in text
+    text = _text(stages_table(info, ["forge", "verify"]))
+    body = text[text.index("why") :]
+    assert body.index("forge") < body.index("verify") and "stale" in body

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from clawloop.harness import owned
 from clawloop.harness.sandbox import scratch as taskenv
 
 
@@ -19,7 +20,9 @@ def fresh_choice():
 def test_env_override_is_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CLAWLOOP_SCRATCH", str(tmp_path))
     with taskenv.scratch("clawloop-t-") as d:
-        assert Path(d).parent == tmp_path and Path(d).is_dir()
+        # inside this process's owner folder, which a sweep removes if the process is killed
+        assert Path(d).parent == owned.owner_dir(str(tmp_path)) and Path(d).is_dir()
+        assert Path(d).parent.parent == tmp_path / owned.OWNED
     assert not Path(d).exists()
 
 

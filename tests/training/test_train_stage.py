@@ -37,6 +37,15 @@ def _check_artifacts(result):
     pa.Table.from_pylist([result.checkpoint_row()], schema=CHECKPOINT)
 
 
+def test_sequences_lost_to_max_seq_len_are_named_with_the_fix(tiny_model_dir, tmp_path):
+    traj, band = _frames({"t1": [1.0, 0.0]}, {"t1": True})
+    cfg = TrainConfig(max_seq_len=16)  # shorter than any prompt: every action token is cut
+    result = train_stage(traj, band, cfg, tiny_model_dir, tmp_path)
+    assert result.status == "nothing_to_train"
+    assert "grpo: 1 kept group(s) but no trainable sequence" in result.reason
+    assert "raise train.max_seq_len" in result.reason and result.counts["grpo_dropped_empty"] > 0
+
+
 def test_nothing_to_train_is_an_outcome(tiny_model_dir, tmp_path):
     traj, band = _frames({"t1": [0.0, 0.0], "t2": [1.0, 1.0]}, {"t1": True, "t2": False})
     result = train_stage(traj, band, TrainConfig(), tiny_model_dir, tmp_path)
