@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import argparse
 import sys
+import traceback
 
 
 def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="clawloop",
         description="Teacher-free self-improvement loop for sandboxed shell-and-files agents.",
+    )
+    parser.add_argument(
+        "--debug", action="store_true", help="print the traceback of user errors too"
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     # Each module adds its verbs; imports stay here so `clawloop --help` lists everything.
@@ -47,6 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:
         if not isinstance(exc, _user_errors()):
             raise
+        if args.debug:
+            traceback.print_exception(exc)
         print(f"clawloop: {exc}", file=sys.stderr)
         return 2
 

@@ -38,6 +38,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     _logging(args.verbose)
     cfg = runs.resolve_config(args.config, args.run_id, root=args.root, iterations=args.iterations)
     run_id = args.run_id or runs.new_run_id()
+    # Checked here, before any flow starts, so a user error is one line in both modes (inside a
+    # flow Prefect would log it with a traceback first): a storage root we cannot write.
+    runs.save_run_config(cfg, run_id)
     names = [s.name for s in STAGES]
     console.print(
         f"[bold]clawloop run[/] {run_id}: {cfg.iterations} iteration(s) of {' -> '.join(names)}; artifacts in {cfg.storage.root}/{run_id}/"
@@ -51,6 +54,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
         state = loop_flow(run_id, cfg.model_dump(mode="json"), args.force or [], return_state=True)
         summary = state.result(raise_on_failure=False)
+        if isinstance(summary, BaseException):
+            raise summary  # a user error prints as one line (flows/cli.py); anything else crashes
         if not isinstance(summary, runs.RunSummary):
             console.print(f"[red]the loop flow crashed:[/] {state.message}")
             return 1
@@ -79,6 +84,10 @@ def _cmd_rerun(args: argparse.Namespace) -> int:
     if cfg is None:
         raise StageError(
             f"no run {args.run_id!r} under {args.root}: list runs with `clawloop runs`"
+        )
+    if not 1 <= args.iteration <= cfg.iterations:
+        raise StageError(
+            f"--iteration {args.iteration} is outside run {args.run_id}'s 1..{cfg.iterations}"
         )
     if args.no_prefect:
         from clawloop.tasks.mapping import thread_mapper
