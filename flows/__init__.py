@@ -5,3 +5,6 @@ import os
 # Prefect's temporary server would try to send usage telemetry; these machines are often offline,
 # where that only logs a scary ERROR line. Users can still opt in by setting the variable.
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+# Our modules' logs go to the Prefect UI inside flow runs; outside one (`--no-prefect`, tests)
+# they only go to the terminal, without a warning per line.
+os.environ.setdefault("PREFECT_LOGGING_TO_API_WHEN_MISSING_FLOW", "ignore")

@@ -31,6 +31,14 @@ def _logging(verbose: bool) -> None:
     logging.getLogger("clawloop").setLevel(logging.INFO)
 
 
+def _error_text(error: str, verbose: bool) -> str:
+    """A stage's error for the terminal: the message; the traceback too with -v (it is always in
+    the stage's failure.json and the Prefect logs)."""
+    return (
+        error.strip() if verbose else error.split("Traceback (most recent call last):")[0].strip()
+    )
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     from clawloop.flows import report, runs
     from clawloop.flows.pipeline import STAGES
@@ -67,7 +75,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     for o in summary.outcomes:
         if o.error or o.status == "blocked":
             console.print(
-                f"[red]{o.stage} iteration {o.iteration} {o.status}:[/]\n{o.error or o.reason}\n"
+                f"[red]{o.stage} iteration {o.iteration} {o.status}:[/]\n"
+                f"{_error_text(o.error, args.verbose) or o.reason}\n"
                 f"nothing of it was committed; fix the cause, then resume (completed stages "
                 f"skip, {o.stage} runs again): {resume_command(cfg.storage.root, run_id)}"
             )
@@ -107,7 +116,7 @@ def _cmd_rerun(args: argparse.Namespace) -> int:
     summary = runs.RunSummary(args.run_id, cfg.storage.root, [outcome], outcome.duration_s)
     console.print(report.summary_table(summary))
     if outcome.error:
-        console.print(f"[red]{outcome.error}[/]")
+        console.print(f"[red]{_error_text(outcome.error, args.verbose)}[/]")
     if outcome.status == "ran":
         info = runs.run_info(cfg.storage.root, args.run_id, STAGES, cfg)
         stale = [

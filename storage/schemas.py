@@ -7,7 +7,19 @@ is readable with plain pandas (`pd.read_parquet`).
 
 from __future__ import annotations
 
+from typing import Any
+
 import pyarrow as pa
+
+# Rows travel between stages as plain dicts, one per Parquet row; these names say which schema a
+# dict follows (the schemas below are the definition; storage.artifacts checks rows against them).
+Row = dict[str, Any]
+Candidate = Row  # CANDIDATES: a generator + a seed, made by synthesize
+Forged = Row  # FORGED: a task folder (tar) or why it failed, made by forge
+Check = Row  # CHECKS: one agent-free check of one task, made by verify
+Verdict = Row  # VERDICTS: kept or dropped, with the reason
+Trajectory = Row  # TRAJECTORIES: one episode of the agent on one task
+FailureSummary = Row  # FAILURE_SUMMARIES: why one failed episode failed
 
 # TRAJECTORIES end reasons that say nothing about the policy (the server, the sandbox or the
 # harness failed): such episodes are left out of pass counts, pass rates and GRPO groups.

@@ -27,6 +27,7 @@ from clawloop.generators.diagnosis.summary import SummaryConfig, summarize_failu
 from clawloop.harness import owned
 from clawloop.harness.rollout import RolloutConfig
 from clawloop.storage import artifacts, schemas
+from clawloop.storage.schemas import FailureSummary, Trajectory
 from clawloop.tasks.episodes import roll_out, verified_tasks
 from clawloop.tasks.policy import policy_slice, serve_policy
 from clawloop.tasks.rollout import rollout_config
@@ -54,8 +55,8 @@ class DiagnoseSettings(stage_section(DiagnoseConfig, "diagnose")):
     persist_result=False,
 )
 def summarize_one(
-    row: dict[str, Any], summarize: Callable[[dict[str, Any]], dict[str, Any]]
-) -> dict[str, Any]:
+    row: Trajectory, summarize: Callable[[Trajectory], FailureSummary]
+) -> FailureSummary:
     """One failed eval episode -> its FAILURE_SUMMARIES row (LLM, or the heuristic fallback)."""
     return summarize(row)
 

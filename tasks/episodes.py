@@ -27,7 +27,7 @@ from clawloop.harness.taskfolder.folder import unpack_tar
 from clawloop.harness.tools import TOOLS
 from clawloop.storage import schemas
 from clawloop.storage.artifacts import empty_row
-from clawloop.storage.schemas import INFRA_END_REASONS
+from clawloop.storage.schemas import INFRA_END_REASONS, Trajectory
 from clawloop.tasks.mapping import InfraFault, retry_transient
 from clawloop.tasks.sandbox import sandbox_for
 from clawloop.tasks.stage import StageContext, fail_on_infra
@@ -65,7 +65,7 @@ def run_episode(
     sandbox: SandboxConfig,
     cfg: RolloutConfig,
     count_tokens: Callable[[list[dict]], int] | None,
-) -> dict[str, Any]:
+) -> Trajectory:
     """One episode of one task in a fresh sandbox, graded: a TRAJECTORIES row. An episode that
     ended in an infrastructure fault raises InfraFault (retried; the row travels with it)."""
     task_dir, task_row, attempt = job
@@ -75,7 +75,7 @@ def run_episode(
     return row
 
 
-def _lost(job: Job, exc: BaseException) -> dict[str, Any]:
+def _lost(job: Job, exc: BaseException) -> Trajectory:
     task_dir, row, attempt = job
     if isinstance(exc, InfraFault) and exc.row is not None:
         return exc.row

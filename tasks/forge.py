@@ -17,6 +17,7 @@ from clawloop.generators.forge import forge_candidate
 from clawloop.harness.sandbox.base import SandboxConfig
 from clawloop.harness.taskfolder.folder import forged_row
 from clawloop.storage import schemas
+from clawloop.storage.schemas import Candidate, Forged
 from clawloop.tasks.mapping import SANDBOX_RETRIES, is_transient
 from clawloop.tasks.sandbox import sandbox_for
 from clawloop.tasks.settings import Section
@@ -46,12 +47,12 @@ class ForgeSettings(Section):
     cache_policy=NO_CACHE,
     persist_result=False,
 )
-def forge_one(candidate: dict[str, Any], sandbox: SandboxConfig, retries: int) -> dict[str, Any]:
+def forge_one(candidate: Candidate, sandbox: SandboxConfig, retries: int) -> Forged:
     """A CANDIDATES row -> a FORGED row (status ok, or failed with error and error_kind)."""
     return forge_candidate(candidate, sandbox, retries=retries)
 
 
-def _crashed(candidate: dict[str, Any], exc: BaseException) -> dict[str, Any]:
+def _crashed(candidate: Candidate, exc: BaseException) -> Forged:
     log.warning("forge of %s raised instead of returning a row: %s", candidate["task_id"], exc)
     return forged_row(
         candidate,

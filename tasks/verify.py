@@ -14,6 +14,7 @@ from clawloop.generators.verify import verify_task
 from clawloop.harness.sandbox.base import SandboxConfig
 from clawloop.storage import schemas
 from clawloop.storage.artifacts import empty_row
+from clawloop.storage.schemas import Check, Forged, Verdict
 from clawloop.tasks.mapping import SANDBOX_RETRIES, is_transient, retry_transient
 from clawloop.tasks.sandbox import sandbox_for
 from clawloop.tasks.settings import Section
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
     from clawloop.tasks.config import RunConfig
 
 log = logging.getLogger("clawloop.verify")
-Checked = tuple[list[dict[str, Any]], dict[str, Any]]  # (CHECKS rows, one VERDICTS row)
+Checked = tuple[list[Check], Verdict]
 
 
 class VerifySettings(Section):
@@ -39,12 +40,12 @@ class VerifySettings(Section):
     cache_policy=NO_CACHE,
     persist_result=False,
 )
-def verify_one(forged: dict[str, Any], sandbox: SandboxConfig) -> Checked:
+def verify_one(forged: Forged, sandbox: SandboxConfig) -> Checked:
     """A FORGED row -> its CHECKS rows and VERDICTS row; a sandbox fault raises (retried)."""
     return verify_task(forged, sandbox)
 
 
-def _crashed(forged: dict[str, Any], exc: BaseException) -> Checked:
+def _crashed(forged: Forged, exc: BaseException) -> Checked:
     reason = f"verify could not run: {type(exc).__name__}: {exc}"
     log.warning("verify of %s raised: %s", forged["task_id"], reason)
     check = empty_row(
@@ -71,7 +72,7 @@ def run(ctx: StageContext) -> StageResult:
     forged = ctx.rows("forge", "tasks")
     infra: list[str] = []
 
-    def crashed(row: dict[str, Any], exc: BaseException) -> Checked:
+    def crashed(row: Forged, exc: BaseException) -> Checked:
         if is_transient(exc):
             infra.append(f"{row['task_id']}: {type(exc).__name__}: {exc}")
         return _crashed(row, exc)
