@@ -12,6 +12,7 @@ from collections import Counter
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 from prefect import task
 
 from clawloop.flows import engine, runs
@@ -270,6 +271,29 @@ def test_cli_errors_are_one_line_and_exit_2(tmp_path, capsys):
     )
     assert "no run 'nope'" in capsys.readouterr().err
     assert main(["runs", "--root", str(tmp_path)]) == 0
+
+
+def test_user_errors_are_one_line_with_prefect_on_too(tmp_path, capsys, monkeypatch):
+    """Checked before any flow starts: no Prefect server is started, no traceback printed."""
+    from clawloop.flows import pipeline
+    from clawloop.flows.cli import main
+
+    def no_flow(*a, **k):
+        raise AssertionError("a flow started for a user error")
+
+    monkeypatch.setattr(pipeline, "loop_flow", no_flow)
+    monkeypatch.setattr(pipeline, "rerun_stage_flow", no_flow)
+    assert main(["run", "--root", "/proc/clawloop-cannot-write", "--iterations", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cannot write /proc/clawloop-cannot-write" in err
+    runs.run_loop(_cfg(tmp_path), "r", STAGES, thread_mapper(False))
+    argv = ["rerun", "--run-id", "r", "--iteration", "7", "--stage", "b", "--root", str(tmp_path)]
+    with pytest.raises(SystemExit):  # b is not a pipeline stage: argparse says so
+        main(argv)
+    argv[argv.index("b")] = "forge"
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err == "clawloop: --iteration 7 is outside run r's 1..1"
 
 
 def test_run_status_tells_complete_failed_and_stale_after_a_rerun(tmp_path):
