@@ -11,7 +11,7 @@ import posixpath
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from clawloop.harness.taskfolder.spec import BuildResult, Contract, OutputSpec
+from clawloop.harness.taskfolder.spec import LENIENCIES, BuildResult, Contract, OutputSpec
 
 CAPABILITY_KEYS = ("capability", "domain", "multihop", "dirtiness", "output_format")
 OutputFormat = Literal["json", "csv", "multi", "report"]
@@ -86,7 +86,11 @@ def _output_spec(o: Any, i: int) -> OutputSpec:
         key=[str(c) for c in o.get("key", [])],
         schema=dict(o.get("schema", {}) or {}),
         sidecar=check_relpath(o["sidecar"], f"{where}.sidecar") if o.get("sidecar") else "",
+        lenient=[str(x) for x in o.get("lenient", []) or []],
     )
+    unknown = sorted(set(spec.lenient) - set(LENIENCIES))
+    if unknown:
+        raise ContractError(f"{where}.lenient: unknown {unknown}; known: {list(LENIENCIES)}")
     if fmt == "csv" and not spec.columns:
         raise ContractError(f"{where}: a csv output must list its columns")
     if not set(spec.key) <= set(spec.columns):
@@ -94,6 +98,32 @@ def _output_spec(o: Any, i: int) -> OutputSpec:
     if fmt == "report" and not spec.sidecar:
         raise ContractError(f"{where}: a report output needs a machine-checkable sidecar path")
     return spec
+
+
+def check_record_lists(value: Any, schema: Any, where: str, depth: int = 0) -> None:
+    """Every list of records in an answer needs a schema saying how rows are matched: `"key":
+    [fields]` (order-insensitive, by those fields) or `"ordered": true` (by position). Otherwise
+    the same rows in another order would score as wrong."""
+    schema = schema if isinstance(schema, dict) else {}
+    if depth > 8:
+        return
+    if isinstance(value, dict):
+        props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+        each = schema.get("additionalProperties")
+        for k, v in value.items():
+            check_record_lists(v, props.get(k, each), f"{where}.{k}", depth + 1)
+    elif isinstance(value, list) and value and all(isinstance(x, dict) for x in value):
+        key = schema.get("key")
+        if schema.get("ordered") is True:
+            return
+        if not isinstance(key, list) or not key or not all(isinstance(k, str) for k in key):
+            raise ContractError(
+                f'{where} is a list of records: its schema needs "key": [fields that identify a '
+                'row] (rows match in any order) or "ordered": true (rows match by position)'
+            )
+        lacking = [k for k in key if not all(k in row for row in value)]
+        if lacking:
+            raise ContractError(f"{where}: key field(s) {lacking} are not in every row")
 
 
 def graded_paths(contract: Contract) -> list[str]:
@@ -147,6 +177,10 @@ def validate_build(obj: Any) -> BuildResult:
         raise ContractError(
             f"build()['answer'] keys {sorted(answer)} must equal the graded outputs {sorted(expected)}"
         )
+    for o in contract.outputs:
+        if o.format != "csv":
+            path = o.sidecar if o.format == "report" else o.path
+            check_record_lists(answer[path], o.schema, f"answer[{path!r}]")
     clash = expected & set(files)
     if clash:
         raise ContractError(

@@ -37,6 +37,9 @@ def build(seed: int) -> dict:
 def solve(workspace: str) -> None:
     # The reference solution: reads the files in `workspace`, writes every output the contract names.
 
+Grading is strict: CSV columns exactly as listed, in that order; JSON objects exactly the expected
+keys (a map keyed by entity: schema "additionalProperties"); every list of records needs a schema
+"key": [fields] (any order) or "ordered": true (by position); integers whole, booleans true/false.
 Rules: the answer keys equal the graded output paths; no answer value may appear in the instruction,
 the contract or the files; the untouched workspace must fail the verifier; solve() must pass it.
 multihop = how many sources must be joined (index file, per-entity files, cross-reference);

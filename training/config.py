@@ -7,9 +7,10 @@ and a run's YAML `train:` block maps onto it by field name. GPU cluster values a
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, Literal
 
 PHASES = ("sft", "grpo", "sft+grpo")
+REWARDS = ("outcome", "fraction")
 
 
 class TrainConfigError(ValueError):
@@ -54,6 +55,11 @@ class TrainConfig:
     sft_epochs: float = _f(1.0, "passes over the successful trajectories")
     sft_max_steps: int = _f(-1, "stop SFT after this many optimizer steps (-1: epochs decide)")
     # --- GRPO
+    reward: Literal["outcome", "fraction"] = _f(
+        "outcome",
+        "GRPO reward per episode: outcome = 1.0 if the task passed else 0.0; "
+        "fraction = the recorded fraction of checks passed (shaped)",
+    )
     grpo_learning_rate: float = _f(1e-5, "GRPO learning rate (GPU profile: 1e-6 full, 1e-5 LoRA)")
     grpo_epochs: float = _f(1.0, "passes over the kept rollout groups")
     grpo_max_steps: int = _f(-1, "stop GRPO after this many optimizer steps (-1: epochs decide)")
@@ -76,6 +82,8 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if self.phases not in PHASES:
             raise TrainConfigError(f"TrainConfig.phases={self.phases!r}: use one of {PHASES}")
+        if self.reward not in REWARDS:
+            raise TrainConfigError(f"TrainConfig.reward={self.reward!r}: use one of {REWARDS}")
         for name in ("per_device_batch_size", "gradient_accumulation_steps", "max_seq_len"):
             if getattr(self, name) < 1:
                 raise TrainConfigError(

@@ -1,8 +1,10 @@
 """GRPO on pre-collected rollout groups: the math as small pure functions, and a Trainer for it.
 
-For each kept task the N rollouts form a group. A rollout's advantage is its reward normalised
-against its group, A = (r - mean) / (std + eps) (std with Bessel's correction, as TRL); a group whose
-rewards all agree carries no signal and is dropped. Every action token of a rollout gets its
+For each kept task the N rollouts form a group. A rollout's reward is its outcome, 1.0 if the task
+passed else 0.0 (`train.reward: outcome`, the default), or the recorded fraction of checks passed
+(`fraction`, a shaped reward). Its advantage is that reward normalised against its group,
+A = (r - mean) / (std + eps) (std with Bessel's correction, as TRL); a group whose rewards all agree
+carries no signal and is dropped (under `outcome`: all passed or all failed, whatever the fractions). Every action token of a rollout gets its
 rollout's advantage. The per-token objective is PPO's clipped surrogate,
     -min(ratio * A, clip(ratio, 1 - eps, 1 + eps) * A),   ratio = exp(logp - logp_sampling),
 where logp_sampling is the sampler's recorded logprob (importance correction for data produced by
@@ -15,8 +17,9 @@ optimizer step (summed here, divided by the Trainer's action-token count across 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import pandas as pd
 import torch
@@ -29,6 +32,16 @@ from clawloop.training.trainer_base import MetricsMixin
 
 
 # ---------------------------------------------------------------------------- pure math
+def episode_reward(row: Mapping[str, Any], kind: str = "outcome") -> float:
+    """The reward GRPO trains on: outcome = 1.0 if the episode passed else 0.0; fraction = the
+    recorded fraction of checks passed."""
+    if kind == "outcome":
+        return 1.0 if bool(row["passed"]) else 0.0
+    if kind == "fraction":
+        return float(row["reward"])
+    raise ValueError(f"reward kind {kind!r}: use outcome or fraction")
+
+
 def group_advantages(
     rewards: Sequence[float], eps: float = 1e-4, min_std: float = 1e-6
 ) -> list[float] | None:
@@ -117,6 +130,7 @@ def grpo_loss(
 class GroupReport:
     """How many groups the GRPO phase trains on, and why the others were left out."""
 
+    reward: str = "outcome"  # which reward the advantages came from (TrainConfig.reward)
     groups_seen: int = 0
     kept_groups: int = 0
     dropped_zero_variance: int = 0
@@ -129,8 +143,9 @@ class GroupReport:
 def grpo_samples(
     trajectories: pd.DataFrame, band: pd.DataFrame, tokenizer, cfg: TrainConfig
 ) -> tuple[list[TokenSample], GroupReport]:
-    """Sequences of every rollout in kept, non-degenerate groups, each carrying its advantage."""
-    report = GroupReport()
+    """Sequences of every rollout in kept, non-degenerate groups, each carrying its advantage and
+    the reward (cfg.reward) it was computed from."""
+    report = GroupReport(reward=cfg.reward)
     kept = set(band.loc[band["kept"].astype(bool), "task_id"]) if len(band) else set()
     df = trajectories
     if "split" in df.columns and len(df):
@@ -145,18 +160,18 @@ def grpo_samples(
             report.dropped_not_kept += 1
             continue
         rows = group.sort_values("attempt").to_dict("records")
-        adv = group_advantages(
-            [float(r["reward"]) for r in rows], eps=cfg.adv_eps, min_std=cfg.min_group_std
-        )
+        rewards = [episode_reward(r, cfg.reward) for r in rows]
+        adv = group_advantages(rewards, eps=cfg.adv_eps, min_std=cfg.min_group_std)
         if adv is None:
             report.dropped_zero_variance += 1
             continue
         report.kept_groups += 1
-        for row, a in zip(rows, adv, strict=True):
+        for row, r, a in zip(rows, rewards, adv, strict=True):
             seqs, enc = encode_episode(tokenizer, row, cfg.max_seq_len, cfg.use_recorded_tokens)
             report.encode.add(enc)
             report.episodes += 1
             for s in seqs:
+                s.reward = r
                 s.advantage = a
                 samples.append(s)
     report.samples = len(samples)

@@ -230,7 +230,7 @@ def train_stage(
                     if grep.kept_groups
                     else f"grpo: no kept group with reward spread ({grep.groups_seen} groups: "
                     f"{grep.dropped_not_kept} not kept by the band, "
-                    f"{grep.dropped_zero_variance} with equal rewards)"
+                    f"{grep.dropped_zero_variance} with equal rewards, train.reward={grep.reward})"
                 )
     except Exception as exc:  # a crash is never a trained (or untrained) policy
         detail = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())

@@ -233,8 +233,11 @@ def read_task_info(task_dir: Path) -> TaskInfo:
 
 def _render_output(o: OutputSpec) -> list[str]:
     lines = [f"- `{o.path}` ({o.format})"]
+    lenient = set(o.lenient)
     if o.columns:
-        lines.append(f"  - columns, in this order: {', '.join(f'`{c}`' for c in o.columns)}")
+        order = "in any order" if "column_order" in lenient else "in this order"
+        others = ", other columns allowed" if "extra_columns" in lenient else ", and no others"
+        lines.append(f"  - columns, {order}{others}: {', '.join(f'`{c}`' for c in o.columns)}")
     if o.key:
         lines.append(f"  - one row per: {', '.join(f'`{c}`' for c in o.key)}")
     if o.sidecar:
@@ -242,6 +245,14 @@ def _render_output(o: OutputSpec) -> list[str]:
     if o.schema:
         schema = json.dumps(o.schema, indent=2, sort_keys=True)
         lines.append("  - JSON schema:\n\n```json\n" + schema + "\n```")
+        if "extra_fields" not in lenient:
+            lines.append("  - no keys or fields beyond what is asked for")
+    strict = [
+        "integers are whole numbers" if "int_as_float" not in lenient else "",
+        "booleans are true or false" if "bool_words" not in lenient else "",
+    ]
+    if any(strict):
+        lines.append("  - " + "; ".join(s for s in strict if s))
     return lines
 
 

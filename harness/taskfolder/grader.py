@@ -77,6 +77,9 @@ def parse_csv(text: str, rel: str) -> tuple[list[str], list[dict[str, str]]]:
         if not header:
             raise OutputUnreadable(f"{rel} has no header row")
         header = [h.strip() for h in header]
+        repeated = sorted({h for h in header if header.count(h) > 1})
+        if repeated:
+            raise OutputUnreadable(f"{rel} repeats header column(s) {repeated}")
         rows = []
         for i, rec in enumerate(reader):
             if i >= MAX_ROWS:
@@ -108,25 +111,36 @@ def _num(x: Any) -> float | None:
     return None
 
 
-def _bool(x: Any) -> bool | None:
+# The contract can relax what is strict by default, per output: `"lenient": [...]` of these.
+LENIENCIES = ("column_order", "extra_columns", "extra_fields", "int_as_float", "bool_words")
+BOOL_WORDS = {"yes": True, "no": False, "1": True, "0": False}
+
+
+def _bool(x: Any, words: bool = False) -> bool | None:
+    """A boolean, from JSON true/false or a CSV cell "true"/"false" (yes/no/1/0 with `words`)."""
     if isinstance(x, bool):
         return x
     if isinstance(x, str):
-        return {"true": True, "false": False, "yes": True, "no": False, "1": True, "0": False}.get(
-            x.strip().lower()
-        )
+        s = x.strip().lower()
+        return {"true": True, "false": False}.get(s, BOOL_WORDS.get(s) if words else None)
     return None
 
 
-def values_equal(exp: Any, got: Any, tol: dict[str, float], depth: int = 0) -> bool:
-    """Expected vs got, lenient on representation (a CSV cell is text), strict on value."""
+def values_equal(
+    exp: Any, got: Any, tol: dict[str, float], depth: int = 0, lenient: frozenset = frozenset()
+) -> bool:
+    """Expected vs got: a CSV cell may be the text of the value, the value itself is strict: an
+    integer must be a whole number, a boolean true/false, an object exactly the expected keys
+    (each of these relaxed only by a leniency the contract declares)."""
     if depth > 50:
         return False
     if isinstance(exp, bool):
-        return _bool(got) is exp
+        return _bool(got, "bool_words" in lenient) is exp
     if isinstance(exp, int | float):
         g = _num(got)
         if g is None or math.isnan(g):
+            return False
+        if isinstance(exp, int) and not g.is_integer() and "int_as_float" not in lenient:
             return False
         return (
             abs(g - float(exp)) <= tol.get("abs", 0.0) + tol.get("rel", 0.0) * abs(float(exp)) + EPS
@@ -139,11 +153,15 @@ def values_equal(exp: Any, got: Any, tol: dict[str, float], depth: int = 0) -> b
         return (
             isinstance(got, list)
             and len(got) == len(exp)
-            and all(values_equal(e, g, tol, depth + 1) for e, g in zip(exp, got, strict=True))
+            and all(
+                values_equal(e, g, tol, depth + 1, lenient) for e, g in zip(exp, got, strict=True)
+            )
         )
     if isinstance(exp, dict):
-        return isinstance(got, dict) and all(
-            k in got and values_equal(v, got[k], tol, depth + 1) for k, v in exp.items()
+        if not isinstance(got, dict) or ("extra_fields" not in lenient and set(got) - set(exp)):
+            return False
+        return all(
+            k in got and values_equal(v, got[k], tol, depth + 1, lenient) for k, v in exp.items()
         )
     return exp == got
 
@@ -197,8 +215,13 @@ def compare_rows(
     key: list[str],
     fields: list[str],
     tol: dict[str, float],
+    lenient: frozenset = frozenset(),
+    record_fields: bool = False,
 ) -> list[Check]:
-    """Keyed, order-insensitive comparison: one check for the key set, one per non-key field."""
+    """Keyed, order-insensitive comparison (by position without a key): one check for the key
+    set, one per non-key field, and with `record_fields` (JSON records; a CSV's header is checked
+    as its columns) one that no row holds a field the answer does not."""
+    allowed = set(fields) | set(key)
     fields = [f for f in fields if f not in key]
     if got_rows is None:
         return [_check(f"{name}: keys", False, "no rows to compare")] + [
@@ -232,13 +255,24 @@ def compare_rows(
         )
     )
     checks = [_check(f"{name}: keys", ok, detail or f"{len(exp_idx)} rows matched")]
+    if record_fields and "extra_fields" not in lenient:
+        unknown = sorted({f for r in got_idx.values() for f in r if f not in allowed})
+        checks.append(
+            _check(
+                f"{name}: fields",
+                not unknown,
+                f"fields the contract does not ask for: {_short(unknown)}"
+                if unknown
+                else "as asked",
+            )
+        )
     for f in fields:
         bad = []
         for k, er in exp_idx.items():
             gr = got_idx.get(k)
             if gr is None or f not in gr:
                 bad.append(f"{k}: missing")
-            elif not values_equal(er.get(f), gr.get(f), tol):
+            elif not values_equal(er.get(f), gr.get(f), tol, lenient=lenient):
                 bad.append(f"{k}: expected {_short(er.get(f))}, got {_short(gr.get(f))}")
         checks.append(
             _check(
@@ -258,30 +292,42 @@ def compare_json(
     tol: dict[str, float],
     present: bool = True,
     depth: int = 0,
+    lenient: frozenset = frozenset(),
 ) -> list[Check]:
-    """Walk the expected JSON; dict fields recurse, keyed lists compare like CSV rows, leaves compare."""
+    """Walk the expected JSON: objects check their keys (none missing, none extra: a keyed map
+    listing entities it should not fails) and recurse, lists of records compare like CSV rows
+    (by the schema's "key", else by position when the schema says "ordered"), leaves compare."""
     schema = schema if isinstance(schema, dict) else {}
-    if isinstance(exp, dict) and exp and depth < 8:
+    if isinstance(exp, dict) and depth < 8:
         props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+        each = schema.get("additionalProperties")  # a map keyed by data: one schema for all values
         sub = got if present and isinstance(got, dict) else None
         checks = []
+        if present:
+            extra = sorted(sub) if sub is None else sorted(set(sub) - set(exp))
+            allowed = each is True or "extra_fields" in lenient
+            ok = sub is not None and (allowed or not extra)
+            why = "not an object" if sub is None else f"unexpected keys {_short(extra)}"
+            checks.append(_check(f"{name}: keys", ok, "as expected" if ok else why))
         for k, v in exp.items():
             has = sub is not None and k in sub
+            child = props.get(k, each if isinstance(each, dict) else None)
             checks += compare_json(
-                f"{name}.{k}", v, sub.get(k) if has else None, props.get(k), tol, has, depth + 1
+                f"{name}.{k}", v, sub.get(k) if has else None, child, tol, has, depth + 1, lenient
             )
         return checks
     if isinstance(exp, list) and exp and all(isinstance(x, dict) for x in exp):
         key = schema.get("key") if isinstance(schema.get("key"), list) else []
         fields = sorted({f for x in exp for f in x})
         rows = got if present and isinstance(got, list) else None
-        return compare_rows(f"{name}[]", exp, rows, [str(k) for k in key], fields, tol)
+        keys = [str(k) for k in key]
+        return compare_rows(f"{name}[]", exp, rows, keys, fields, tol, lenient, record_fields=True)
     if not present:
         return [_check(name, False, "missing")]
     if isinstance(exp, list) and schema.get("unordered") and isinstance(got, list):
         ok = len(exp) == len(got) and sorted(map(json.dumps, exp)) == sorted(map(json.dumps, got))
         return [_check(name, ok, "" if ok else f"expected {_short(exp)}, got {_short(got)}")]
-    ok = values_equal(exp, got, tol)
+    ok = values_equal(exp, got, tol, lenient=lenient)
     return [_check(name, ok, "match" if ok else f"expected {_short(exp)}, got {_short(got)}")]
 
 
@@ -289,6 +335,7 @@ def _grade_output(
     o: dict[str, Any], answer: dict[str, Any], workspace: str, tol: dict[str, float]
 ) -> list[Check]:
     fmt, path = o.get("format"), str(o.get("path", ""))
+    lenient = frozenset(str(x) for x in o.get("lenient", []) or [])
     checks: list[Check] = []
     if fmt == "report":
         try:
@@ -308,16 +355,13 @@ def _grade_output(
             return [
                 _check(f"{path}: readable", False, str(e)),
                 _check(f"{path}: columns", False, "unreadable"),
-            ] + compare_rows(path, exp or [], None, key, columns, tol)
-        absent = [c for c in columns if c not in header]
+            ] + compare_rows(path, exp or [], None, key, columns, tol, lenient)
         checks += [
             _check(f"{path}: readable", True, f"{len(rows)} rows"),
-            _check(
-                f"{path}: columns", not absent, f"missing {absent}" if absent else "all present"
-            ),
+            _columns_check(path, header, columns, lenient),
         ]
         return checks + compare_rows(
-            path, exp if isinstance(exp, list) else [], rows, key, columns, tol
+            path, exp if isinstance(exp, list) else [], rows, key, columns, tol, lenient
         )
     # json, or a report's sidecar
     try:
@@ -325,7 +369,21 @@ def _grade_output(
     except OutputUnreadable as e:
         got, present, why = None, False, str(e)
     checks.append(_check(f"{path}: readable", present, why))
-    return checks + compare_json(path, exp, got, o.get("schema"), tol, present)
+    return checks + compare_json(path, exp, got, o.get("schema"), tol, present, lenient=lenient)
+
+
+def _columns_check(path: str, header: list[str], columns: list[str], lenient: frozenset) -> Check:
+    """The header holds the contract's columns, in its order, and no others (unless lenient)."""
+    absent = [c for c in columns if c not in header]
+    extra = [h for h in header if h not in columns]
+    if absent:
+        return _check(f"{path}: columns", False, f"missing {absent}")
+    if extra and "extra_columns" not in lenient:
+        return _check(f"{path}: columns", False, f"columns the contract does not ask for: {extra}")
+    in_order = [h for h in header if h in columns] == columns
+    if not in_order and "column_order" not in lenient:
+        return _check(f"{path}: columns", False, f"expected in this order: {columns}, got {header}")
+    return _check(f"{path}: columns", True, "as the contract lists them")
 
 
 def grade(contract: dict[str, Any], answer: dict[str, Any], workspace: str) -> dict[str, Any]:

@@ -11,6 +11,10 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+# What an output may relax (`OutputSpec.lenient`). The grader, a standalone file copied into each
+# task, keeps its own copy of this tuple; tests/harness/test_grader.py checks they agree.
+LENIENCIES = ("column_order", "extra_columns", "extra_fields", "int_as_float", "bool_words")
+
 
 @dataclass(frozen=True)
 class OutputSpec:
@@ -20,6 +24,9 @@ class OutputSpec:
     key: list[str] = field(default_factory=list)  # csv: columns identifying a row
     schema: dict[str, Any] = field(default_factory=dict)  # json / report sidecar (JSON-Schema-like)
     sidecar: str = ""  # report: the machine-checkable JSON file holding the graded facts
+    # What the grader relaxes for this output (grader.LENIENCIES; default strict: columns in the
+    # listed order and no others, no extra fields or keys, whole integers, true/false booleans).
+    lenient: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

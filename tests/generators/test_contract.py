@@ -74,3 +74,35 @@ def test_relpath():
     for bad in ["", "a/../../b", "./a", "a//b", "a\\b"]:
         with pytest.raises(ContractError):
             check_relpath(bad, "x")
+
+
+def _json_build(schema: dict, value: object) -> dict:
+    d = good()
+    d["answer"] = {"output/r.json": value}
+    d["contract"]["outputs"] = [{"path": "output/r.json", "format": "json", "schema": schema}]
+    return d
+
+
+def test_a_list_of_records_needs_a_key_or_ordered():
+    rows = {"rows": [{"id": "a", "n": 1}, {"id": "b", "n": 2}]}
+    with pytest.raises(ContractError, match=r"rows is a list of records.*\"key\""):
+        validate_build(_json_build({"properties": {"rows": {"type": "array"}}}, rows))
+    keyed = {"properties": {"rows": {"type": "array", "key": ["id"]}}}
+    assert validate_build(_json_build(keyed, rows)).contract.outputs[0].schema == keyed
+    ordered = {"properties": {"rows": {"type": "array", "ordered": True}}}
+    validate_build(_json_build(ordered, rows))
+    with pytest.raises(ContractError, match="not in every row"):
+        validate_build(_json_build({"properties": {"rows": {"key": ["name"]}}}, rows))
+    # inside a keyed map too: each value's schema is additionalProperties
+    nested = {"HV-1": [{"t": 1}], "HV-2": [{"t": 2}]}
+    with pytest.raises(ContractError, match=r"HV-1 is a list of records"):
+        validate_build(_json_build({"additionalProperties": {"type": "array"}}, nested))
+
+
+def test_unknown_leniencies_are_refused():
+    d = good()
+    d["contract"]["outputs"][0]["lenient"] = ["column_order", "anything_goes"]
+    with pytest.raises(ContractError, match="unknown \\['anything_goes'\\]"):
+        validate_build(d)
+    d["contract"]["outputs"][0]["lenient"] = ["column_order"]
+    assert validate_build(d).contract.outputs[0].lenient == ["column_order"]

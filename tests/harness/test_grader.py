@@ -71,14 +71,92 @@ def put(ws: Path, rel: str, text: str) -> None:
     p.write_text(text)
 
 
-def test_csv_exact_and_reordered_rows_pass(tmp_path: Path) -> None:
+def test_csv_rows_in_any_order_pass_columns_only_in_the_contract_order(tmp_path: Path) -> None:
+    put(
+        tmp_path, "output/t.csv", "id,site,total,ok\nB-2,South,7.25,false\n A-1 ,North,12.50,TRUE\n"
+    )
+    g = grade(CSV_CONTRACT, CSV_ANSWER, str(tmp_path))
+    assert g["passed"] and g["reward"] == 1.0, g["checks"]
     put(
         tmp_path,
         "output/t.csv",
         "ok,total,site,id,extra\nfalse,7.25,South,B-2,z\nTRUE,12.50,North, A-1 ,z\n",
     )
     g = grade(CSV_CONTRACT, CSV_ANSWER, str(tmp_path))
-    assert g["passed"] and g["reward"] == 1.0, g["checks"]
+    failed = {c["name"]: c["detail"] for c in g["checks"] if not c["passed"]}
+    assert list(failed) == ["output/t.csv: columns"] and "extra" in failed["output/t.csv: columns"]
+    lenient = {**CSV_CONTRACT["outputs"][0], "lenient": ["column_order", "extra_columns"]}
+    assert grade({**CSV_CONTRACT, "outputs": [lenient]}, CSV_ANSWER, str(tmp_path))["passed"]
+
+
+def test_reordered_columns_and_a_repeated_header_fail(tmp_path: Path) -> None:
+    put(tmp_path, "output/t.csv", "site,id,total,ok\nSouth,B-2,7.25,false\nNorth,A-1,12.5,true\n")
+    g = grade(CSV_CONTRACT, CSV_ANSWER, str(tmp_path))
+    assert not g["passed"] and "in this order" in next(
+        c["detail"] for c in g["checks"] if c["name"] == "output/t.csv: columns"
+    )
+    put(tmp_path, "output/t.csv", "id,site,total,ok,ok\nB-2,South,7.25,false,true\n")
+    g = grade(CSV_CONTRACT, CSV_ANSWER, str(tmp_path))
+    assert g["reward"] == 0.0 and "repeats header column(s) ['ok']" in g["checks"][0]["detail"]
+
+
+def test_integers_must_be_whole_and_booleans_true_or_false(tmp_path: Path) -> None:
+    contract = {
+        "outputs": [{"path": "output/s.json", "format": "json", "schema": {}}],
+        "tolerance": {"abs": 0.05},
+    }
+    answer = {"output/s.json": {"count": 3, "ok": True}}
+    for got, passes in [
+        ({"count": 3, "ok": True}, True),
+        ({"count": 3.0, "ok": True}, True),
+        ({"count": 3.01, "ok": True}, False),  # within tolerance, but not a whole number
+        ({"count": 3, "ok": "yes"}, False),
+        ({"count": 3, "ok": 1}, False),
+    ]:
+        put(tmp_path, "output/s.json", json.dumps(got))
+        assert grade(contract, answer, str(tmp_path))["passed"] is passes, got
+    relaxed = {**contract["outputs"][0], "lenient": ["int_as_float", "bool_words"]}
+    put(tmp_path, "output/s.json", json.dumps({"count": 3.01, "ok": "yes"}))
+    assert grade({**contract, "outputs": [relaxed]}, answer, str(tmp_path))["passed"]
+
+
+def test_a_keyed_map_with_entities_it_should_not_list_fails(tmp_path: Path) -> None:
+    """ "list only hives over 16 kg": writing every hive must not pay."""
+    contract = {
+        "outputs": [
+            {
+                "path": "output/heavy.json",
+                "format": "json",
+                "schema": {"type": "object", "additionalProperties": {"type": "number"}},
+            }
+        ],
+        "tolerance": {"abs": 0.01},
+    }
+    answer = {"output/heavy.json": {"HV-1": 17.0, "HV-2": 18.5}}
+    put(tmp_path, "output/heavy.json", json.dumps({"HV-1": 17.0, "HV-2": 18.5}))
+    assert grade(contract, answer, str(tmp_path))["passed"]
+    put(tmp_path, "output/heavy.json", json.dumps({"HV-1": 17.0, "HV-2": 18.5, "HV-3": 9.0}))
+    g = grade(contract, answer, str(tmp_path))
+    bad = [c for c in g["checks"] if not c["passed"]]
+    assert not g["passed"] and [c["name"] for c in bad] == ["output/heavy.json: keys"]
+    assert "HV-3" in bad[0]["detail"]
+
+
+def test_json_records_with_fields_the_contract_does_not_ask_for_fail(tmp_path: Path) -> None:
+    contract = {
+        "outputs": [
+            {
+                "path": "output/r.json",
+                "format": "json",
+                "schema": {"properties": {"rows": {"type": "array", "key": ["id"]}}},
+            }
+        ],
+        "tolerance": {"abs": 0.0},
+    }
+    answer = {"output/r.json": {"rows": [{"id": "a", "n": 1}]}}
+    put(tmp_path, "output/r.json", json.dumps({"rows": [{"id": "a", "n": 1, "guess": 2}]}))
+    g = grade(contract, answer, str(tmp_path))
+    assert not g["passed"] and any(c["name"] == "output/r.json.rows[]: fields" for c in g["checks"])
 
 
 def test_csv_tolerance_boundary(tmp_path: Path) -> None:
@@ -156,7 +234,7 @@ def test_report_needs_text_and_sidecar(tmp_path: Path) -> None:
     answer = {"output/facts.json": {"flagged": 3, "worst": "HV-0012"}}
     put(tmp_path, "output/facts.json", json.dumps({"flagged": 3, "worst": "HV-0012"}))
     g = grade(contract, answer, str(tmp_path))
-    assert not g["passed"] and g["reward"] == 0.75
+    assert not g["passed"] and g["reward"] == 0.8  # all but "report written"
     put(tmp_path, "output/report.md", "# Findings\nThree readings flagged.\n")
     assert grade(contract, answer, str(tmp_path))["passed"]
 
@@ -262,3 +340,9 @@ def test_cli_runs_as_a_standalone_stdlib_script(tmp_path: Path) -> None:
     subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=tmp_path)
     r = json.loads(out.read_text())
     assert r["reward"] == 0.0 and "JSONDecodeError" in r["checks"][0]["detail"]
+
+
+def test_the_grader_and_the_contract_know_the_same_leniencies() -> None:
+    from clawloop.harness.taskfolder import grader, spec
+
+    assert grader.LENIENCIES == spec.LENIENCIES

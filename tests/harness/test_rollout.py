@@ -54,6 +54,25 @@ def test_band_filter_keeps_sometimes_solved_tasks(passes, kept, why):
     assert b["reason"].startswith(why)
 
 
+def test_band_filter_counts_passes_not_the_fraction_of_checks():
+    # 0.9 of the checks passed is still a failed task: no passes, too hard
+    rows = [
+        {
+            "task_id": "t",
+            "capability": "c",
+            "passed": False,
+            "reward": 0.9,
+            "end_reason": "finished",
+        }
+        for _ in range(4)
+    ]
+    [b] = band_filter(rows, n=4, lo=1, hi=3)
+    assert (b["kept"], b["passes"]) == (False, 0) and b["reason"].startswith("too hard")
+    rows[0].update(passed=True, reward=1.0)
+    [b] = band_filter(rows, n=4, lo=1, hi=3)
+    assert (b["kept"], b["passes"]) == (True, 1)
+
+
 def test_band_filter_drops_short_groups_and_infra_failures():
     rows = _rows("short", [True, False]) + _rows("infra", [True, False, False], end="server_error")
     bands = {b["task_id"]: b for b in band_filter(rows, n=3, lo=1, hi=2)}

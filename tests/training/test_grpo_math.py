@@ -7,7 +7,13 @@ import math
 import pytest
 import torch
 
-from clawloop.training.grpo import group_advantages, grpo_loss, grpo_token_loss, next_token_logprobs
+from clawloop.training.grpo import (
+    episode_reward,
+    group_advantages,
+    grpo_loss,
+    grpo_token_loss,
+    next_token_logprobs,
+)
 
 
 def test_group_advantages_hand_values():
@@ -22,6 +28,14 @@ def test_zero_variance_and_singleton_groups_are_dropped():
     assert group_advantages([1.0, 1.0, 1.0]) is None
     assert group_advantages([0.0, 0.0]) is None
     assert group_advantages([1.0]) is None
+
+
+def test_episode_reward_is_the_outcome_unless_fraction_is_asked_for():
+    passed, failed = {"passed": True, "reward": 1.0}, {"passed": False, "reward": 0.9}
+    assert [episode_reward(passed), episode_reward(failed)] == [1.0, 0.0]
+    assert [episode_reward(r, "fraction") for r in (passed, failed)] == [1.0, 0.9]
+    with pytest.raises(ValueError, match="reward kind"):
+        episode_reward(passed, "shaped")
 
 
 def _one(x):

@@ -15,6 +15,9 @@ def test_config_rejects_bad_values_with_the_field_name():
         TrainConfig(phases="ppo")
     with pytest.raises(TrainConfigError, match="clip_eps"):
         TrainConfig(clip_eps=1.5)
+    with pytest.raises(TrainConfigError, match="reward"):
+        TrainConfig(reward="shaped")
+    assert TrainConfig().reward == "outcome"
     with pytest.raises(TrainConfigError, match="unknown train settings"):
         TrainConfig.from_dict({"learning_rate": 1.0})
     assert TrainConfig.from_dict({"phases": "grpo"}).run_sft is False
@@ -38,10 +41,22 @@ def test_every_field_is_a_typed_flag():
             "4",
             "--deepspeed",
             "training/configs/zero3.json",
+            "--reward",
+            "fraction",
         ]
     )
     cfg = config_from_args(args)
     assert cfg.phases == "sft" and cfg.lora is True and cfg.sft_learning_rate == 3e-5
     assert cfg.bf16 is False and cfg.gradient_accumulation_steps == 4
-    assert cfg.deepspeed == "training/configs/zero3.json"
+    assert cfg.deepspeed == "training/configs/zero3.json" and cfg.reward == "fraction"
     assert config_from_args(parser.parse_args([])) == TrainConfig()
+
+
+def test_run_config_train_section_takes_the_reward_and_refuses_a_bad_one():
+    from clawloop.tasks.config import ConfigError, parse_config
+    from clawloop.tasks.train import train_config
+
+    assert train_config(parse_config({})).reward == "outcome"
+    assert train_config(parse_config({"train": {"reward": "fraction"}})).reward == "fraction"
+    with pytest.raises(ConfigError, match="train.reward"):
+        parse_config({"train": {"reward": "shaped"}})

@@ -14,7 +14,13 @@ from safetensors.torch import load_file
 from clawloop.storage.schemas import CHECKPOINT, TRAIN_METRICS
 from clawloop.training.batching import SampleCollator, SampleDataset
 from clawloop.training.config import TrainConfig
-from clawloop.training.grpo import GRPOGroupTrainer, grpo_loss, grpo_samples, next_token_logprobs
+from clawloop.training.grpo import (
+    GRPOGroupTrainer,
+    group_advantages,
+    grpo_loss,
+    grpo_samples,
+    next_token_logprobs,
+)
 from clawloop.training.stage import TrainError, train_stage
 from clawloop.training.trainer_base import PolicyRef, load_policy, training_arguments
 
@@ -143,6 +149,43 @@ def test_grpo_leaves_out_every_infrastructure_failure(tiny_tokenizer):
     # Advantages over rewards [1, 0, 1]: the infra zeros would have shifted the mean to 1/3.
     by_sign = sorted({round(s.advantage, 4) for s in samples})
     assert len(by_sign) == 2 and by_sign[0] < 0 < by_sign[1] and by_sign[1] < -by_sign[0]
+
+
+def test_all_failed_group_has_no_outcome_spread_but_a_fraction_one(tiny_tokenizer):
+    # rewards 0.5 and 0.9, neither passed: equal outcomes (0, 0), different fractions
+    traj, band = _frames({"t1": [0.5, 0.9]}, {"t1": True})
+    assert not traj["passed"].any()
+    _, report = grpo_samples(traj, band, tiny_tokenizer, TrainConfig(phases="grpo"))
+    assert (report.kept_groups, report.dropped_zero_variance, report.episodes) == (0, 1, 0)
+    assert report.reward == "outcome"
+    cfg = TrainConfig(phases="grpo", reward="fraction")
+    samples, report = grpo_samples(traj, band, tiny_tokenizer, cfg)
+    assert (report.kept_groups, report.dropped_zero_variance, report.episodes) == (1, 0, 2)
+    assert report.reward == "fraction" and {s.reward for s in samples} == {0.5, 0.9}
+
+
+def test_outcome_advantages_come_from_pass_fail_not_the_fraction(tiny_tokenizer):
+    # t1: a pass and a 0.9 fail; t2: a pass, a 0.9 fail and a 0.0 fail
+    traj, band = _frames({"t1": [1.0, 0.9], "t2": [1.0, 0.9, 0.0]}, {"t1": True, "t2": True})
+
+    def advantages(cfg):
+        samples, report = grpo_samples(traj, band, tiny_tokenizer, cfg)
+        assert report.kept_groups == 2
+        out: dict[str, float] = {}
+        for s in samples:
+            assert out.setdefault(s.episode_id, s.advantage) == s.advantage
+        return out, samples
+
+    adv, samples = advantages(TrainConfig(phases="grpo"))
+    assert adv["t1-0"] > 0 > adv["t1-1"] and adv["t2-0"] > 0 > adv["t2-1"]
+    assert [adv["t1-0"], adv["t1-1"]] == pytest.approx(group_advantages([1.0, 0.0]), rel=1e-9)
+    t2 = [adv[f"t2-{i}"] for i in range(3)]
+    assert t2 == pytest.approx(group_advantages([1.0, 0.0, 0.0]), rel=1e-9)
+    assert {s.reward for s in samples} == {1.0, 0.0}
+    # the shaped reward ranks the 0.9 fail above its group's mean instead
+    frac, _ = advantages(TrainConfig(phases="grpo", reward="fraction"))
+    assert frac["t2-1"] > 0
+    assert [frac["t1-0"], frac["t1-1"]] == pytest.approx(group_advantages([1.0, 0.9]), rel=1e-9)
 
 
 @pytest.mark.slow
