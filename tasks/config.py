@@ -89,6 +89,24 @@ class RunConfig(Section):
             )
         return self
 
+    @model_validator(mode="after")
+    def _lora_reload_needs_an_unmerged_adapter(self) -> RunConfig:
+        if self.llm.reload != "lora":
+            return self
+        if not self.train.lora:
+            raise ValueError(
+                "llm.reload: lora loads train's LoRA adapter into the running server, but "
+                "train.lora is false (train writes full weights): set train.lora: true and "
+                "train.merge_lora: false, or use llm.reload: restart"
+            )
+        if self.train.merge_lora:
+            raise ValueError(
+                "llm.reload: lora needs adapters relative to the base model the server serves, "
+                "but train.merge_lora: true merges each phase and trains the next adapter on top "
+                "of the merged weights: set train.merge_lora: false, or use llm.reload: restart"
+            )
+        return self
+
     # ---- the stage configs these sections map to: each built by its stage module (which is
     # what the stage's cache key covers); kept here as methods for callers outside the stages.
 

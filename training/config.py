@@ -66,7 +66,11 @@ class TrainConfig:
     clip_eps: float = _f(0.2, "PPO clip range: ratio is clipped to [1-clip_eps, 1+clip_eps]")
     adv_eps: float = _f(1e-4, "epsilon in (r - mean) / (std + eps)")
     min_group_std: float = _f(1e-6, "groups whose reward std is at or below this are dropped")
-    kl_beta: float = _f(0.0, "weight of the KL penalty to the reference (start) model; 0 = no KL")
+    kl_beta: float = _f(
+        0.0,
+        "weight of the KL penalty to the reference model (full weights: the phase's start model; "
+        "LoRA: the model under the adapter, i.e. the adapter disabled); 0 = no KL",
+    )
     # --- LoRA
     lora: bool = _f(False, "train a LoRA adapter (peft) instead of all weights")
     lora_r: int = _f(16, "LoRA rank")

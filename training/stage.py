@@ -110,7 +110,9 @@ def _encode_counts(prefix: str, enc: EncodeReport) -> dict[str, int]:
 
 
 def _reference_model(start: PolicyRef, cfg: TrainConfig, device):
-    """Frozen copy of the phase's start model for the KL term (LoRA uses its disabled adapter)."""
+    """Frozen copy of the phase's start model for the KL term. With LoRA there is none: the
+    reference is the policy with its adapter disabled, i.e. the model under the adapter (for a
+    continued adapter, the base it was first trained on, not this phase's start)."""
     if cfg.kl_beta <= 0 or cfg.lora:
         return None
     from transformers import AutoModelForCausalLM

@@ -3,13 +3,20 @@ the Parquet blob, unpack it safely, and export/import sets of rows as plain fold
 
 Layout (fixed, docs/design.md):
 
-    <task>/task.toml             [task] name; [metadata] + [metadata.clawloop]; [agent]/[verifier]
-                                 timeout_sec; [environment] cpus, memory_mb, network_mode
+    <task>/task.toml             [task] name "<org>/<task_id>"; [metadata] + [metadata.clawloop];
+                                 [agent]/[verifier] timeout_sec; [environment] cpus, memory_mb,
+                                 network_mode
     <task>/instruction.md        instruction + the contract, rendered for a reader
     <task>/environment/          Dockerfile (FROM clawloop-base) + workspace/ (the starting files)
     <task>/solution/solve.sh     runs solution/generator.py's solve("/workspace")
     <task>/tests/test.sh         grades /workspace with tests/grader.py -> /logs/verifier/reward.json
+                                 {"reward": float} (numbers only, as Harbor requires) and, beside
+                                 it, details.json {"reward", "passed", "checks", "reason"}
     <task>/tests/{grader.py,answer.json,contract.json}   the hidden answer key and its grader
+
+Harbor (0.25) requires [task] name in "org/name" form: folders are written as "clawloop/<task_id>"
+and export can name another org. Reading strips the org, so task_id is always the bare id, and
+older folders whose name has no org still read and import.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ import dataclasses
 import io
 import json
 import posixpath
+import re
 import tarfile
 import tomllib
 from dataclasses import dataclass
@@ -31,17 +39,24 @@ from clawloop.harness.taskfolder.spec import BuildResult, Contract, OutputSpec
 GRADER_PATH = Path(str(grader.__file__))
 BASE_IMAGE = "clawloop-base:latest"
 MAX_UNPACKED_BYTES = 64 * 1024 * 1024
+DEFAULT_ORG = "clawloop"
+# Harbor's ORG_NAME_PATTERN (harbor.constants), one side of the slash; ".." is refused too.
+NAME_PART = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9._-]*")
 
 TEST_SH = """#!/bin/bash
 # Verifier: grade /workspace against the hidden answer key in /tests; always leaves a reward.
+# reward.json holds numbers only ({"reward": float}, as Harbor requires); the per-check details
+# go beside it in details.json.
 mkdir -p /logs/verifier
-rm -f /logs/verifier/reward.*
+rm -f /logs/verifier/reward.* /logs/verifier/details.json
 python3 -I -S /tests/grader.py --tests-dir /tests --workspace /workspace \\
-    --out /logs/verifier/reward.json
+    --out /logs/verifier/reward.json --details /logs/verifier/details.json
 status=$?
 if [ ! -s /logs/verifier/reward.json ]; then
-    echo "{\\"reward\\": 0.0, \\"error\\": \\"grader exited $status without writing a reward\\"}" \\
-        > /logs/verifier/reward.json
+    reason="grader exited $status without writing a reward"
+    echo "{\\"reward\\": 0.0, \\"passed\\": false, \\"checks\\": [], \\"reason\\": \\"$reason\\"}" \\
+        > /logs/verifier/details.json
+    echo '{"reward": 0.0}' > /logs/verifier/reward.json
 fi
 exit 0
 """

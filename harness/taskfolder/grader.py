@@ -414,12 +414,40 @@ def grade(contract: dict[str, Any], answer: dict[str, Any], workspace: str) -> d
     return {"reward": reward, "passed": n > 0 and passed == n, "checks": checks}
 
 
-def _write(out: str, result: dict[str, Any]) -> None:
-    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-    tmp = out + ".tmp"
+def _reason(result: dict[str, Any]) -> str:
+    """Why a grade is below 1.0, in one line: the grader's error, else the first failed check."""
+    if result.get("error"):
+        return str(result["error"])[:MAX_DETAIL]
+    for c in result.get("checks") or []:
+        if not c.get("passed"):
+            return f"{c.get('name')}: {c.get('detail')}"[: 2 * MAX_DETAIL]
+    return "" if result.get("passed") else "reward below 1.0"
+
+
+def _write(path: str, doc: dict[str, Any]) -> None:
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = path + ".tmp"
     with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(result, f, indent=2)
-    os.replace(tmp, out)
+        json.dump(doc, f, indent=2)
+    os.replace(tmp, path)
+
+
+def write_result(out: str, details: str, result: dict[str, Any]) -> None:
+    """Two files, details first so a reward never appears without them:
+    `details` {"reward", "passed", "checks", "reason"} for clawloop and for people, and `out`
+    (reward.json) {"reward": float} — numbers only, since Harbor counts every value of
+    reward.json as a reward and fails a trial on any non-numeric one."""
+    reward = float(result["reward"])
+    _write(
+        details,
+        {
+            "reward": reward,
+            "passed": bool(result.get("passed")),
+            "checks": list(result.get("checks") or []),
+            "reason": _reason(result),
+        },
+    )
+    _write(out, {"reward": reward})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -430,8 +458,14 @@ def main(argv: list[str] | None = None) -> int:
         "--tests-dir", default="/tests", help="folder holding answer.json and contract.json"
     )
     ap.add_argument("--workspace", default="/workspace")
-    ap.add_argument("--out", default="/logs/verifier/reward.json")
+    ap.add_argument("--out", default="/logs/verifier/reward.json", help='{"reward": float}')
+    ap.add_argument(
+        "--details",
+        default=None,
+        help="passed, per-check details and reason (default: details.json beside --out)",
+    )
     args = ap.parse_args(argv)
+    details = args.details or os.path.join(os.path.dirname(args.out), "details.json")
     try:
         with open(os.path.join(args.tests_dir, "contract.json"), encoding="utf-8") as f:
             contract = json.load(f)
@@ -446,7 +480,7 @@ def main(argv: list[str] | None = None) -> int:
             "passed": False,
             "checks": [_check("grader", False, f"{type(e).__name__}: {e}")],
         }
-    _write(args.out, result)
+    write_result(args.out, details, result)
     failed = [c["name"] for c in result["checks"] if not c["passed"]]
     print(
         f"reward {result['reward']:.4f} ({len(result['checks']) - len(failed)}/{len(result['checks'])} checks)"

@@ -200,3 +200,13 @@ def test_a_generator_path_that_does_not_exist_is_a_config_error_naming_the_field
     err = capsys.readouterr().err
     assert "synthesize.generator_paths" in err and "my_generators/" in err
     assert not (tmp_path / "runs").exists()
+
+
+def test_lora_reload_is_refused_at_load_unless_train_writes_unmerged_adapters():
+    llm = {"base_url": "http://vllm:8000/v1", "reload": "lora"}
+    with pytest.raises(ConfigError, match="train.lora is false"):
+        parse_config({"llm": llm})
+    with pytest.raises(ConfigError, match="set train.merge_lora: false"):
+        parse_config({"llm": llm, "train": {"lora": True}})  # merge_lora defaults to true
+    ok = parse_config({"llm": llm, "train": {"lora": True, "merge_lora": False}})
+    assert ok.train.lora and not ok.train.merge_lora

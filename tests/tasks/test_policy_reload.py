@@ -71,7 +71,9 @@ def _cfg(tmp_path, fake, reload, iterations=2):
             "iterations": iterations,
             "storage": {"root": str(tmp_path / "runs")},
             "llm": {"base_url": fake.base_url, "model": "policy", "reload": reload},
-            "train": {"base_model": BASE},
+            # reload: lora is only accepted with unmerged LoRA adapters (checked at load)
+            "train": {"base_model": BASE}
+            | ({"lora": True, "merge_lora": False} if reload == "lora" else {}),
         }
     )
 
