@@ -22,9 +22,9 @@ def make_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     # Each module adds its verbs; imports stay here so `clawloop --help` lists everything.
-    from clawloop.flows import rollout_cli, run_cli, task_cli, train_cli
+    from clawloop.flows import generators_cli, rollout_cli, run_cli, task_cli, train_cli
 
-    for verbs in (run_cli, task_cli, rollout_cli, train_cli):
+    for verbs in (run_cli, task_cli, generators_cli, rollout_cli, train_cli):
         verbs.register(sub)
     return parser
 
@@ -33,11 +33,12 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     """Errors a user can cause and fix: printed as one line, no traceback."""
     from clawloop.flows.engine import StageError
     from clawloop.flows.server import ServerError
+    from clawloop.generators.library import RenderError
     from clawloop.generators.synthesize import SynthesisError
     from clawloop.storage.fs import StorageError
     from clawloop.tasks.config import ConfigError
 
-    return (ConfigError, StageError, ServerError, SynthesisError, StorageError)
+    return (ConfigError, StageError, ServerError, SynthesisError, StorageError, RenderError)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,7 +2,7 @@
 
     clawloop forge GENERATOR.py --seed N --out DIR [--backend auto|bwrap|docker]
     clawloop verify TASK_DIR [--json] [--backend ...]     exit 0 kept, 1 dropped, 2 error
-    clawloop export harbor --tasks tasks.parquet --out DIR
+    clawloop export harbor --tasks tasks.parquet --out DIR [--org ORG]   [task] name ORG/<task_id>
     clawloop import harbor DIR... --out tasks.parquet
 
 Errors are one line on stderr, never a traceback.
@@ -98,8 +98,17 @@ def cmd_export(args: argparse.Namespace) -> int:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from clawloop.harness.taskfolder.folder import TaskFolderError, export_rows
+    from clawloop.harness.taskfolder.folder import (
+        TaskFolderError,
+        export_rows,
+        harbor_name,
+        writes_numeric_reward,
+    )
 
+    try:
+        harbor_name("x", args.org)
+    except TaskFolderError as exc:
+        raise CliError(f"--org: {exc}") from exc
     src = Path(args.tasks)
     if not src.is_file():
         raise CliError(f"--tasks {src} does not exist")
@@ -110,7 +119,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     if rows and "task_tar" not in rows[0]:
         raise CliError(f"--tasks {src} has no task_tar column; pass a forge stage's tasks.parquet")
     try:
-        written = export_rows(rows, Path(args.out))
+        written = export_rows(rows, Path(args.out), org=args.org)
     except TaskFolderError as exc:
         raise CliError(str(exc)) from exc
     skipped = len(rows) - len(written)
@@ -118,6 +127,13 @@ def cmd_export(args: argparse.Namespace) -> int:
         f"exported {len(written)} task folder(s) to {args.out}"
         + (f" ({skipped} failed rows skipped)" if skipped else "")
     )
+    legacy = [d.name for d in written if not writes_numeric_reward(d)]
+    if legacy:
+        print(
+            f"note: {len(legacy)} folder(s) (e.g. {legacy[0]}) were forged before reward.json held"
+            " numbers only; Harbor rejects their reward: forge them again to run them there",
+            file=sys.stderr,
+        )
     return EXIT_KEPT
 
 
@@ -185,6 +201,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     h = fmt.add_parser("harbor", help="one Harbor task folder per forged task")
     h.add_argument("--tasks", required=True, help="a forge stage's tasks.parquet")
     h.add_argument("--out", required=True, help="folder to write <task_id>/ folders into")
+    h.add_argument(
+        "--org", default="clawloop",
+        help="org of each folder's [task] name, ORG/<task_id> (Harbor requires org/name)",
+    )  # fmt: skip
     h.set_defaults(func=_guard(cmd_export))
 
     p = sub.add_parser("import", help="import plain task folders as forged-task rows")

@@ -34,8 +34,10 @@ from clawloop.harness.sandbox.base import (
 from clawloop.harness.sandbox.scratch import scratch
 from clawloop.harness.taskfolder.folder import read_task_header
 
-REWARD_FILE = f"{VERIFIER_LOGS}/reward.json"
+REWARD_FILE = f"{VERIFIER_LOGS}/reward.json"  # {"reward": float}: numbers only (Harbor's rule)
+DETAILS_FILE = f"{VERIFIER_LOGS}/details.json"  # {"reward", "passed", "checks", "reason"}
 MAX_REWARD_BYTES = 1024 * 1024
+MAX_DETAILS_BYTES = 8 * 1024 * 1024  # one entry per check, each detail capped by the grader
 LOG_TAIL = 4000
 # Empties the dirs the verifier reads from and writes to, whatever the graded code did to them
 # (a planted reward.json or grader module, a dir made read-only); fails if anything is left.
@@ -89,8 +91,11 @@ def run_solution(sb: Sandbox, task_dir: Path, timeout: float | None = None) -> E
     return sb.exec(["bash", f"{SOLUTION}/solve.sh"], timeout=limit, cwd=WORKSPACE)
 
 
-def parse_reward(text: str | None) -> Grade:
-    """A Grade from reward.json's text; anything unusable is reward 0 with the reason."""
+def parse_reward(text: str | None, details: str | None = None) -> Grade:
+    """A Grade from reward.json's text (the reward) and details.json's (checks and reason);
+    anything unusable in reward.json is reward 0 with the reason. Folders forged before
+    details.json existed kept checks and error in reward.json itself: read there when details
+    are missing. Details whose own reward disagrees with reward.json's are ignored (stale)."""
     if text is None:
         return Grade(0.0, False, reason="the verifier wrote no reward.json")
     try:
@@ -105,10 +110,36 @@ def parse_reward(text: str | None) -> Grade:
     reward = float(reward)
     if not 0.0 <= reward <= 1.0:
         return Grade(0.0, False, reason=f"reward {reward} is outside [0, 1]")
-    checks = doc.get("checks") if isinstance(doc.get("checks"), list) else []
+    info = _details(details, reward) or doc
+    checks = info.get("checks") if isinstance(info.get("checks"), list) else []
     passed = reward >= 1.0
-    reason = str(doc.get("error", "")) or ("" if passed else _first_failed(checks))
+    reason = str(info.get("error") or "") or (
+        "" if passed else str(info.get("reason") or "")[:500] or _first_failed(checks)
+    )
     return Grade(reward, passed, checks, reason=reason)
+
+
+def _details(text: str | None, reward: float) -> dict[str, Any] | None:
+    """details.json as a dict, or None when absent, garbled or about another reward."""
+    if text is None:
+        return None
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(doc, dict):
+        return None
+    theirs = doc.get("reward")
+    numeric = isinstance(theirs, int | float) and not isinstance(theirs, bool)
+    if numeric and not math.isclose(float(theirs), reward, rel_tol=0.0, abs_tol=1e-9):
+        return None
+    return doc
+
+
+def read_grade(sb: Sandbox) -> Grade:
+    """The verifier's outcome in a sandbox: /logs/verifier/reward.json and details.json."""
+    details = read_remote_text(sb, DETAILS_FILE, cap=MAX_DETAILS_BYTES)
+    return parse_reward(read_remote_text(sb, REWARD_FILE), details)
 
 
 def _first_failed(checks: list[Any]) -> str:
@@ -148,7 +179,7 @@ def prepare_grading(sb: Sandbox) -> str:
 def run_tests(sb: Sandbox, task_dir: Path, timeout: float | None = None) -> Grade:
     """Grade the sandbox's current state: prepare_grading, upload tests/ to /tests, run
     `bash /tests/test.sh`, kill whatever it left running (code the verifier ran, e.g. the
-    agent's own scripts, may fork), then read /logs/verifier/reward.json."""
+    agent's own scripts, may fork), then read /logs/verifier/reward.json and details.json."""
     unfit = prepare_grading(sb)
     if unfit:
         return Grade(0.0, False, reason=unfit)
@@ -162,6 +193,6 @@ def run_tests(sb: Sandbox, task_dir: Path, timeout: float | None = None) -> Grad
         return Grade(
             0.0, False, log=log, reason="the verifier left processes that could not be killed"
         )
-    grade = parse_reward(read_remote_text(sb, REWARD_FILE))
+    grade = read_grade(sb)
     grade.log = log
     return grade

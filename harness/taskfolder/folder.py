@@ -117,7 +117,24 @@ def _toml_value(v: Any) -> str:
     return json.dumps(str(v), ensure_ascii=False)
 
 
-def render_task_toml(info: TaskInfo) -> str:
+def harbor_name(task_id: str, org: str = DEFAULT_ORG) -> str:
+    """[task] name as Harbor requires it: "org/task_id" (TaskFolderError when either part does
+    not fit Harbor's pattern: a letter or digit, then letters, digits, ".", "_", "-")."""
+    for what, part in (("org", org), ("task_id", task_id)):
+        if not NAME_PART.fullmatch(part) or ".." in part:
+            raise TaskFolderError(
+                f"{what} {part!r} cannot be part of a Harbor task name: use letters, digits, "
+                "'.', '_' and '-', starting with a letter or digit"
+            )
+    return f"{org}/{task_id}"
+
+
+def bare_task_id(name: str) -> str:
+    """The task_id in a [task] name: "org/id" -> "id"; a name without an org is the id itself."""
+    return name.rpartition("/")[2]
+
+
+def render_task_toml(info: TaskInfo, org: str = DEFAULT_ORG) -> str:
     """task.toml with Harbor's field names plus clawloop's provenance under [metadata.clawloop]."""
     claw = {
         k: getattr(info, k)
@@ -142,7 +159,7 @@ def render_task_toml(info: TaskInfo) -> str:
         'version = "1.0"',
         "",
         "[task]",
-        f"name = {_toml_value(info.task_id)}",
+        f"name = {_toml_value(harbor_name(info.task_id, org))}",
         "",
         "[metadata]",
         'author_name = "clawloop"',
@@ -204,7 +221,7 @@ def _header(doc: dict[str, Any], task_dir: Path) -> TaskHeader:
             f"{task_dir}/task.toml: a timeout_sec is not a number ({exc})"
         ) from exc
     return TaskHeader(
-        task_id=str(_table(doc, "task").get("name") or Path(task_dir).name),
+        task_id=bare_task_id(str(_table(doc, "task").get("name") or Path(task_dir).name)),
         capability=str(claw.get("capability") or _table(doc, "metadata").get("category") or ""),
         split=str(claw.get("split") or "train"),
         agent_timeout_sec=agent,
@@ -213,9 +230,9 @@ def _header(doc: dict[str, Any], task_dir: Path) -> TaskHeader:
 
 
 def read_task_header(task_dir: Path) -> TaskHeader:
-    """Name, capability, split and timeouts of any Harbor task folder: [task] name (else the
-    folder name), [metadata.clawloop] or [metadata] category, [agent]/[verifier] timeout_sec;
-    Harbor's defaults where task.toml is missing, unreadable or silent."""
+    """Name, capability, split and timeouts of any Harbor task folder: [task] name without its
+    org (else the folder name), [metadata.clawloop] or [metadata] category, [agent]/[verifier]
+    timeout_sec; Harbor's defaults where task.toml is missing, unreadable or silent."""
     try:
         return _header(_load_task_toml(Path(task_dir, "task.toml")), Path(task_dir))
     except TaskFolderError:
@@ -408,8 +425,46 @@ def unpack_tar(blob: bytes, dest: Path) -> Path:
     return dest
 
 
-def export_rows(rows: list[dict[str, Any]], out_dir: Path) -> list[Path]:
-    """Write each forged-ok row's tar as out_dir/<task_id>/; returns the folders written."""
+_TASK_TABLE = re.compile(r"^\[task\][ \t]*(#.*)?$")
+_TABLE_HEADER = re.compile(r"^\[")
+_NAME_LINE = re.compile(r"^name[ \t]*=")
+
+
+def set_task_name(task_dir: Path, name: str) -> None:
+    """Set [task] name in task_dir/task.toml to `name`, editing only that line (a [task] table
+    is added at the top when there is none), and check the result parses to it."""
+    path = Path(task_dir, "task.toml")
+    doc = _load_task_toml(path)
+    if _table(doc, "task").get("name") == name:
+        return
+    lines = path.read_text().splitlines()
+    line = f"name = {_toml_value(name)}"
+    start = next((i for i, t in enumerate(lines) if _TASK_TABLE.match(t.strip())), None)
+    if start is None:
+        lines = ["[task]", line, ""] + lines
+    else:
+        end = next(
+            (j for j in range(start + 1, len(lines)) if _TABLE_HEADER.match(lines[j].strip())),
+            len(lines),
+        )
+        at = next((j for j in range(start + 1, end) if _NAME_LINE.match(lines[j].strip())), None)
+        if at is None:
+            lines.insert(start + 1, line)
+        else:
+            lines[at] = line
+    text = "\n".join(lines) + "\n"
+    try:
+        ok = _table(tomllib.loads(text), "task").get("name") == name
+    except tomllib.TOMLDecodeError:
+        ok = False
+    if not ok:
+        raise TaskFolderError(f"{path}: could not set [task] name to {name!r}")
+    path.write_text(text)
+
+
+def export_rows(rows: list[dict[str, Any]], out_dir: Path, org: str = DEFAULT_ORG) -> list[Path]:
+    """Write each forged-ok row's tar as out_dir/<task_id>/ with [task] name "<org>/<task_id>"
+    (what Harbor requires; rows forged before names had an org get one); returns the folders."""
     out_dir = Path(out_dir)
     written = []
     for row in rows:
@@ -418,8 +473,20 @@ def export_rows(rows: list[dict[str, Any]], out_dir: Path) -> list[Path]:
         task_id = str(row["task_id"])
         if "/" in task_id or task_id in ("", ".", ".."):
             raise TaskFolderError(f"task_id {task_id!r} cannot be used as a folder name")
-        written.append(unpack_tar(row["task_tar"], out_dir / task_id))
+        name = harbor_name(task_id, org)
+        folder = unpack_tar(row["task_tar"], out_dir / task_id)
+        set_task_name(folder, name)
+        written.append(folder)
     return written
+
+
+def writes_numeric_reward(task_dir: Path) -> bool:
+    """Whether the folder's verifier writes reward.json with numbers only (per-check details in
+    details.json), as Harbor requires; folders forged before that put them all in reward.json."""
+    try:
+        return "details.json" in Path(task_dir, "tests", "test.sh").read_text()
+    except OSError:
+        return False
 
 
 def forged_row(cand: dict[str, Any], **values: Any) -> dict[str, Any]:
