@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 export DOCKER_HOST ?= unix:///var/run/docker.sock
 
-.PHONY: setup system python run test test-slow lint format bench
+.PHONY: setup system python run test test-slow test-harbor lint format bench
 
 setup: system python
 
@@ -24,6 +24,11 @@ test: setup
 
 test-slow: setup
 	$(BIN)/pytest -m slow
+
+# Exported task folders run by Harbor 0.25 itself (oracle 1.0, nop 0.0 per output format).
+test-harbor: setup
+	bash scripts/setup-harbor.sh
+	$(BIN)/pytest -m harbor -s
 
 lint: python
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .

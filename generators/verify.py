@@ -6,6 +6,7 @@ Checks (storage.schemas.CHECKS `check` names):
     oracle           solution/solve.sh then tests/test.sh in a fresh sandbox gives reward 1.0
     noop             tests/test.sh on the untouched workspace must not pass (else a false positive)
     trivial:<probe>  each probe from harness/taskfolder/probes.py (empty, copied, constant outputs) fails
+    answer_file      no starting file, copied verbatim to the outputs, passes (an answer left in it)
 
 A task is kept only if every check passes. Oracle, no-op and probes share one fresh sandbox and
 two execs (solve first, before the answer key is uploaded; then test.sh and one Python process
@@ -18,6 +19,8 @@ empties /tests and /logs/verifier, so a hostile solve() cannot rewrite its own v
 
 from __future__ import annotations
 
+import bisect
+import contextlib
 import json
 import math
 import re
@@ -130,53 +133,80 @@ def is_revealing_string(s: str, inputs_text: str) -> bool:
     return s not in inputs_text
 
 
-# A plain number on token boundaries, as find_leaks matches one: not right after a word
-# character or a dot, not followed by a word character or by a dot and a digit.
-_NUMBER_TOKEN = re.compile(r"(?<![\w.])(-?)(\d+(?:\.\d+)?)(?![\w]|\.\d)")
+# A number as prose writes it, on token boundaries: scientific, thousands-grouped with commas or
+# spaces, a decimal comma, or plain. Each may read several ways ("20,378" is 20378 or 20.378).
+_PROSE_NUMBER = re.compile(
+    r"(?<![\w.])("
+    r"\d+(?:\.\d+)?[eE][+-]?\d+"
+    r"|\d{1,3}(?:,\d{3})+(?:\.\d+)?"
+    r"|\d{1,3}(?:[ \u00a0\u202f]\d{3})+(?:,\d+)?"
+    r"|\d+,\d+"
+    r"|\d+(?:\.\d+)?"
+    r")(?![\w]|[.,]\d)"
+)
 
 
-def number_tokens(text: str) -> set[str]:
-    """Every plain number in `text` that find_leaks would match, with and without its minus
-    sign ("x -12.5" holds both "-12.5" and "12.5"). One scan of the text replaces a regex search
-    per answer value, the bulk of the leak check's cost."""
-    tokens: set[str] = set()
-    for m in _NUMBER_TOKEN.finditer(text):
-        tokens.add(m.group(2))
-        tokens.add(m.group(1) + m.group(2))
-    return tokens
+def _readings(token: str) -> set[float]:
+    """The values a written number can mean (magnitudes: a sign is ignored)."""
+    t = token.replace(" ", "").replace("\u00a0", "").replace("\u202f", "")
+    out = set()
+    for text in {t.replace(",", ""), t.replace(".", "").replace(",", ".")} if "," in t else {t}:
+        with contextlib.suppress(ValueError):
+            out.add(abs(float(text)))
+    return out
 
 
-def _appears(pattern: str, text: str, tokens: set[str]) -> bool:
-    """`pattern` occurs in `text` on token boundaries (tokens = number_tokens(text))."""
-    if _NUMERIC.fullmatch(pattern):
-        return pattern in tokens
-    rx = re.compile(r"(?<![\w.])" + re.escape(pattern) + r"(?![\w]|\.\d)")
-    return rx.search(text) is not None
+def prose_numbers(text: str) -> list[float]:
+    """Every number `text` states, in any common format, sorted (magnitudes)."""
+    return sorted({v for m in _PROSE_NUMBER.finditer(text) for v in _readings(m.group(1))})
+
+
+def _within(values: list[float], x: float, slack: float) -> bool:
+    i = bisect.bisect_left(values, abs(x) - slack)
+    return i < len(values) and values[i] <= abs(x) + slack
+
+
+def _revealing_number(leaf: Any) -> float | None:
+    """A numeric answer value worth protecting (3+ significant digits), or None."""
+    if isinstance(leaf, str) and _NUMERIC.match(leaf.strip()):
+        leaf = float(leaf)
+    if isinstance(leaf, bool) or not isinstance(leaf, int | float) or not math.isfinite(leaf):
+        return None
+    text = str(int(leaf)) if float(leaf).is_integer() else repr(float(leaf))
+    return float(leaf) if _significant_digits(text) >= 3 else None
+
+
+def _slack(x: float, tolerance: dict[str, float]) -> float:
+    return max(float(tolerance.get("abs", 0.0)), float(tolerance.get("rel", 0.0)) * abs(x), 1e-9)
 
 
 def find_leaks(
     answer: Any, texts: dict[str, str], inputs_text: str, tolerance: dict[str, float]
 ) -> list[str]:
-    """Each non-trivial answer value that appears in one of `texts` (name -> text), as
-    "VALUE in NAME". Numbers match on token boundaries so 1234 is not found inside 112345."""
+    """Each non-trivial answer value that one of `texts` (name -> text) states, as "VALUE in
+    NAME": a number written in any common format (20,378.5 / 20 378,5 / 2.04e4, either sign)
+    within the grader's tolerance of it, or a computed string on token boundaries."""
     found: list[str] = []
     seen: set[str] = set()
-    tokens = {name: number_tokens(text) for name, text in texts.items()}
+    numbers = {name: prose_numbers(text) for name, text in texts.items()}
     for leaf in _leaves(answer):
-        patterns: list[str] = []
-        if isinstance(leaf, int | float) and not isinstance(leaf, bool):
-            patterns = sorted(number_forms(leaf, tolerance))
-        elif isinstance(leaf, str) and _NUMERIC.match(leaf.strip()):
-            patterns = sorted(number_forms(float(leaf), tolerance))
-        elif isinstance(leaf, str) and is_revealing_string(leaf, inputs_text):
-            patterns = [leaf.strip()]
-        for p in patterns:
-            if p in seen:
+        value = _revealing_number(leaf)
+        if value is not None:
+            label = str(leaf)
+            if label in seen:
                 continue
+            for name in texts:
+                if _within(numbers[name], value, _slack(value, tolerance)):
+                    seen.add(label)
+                    found.append(f"{label!r} in {name}")
+                    break
+        elif isinstance(leaf, str) and is_revealing_string(leaf, inputs_text):
+            s = leaf.strip()
+            rx = re.compile(r"(?<![\w.])" + re.escape(s) + r"(?![\w]|\.\d)")
             for name, text in texts.items():
-                if _appears(p, text, tokens[name]):
-                    seen.add(p)
-                    found.append(f"{p!r} in {name}")
+                if s not in seen and rx.search(text):
+                    seen.add(s)
+                    found.append(f"{s!r} in {name}")
                     break
     return found
 
@@ -226,7 +256,8 @@ def check_leak(task_dir: Path) -> tuple[bool, str]:
         "instruction.md": (task_dir / "instruction.md").read_text(),
         "the contract": json.dumps(contract, ensure_ascii=False),
     }
-    leaks = find_leaks(answer, texts, inputs, contract.get("tolerance", {}))
+    tolerance = contract.get("tolerance", {})
+    leaks = find_leaks(answer, texts, inputs, tolerance)
     if leaks:
         return False, "answer values visible to the agent: " + "; ".join(leaks[:5])
     return True, "no non-trivial answer value appears in the instruction or contract"
@@ -303,8 +334,23 @@ def run_sandbox_checks(task_dir: Path, sandbox: SandboxConfig) -> dict[str, tupl
     results = json.loads(probes_text)
     ok, reason = _probe_verdict(results.pop("noop", {}), "the untouched workspace")
     out["noop"] = (ok, reason if ok else "false positive: " + reason)
+    copies = {n: r for n, r in results.items() if n.startswith("trivial:copy:")}
     for name, result in sorted(results.items()):
-        out[name] = _probe_verdict(result, f"probe {name.split(':', 1)[1]!r}")
+        if name not in copies:
+            out[name] = _probe_verdict(result, f"probe {name.split(':', 1)[1]!r}")
+    passing = [
+        n.removeprefix("trivial:copy:")
+        for n, r in sorted(copies.items())
+        if not _probe_verdict(r, "")[0]
+    ]
+    out["answer_file"] = (
+        (
+            False,
+            f"copying {passing[0]} to the outputs passes the verifier: an answer in the workspace",
+        )
+        if passing
+        else (True, f"none of the {len(copies)} starting files passes as the outputs")
+    )
     return out
 
 

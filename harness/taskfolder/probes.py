@@ -19,6 +19,10 @@ from typing import Any
 CONSTANT_ROWS = 3  # rows/items the constant probe writes, so key uniqueness is tested too
 
 
+COPY_FILES = 24  # starting files tried as answers, smallest first
+COPY_MAX = 1 << 20  # bigger files are data, not a hidden answer
+
+
 def _csv_text(columns: list[str], rows: list[list[str]]) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
@@ -89,4 +93,21 @@ def trivial_probes(contract: dict[str, Any], files: dict[str, str]) -> dict[str,
         probes["copy_inputs"][target] = _pick_input(
             files, ".json", list((schema.get("properties") or {}).keys())
         )
+    probes.update(copy_probes(contract, files))
     return probes
+
+
+def copy_probes(contract: dict[str, Any], files: dict[str, str]) -> dict[str, dict[str, str]]:
+    """One probe per starting file (the first COPY_FILES by size): that file copied verbatim to
+    every graded output. A file that passes is an answer left in the workspace (`cp README.txt
+    output/totals.json`), whatever its name or format."""
+    targets = []
+    for o in contract.get("outputs", []):
+        targets.append(str(o.get("path", "")))
+        if o.get("format") == "report":
+            targets.append(str(o.get("sidecar", "")))
+    small = sorted((len(text), path) for path, text in files.items() if len(text) <= COPY_MAX)
+    return {
+        f"copy:{path}": {target: files[path] for target in targets}
+        for _, path in small[:COPY_FILES]
+    }

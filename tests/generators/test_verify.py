@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 import shutil
 from pathlib import Path
 
@@ -14,7 +13,7 @@ from clawloop.generators.verify import (
     find_leaks,
     is_revealing_string,
     number_forms,
-    number_tokens,
+    prose_numbers,
 )
 
 TOL = {"abs": 0.01, "rel": 0.0}
@@ -73,23 +72,26 @@ def test_computed_strings_are_flagged() -> None:
     assert found == ["'2024-W27' in instruction.md", "'over budget' in instruction.md"]
 
 
-def test_number_tokens_agree_with_the_boundary_regex() -> None:
-    """The one-scan token set finds a number exactly where the per-value boundary regex would."""
-    texts = [
-        "x-12.5 and -12.5; 1.2.3 v12.50 12.5. (123.45) a_123 123.45x -0.75% 1234. 1234.5",
-        "id 112345, 2024-07-01, 3.14159e+05, 10.0.0.1, -7, --8, .5, 5., 1,234.5, ٣12",
-    ]
-    for text in texts:
-        tokens = number_tokens(text)
-        numbers = {
-            text[i:j]
-            for i in range(len(text))
-            for j in range(i + 1, len(text) + 1)
-            if re.fullmatch(r"-?\d+(\.\d+)?", text[i:j])
-        }
-        for p in numbers:
-            rx = re.compile(r"(?<![\w.])" + re.escape(p) + r"(?![\w]|\.\d)")
-            assert (p in tokens) == bool(rx.search(text)), (p, text)
+def test_prose_numbers_read_every_common_format_on_token_boundaries() -> None:
+    nums = prose_numbers("totals: 20,378.5 and 20 378,5; 2.04e4; -731.25; id HV-112345x; v1.2.3")
+    for x in (20378.5, 2.04e4, 731.25):
+        assert x in nums
+    assert 112345 not in nums  # inside a word
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "the total is 20,378.5 kg",
+        "the total is 20 378,5 kg",
+        "the total is about 2.03785e4",
+        "the total is 20378.51",  # within the grader's tolerance of the answer
+        "the net change is 20378.5 (a loss)",  # the magnitude of a negative answer
+    ],
+)
+def test_numbers_in_any_form_within_tolerance_are_leaks(text: str) -> None:
+    for value in (20378.5, -20378.5):
+        assert leaks({"out.json": {"total": value}}, text), (value, text)
 
 
 def test_number_forms_and_string_rules() -> None:
@@ -158,6 +160,7 @@ def test_good_task_is_kept_with_every_check(sandbox: SandboxConfig) -> None:
         ("bad_solve", "oracle", "reference solution scores"),
         ("leaky", "leak", "answer values visible"),
         ("nondeterministic", "determinism", "differ"),
+        ("answer_in_workspace", "answer_file", "copying README.txt to the outputs passes"),
     ],
 )
 def test_planted_bad_task_is_dropped_with_reason(

@@ -56,7 +56,14 @@ def test_shapes_follow_the_contract() -> None:
         ]
     }
     p = trivial_probes(contract, FILES)
-    assert set(p) == {"empty", "copy_inputs", "constant"}
+    assert set(p) == {
+        "empty",
+        "copy_inputs",
+        "constant",
+        "copy:data/a.csv",
+        "copy:data/b.json",
+        "copy:notes.md",
+    }
     for outputs in p.values():
         assert set(outputs) == {
             "output/t.csv",
