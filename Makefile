@@ -28,7 +28,7 @@ test-slow: setup
 # Exported task folders run by Harbor 0.25 itself (oracle 1.0, nop 0.0 per output format).
 test-harbor: setup
 	bash scripts/setup-harbor.sh
-	$(BIN)/pytest -m harbor -s
+	CLAWLOOP_REQUIRE_HARBOR=1 $(BIN)/pytest -m harbor -s
 
 lint: python
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .

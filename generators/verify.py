@@ -34,8 +34,8 @@ from clawloop.generators.runner import GeneratorError, build_in, stage_generator
 from clawloop.harness.sandbox.base import TESTS, VERIFIER_LOGS, SandboxConfig, SandboxError
 from clawloop.harness.taskenv import (
     open_task,
-    parse_reward,
     prepare_grading,
+    read_grade,
     read_remote_text,
     run_solution,
     scratch,
@@ -316,7 +316,7 @@ def run_sandbox_checks(task_dir: Path, sandbox: SandboxConfig) -> dict[str, tupl
             # `sh -c`, not a string (which runs under `bash -lc`): a login shell's profile
             # costs a few ms per task and nothing here needs it.
             res = sb.exec(["sh", "-c", script], timeout=2 * verifier_timeout)
-            oracle = parse_reward(read_remote_text(sb, f"{VERIFIER_LOGS}/reward.json"))
+            oracle = read_grade(sb)
             probes_text = read_remote_text(sb, PROBE_RESULTS)
     if not solved.ok:
         why = "timed out" if solved.timed_out else f"exited {solved.exit_code}"

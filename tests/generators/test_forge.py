@@ -91,7 +91,7 @@ def test_task_folder_layout_and_toml(tmp_path: Path) -> None:
     ):
         assert (folder / rel).is_file(), rel
     doc = tomllib.loads((folder / "task.toml").read_text())
-    assert doc["task"]["name"] == "t1"
+    assert doc["task"]["name"] == "clawloop/t1"  # Harbor requires org/name
     assert doc["verifier"]["timeout_sec"] > 0 and doc["agent"]["timeout_sec"] > 0
     assert doc["environment"]["network_mode"] == "no-network"
     assert doc["environment"]["cpus"] == 1 and doc["environment"]["memory_mb"] > 0
