@@ -8,8 +8,9 @@ carries no signal and is dropped (under `outcome`: all passed or all failed, wha
 rollout's advantage. The per-token objective is PPO's clipped surrogate,
     -min(ratio * A, clip(ratio, 1 - eps, 1 + eps) * A),   ratio = exp(logp - logp_sampling),
 where logp_sampling is the sampler's recorded logprob (importance correction for data produced by
-an older or differently-quantised policy) or, when none was recorded, the detached current logprob
-(on-policy: ratio 1, gradient A * grad logp). An optional KL penalty to a reference model uses the
+an older or differently-quantised policy) or, when the server recorded none, the phase's start
+model's logprob, computed once before the first step and kept fixed (`freeze_old_logprobs`), so
+the ratio moves as the policy does and clipping engages. An optional KL penalty to a reference model uses the
 k3 estimator exp(ref - logp) - (ref - logp) - 1. The loss is the mean over all action tokens of the
 optimizer step (summed here, divided by the Trainer's action-token count across micro-batches).
 """
@@ -123,6 +124,34 @@ def grpo_loss(
     """Mean per-token loss over the action tokens of the batch."""
     per_token, _ = grpo_token_loss(logp, old_logp, advantages, mask, clip_eps, ref_logp, beta)
     return per_token.sum() / mask.sum().clamp(min=1.0)
+
+
+def freeze_old_logprobs(model, samples: list[TokenSample], device) -> int:
+    """Fill every action token's unknown sampling logprob (NaN: the server returned none) with
+    the phase's start model's, in one no-grad pass before the first step, and keep them: the
+    ratio then moves as training moves the policy, across steps and epochs, and clipping can
+    engage. Recorded logprobs (vLLM) are kept as they are. Returns the tokens filled."""
+    filled = 0
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            for s in samples:
+                missing = [
+                    j
+                    for j in range(1, len(s.input_ids))
+                    if s.action_mask[j] and not math.isfinite(s.old_logprobs[j])
+                ]
+                if not missing:
+                    continue
+                ids = torch.tensor([s.input_ids], device=device)
+                logp = next_token_logprobs(model(input_ids=ids).logits.float(), ids)[0]
+                for j in missing:
+                    s.old_logprobs[j] = float(logp[j - 1])
+                filled += len(missing)
+    finally:
+        model.train(was_training)
+    return filled
 
 
 # ---------------------------------------------------------------------------- data

@@ -18,6 +18,7 @@ LoRA learning accumulates across iterations; without LoRA, `init_adapter` is an 
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ from clawloop.training.config import TrainConfig
 from clawloop.training.sequences import EncodeReport, TokenSample
 from clawloop.training.trainer_base import PolicyRef, load_tokenizer
 
+log = logging.getLogger("clawloop.train")
 METRIC_EXTRAS = ("clip_frac", "ratio_mean", "kl", "offpolicy_frac")
 
 
@@ -135,7 +137,7 @@ def run_phase(
     from transformers import set_seed
 
     from clawloop.training.batching import SampleCollator, SampleDataset
-    from clawloop.training.grpo import GRPOGroupTrainer
+    from clawloop.training.grpo import GRPOGroupTrainer, freeze_old_logprobs
     from clawloop.training.sft import MaskedSFTTrainer
     from clawloop.training.trainer_base import load_policy, save_policy, training_arguments
 
@@ -143,6 +145,9 @@ def run_phase(
     phase_dir = out_dir / phase
     args = training_arguments(cfg, phase, phase_dir)
     model = load_policy(start, cfg)
+    if phase == "grpo":
+        filled = freeze_old_logprobs(model.to(args.device), samples, args.device)
+        log.info("grpo: %d action-token logprobs frozen from the phase's start model", filled)
     common = {
         "model": model,
         "args": args,

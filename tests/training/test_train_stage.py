@@ -102,6 +102,21 @@ def test_grpo_only_with_kl_moves_every_parameter(tiny_model_dir, tmp_path):
     _check_artifacts(result)
 
 
+def test_without_recorded_logprobs_the_ratio_moves_after_the_first_step(tiny_model_dir, tmp_path):
+    """The old policy's logprobs are frozen at the phase start, not re-taken from the current
+    policy each step (where the ratio would stay 1 and clipping never engage)."""
+    traj, band = _frames({"t1": [1.0, 0.0, 0.0]}, {"t1": True})
+    cfg = TrainConfig(
+        phases="grpo", grpo_max_steps=3, grpo_learning_rate=5e-2, per_device_batch_size=3
+    )
+    result = train_stage(traj, band, cfg, tiny_model_dir, tmp_path)
+    assert result.status == "trained", result.reason
+    ratios = [r["ratio_mean"] for r in result.metrics]
+    assert ratios[0] == pytest.approx(1.0, abs=1e-4)  # step 1: the policy is still the start
+    assert any(abs(r - 1.0) > 1e-3 for r in ratios[1:]), ratios
+    assert all(r["offpolicy_frac"] == 1.0 for r in result.metrics)  # every token has an old logp
+
+
 def test_grpo_trainer_loss_equals_reference(tiny_model_dir, tiny_tokenizer, tmp_path):
     traj, band = _frames({"t1": [1.0, 0.0, 0.0]}, {"t1": True})
     cfg = TrainConfig(phases="grpo", per_device_batch_size=4)
