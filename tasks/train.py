@@ -73,6 +73,9 @@ def run(ctx: StageContext) -> StageResult:
             "steps": len(metrics),
             "checkpoint": str(result.checkpoint_dir),
             "continued_adapter": str(adapter) if adapter else "",
+            # where GRPO's old-policy logprobs came from: the server, or frozen at phase start
+            "logprobs_recorded": result.counts.get("grpo_logprobs_recorded", 0),
+            "logprobs_frozen": result.counts.get("grpo_logprobs_frozen", 0),
             "train_seconds": round(result.duration_s, 2),
         },
     )

@@ -100,6 +100,14 @@ def _lost_to_length(enc: EncodeReport, cfg: TrainConfig) -> str:
     )
 
 
+def _logprob_counts(samples: list[TokenSample]) -> dict[str, int]:
+    """Action tokens whose sampling logprob the server recorded, and those GRPO must freeze from
+    the phase's start model (`freeze_old_logprobs`) because it did not."""
+    action = [(s, j) for s in samples for j, m in enumerate(s.action_mask) if m and j > 0]
+    recorded = sum(math.isfinite(s.old_logprobs[j]) for s, j in action)
+    return {"grpo_logprobs_recorded": recorded, "grpo_logprobs_frozen": len(action) - recorded}
+
+
 def _encode_counts(prefix: str, enc: EncodeReport) -> dict[str, int]:
     return {
         f"{prefix}_turns_recorded": enc.turns_recorded,
@@ -224,6 +232,7 @@ def train_stage(
                 groups_not_kept=grep.dropped_not_kept,
             )
             result.counts.update(_encode_counts("grpo", grep.encode))
+            result.counts.update(_logprob_counts(samples))
             if samples:
                 policy, rows = run_phase(
                     "grpo", samples, policy, tokenizer, cfg, out_dir, grep.kept_groups
