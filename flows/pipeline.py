@@ -52,6 +52,11 @@ def stage_spec(name: str) -> engine.StageSpec:
     return spec
 
 
+def _why(outcome: engine.StageOutcome) -> str:
+    """The short reason a stage failed or was blocked, for a flow run's state message."""
+    return runs.error_summary(outcome.error) if outcome.error else outcome.reason
+
+
 def _stage_body(
     stage: str, run_id: str, iteration: int, config: dict[str, Any], force: bool = False
 ) -> engine.StageOutcome | State[Any]:
@@ -75,7 +80,7 @@ def _stage_body(
     )
     if outcome.status in ("failed", "blocked"):
         return Failed(
-            message=f"{stage} iteration {iteration} {outcome.status}: {(outcome.error or outcome.reason).splitlines()[0]}",
+            message=f"{stage} iteration {iteration} {outcome.status}: {_why(outcome)}",
             data=outcome,
         )
     return outcome
@@ -95,8 +100,8 @@ def _call_stage(
     iteration: int,
     config: dict[str, Any],
     force: bool,
+    workers: int,
 ) -> engine.StageOutcome:
-    workers = spec.workers(parse_config(config, source=f"run {run_id}"))
     stage_flow = STAGE_FLOWS[spec.name].with_options(
         task_runner=ThreadPoolTaskRunner(max_workers=workers)
     )
@@ -121,11 +126,12 @@ def iteration_flow(
     """One iteration: each existing stage in order, as its own subflow.
 
     force: stage names to re-run in this iteration (the loop adds their dependents)."""
+    cfg = parse_config(config, source=f"run {run_id}")
     outcomes = engine.run_iteration(
         STAGES,
         iteration,
         set(force or []),
-        lambda spec, k, f: _call_stage(spec, run_id, k, config, f),
+        lambda spec, k, f: _call_stage(spec, run_id, k, config, f, spec.workers(cfg)),
     )
     if not engine.iteration_ok(outcomes):
         bad = outcomes[-1]
@@ -241,10 +247,12 @@ def rerun_stage_flow(
         )
     spec = stage_spec(stage)
     runs.apply_environment(cfg)
-    outcome = _call_stage(spec, run_id, iteration, cfg.model_dump(mode="json"), True)
+    outcome = _call_stage(
+        spec, run_id, iteration, cfg.model_dump(mode="json"), True, spec.workers(cfg)
+    )
     if outcome.status != "ran":
         return Failed(
-            message=f"{stage} {outcome.status}: {(outcome.error or outcome.reason).splitlines()[0]}",
+            message=f"{stage} {outcome.status}: {_why(outcome)}",
             data=outcome,
         )
     return outcome

@@ -34,9 +34,9 @@ def _logging(verbose: bool) -> None:
 def _error_text(error: str, verbose: bool) -> str:
     """A stage's error for the terminal: the message; the traceback too with -v (it is always in
     the stage's failure.json and the Prefect logs)."""
-    return (
-        error.strip() if verbose else error.split("Traceback (most recent call last):")[0].strip()
-    )
+    from clawloop.flows.runs import without_traceback
+
+    return error.strip() if verbose else without_traceback(error)
 
 
 def _cmd_run(args: argparse.Namespace) -> int:

@@ -22,7 +22,7 @@ from typing import Any
 from clawloop.flows import engine
 from clawloop.harness import owned
 from clawloop.storage import fs
-from clawloop.storage.manifest import read_failure, read_manifest, why_incomplete
+from clawloop.storage.manifest import Manifest, read_failure, read_manifest, why_incomplete
 from clawloop.tasks.config import ConfigError, RunConfig, load_config, parse_config
 
 RUN_FILE = "run.json"
@@ -201,11 +201,15 @@ class RunInfo:
     k: int = 0
 
 
+def without_traceback(error: str) -> str:
+    """A stage's error (engine: message, then traceback) without its traceback."""
+    return error.split("Traceback (most recent call last):")[0].strip()
+
+
 def error_summary(error: str, limit: int = 300) -> str:
     """The lines of a stage's error that say what went wrong, without the traceback: the first
     line, and when it ends in ':' (its detail follows) the last line of that detail."""
-    text = error.split("Traceback (most recent call last):")[0]
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    lines = [line.strip() for line in without_traceback(error).splitlines() if line.strip()]
     if not lines:
         return "no error recorded"
     head = lines[0]
@@ -216,22 +220,24 @@ def error_summary(error: str, limit: int = 300) -> str:
 
 def _stage_info(
     spec: engine.StageSpec, stages: Sequence[engine.StageSpec], cfg: RunConfig, run_id: str, k: int
-) -> StageInfo | None:
-    """What the next run would do with one stage: None if it never ran."""
+) -> tuple[StageInfo | None, Manifest | None]:
+    """What the next run would do with one stage (None if it never ran), and its manifest."""
     url = fs.stage_url(cfg.storage.root, run_id, k, spec.name)
     m = read_manifest(url)
     if m is None:
         failure = read_failure(url)
         if failure is None:
-            return None
-        return StageInfo(spec.name, "failed", {}, 0.0, error_summary(str(failure.get("error"))))
+            return None, None
+        error = error_summary(str(failure.get("error")))
+        return StageInfo(spec.name, "failed", {}, 0.0, error), None
     rows = {f.name: f.rows for f in m.files if f.rows >= 0}
     try:
         key, _, _ = engine.stage_key(spec, stages, cfg, run_id, k)
     except engine.StageError as exc:
-        return StageInfo(spec.name, "stale", rows, m.duration_s, str(exc))
+        return StageInfo(spec.name, "stale", rows, m.duration_s, str(exc)), m
     why = why_incomplete(url, key)
-    return StageInfo(spec.name, "stale" if why else "complete", rows, m.duration_s, why or "")
+    status = "stale" if why else "complete"
+    return StageInfo(spec.name, status, rows, m.duration_s, why or ""), m
 
 
 def run_info(
@@ -247,18 +253,18 @@ def run_info(
     info = RunInfo(run_id, {}, float(doc.get("saved_at", 0.0)), k=cfg.iterations)
     starts, ends, previous = [], [], set()
     for k in range(1, cfg.iterations + 1):
-        found = {s.name: _stage_info(s, stages, cfg, run_id, k) for s in stages}
+        found, manifests = {}, []
+        for spec in stages:
+            found[spec.name], m = _stage_info(spec, stages, cfg, run_id, k)
+            manifests += [m] if m is not None else []
         bad = {n for n, s in found.items() if s is not None and s.status != "complete"}
         previous = engine.dependents(stages, bad, previous)  # what reads them re-runs too
         for name, s in found.items():
             if s is not None and s.status == "complete" and name in previous:
                 s.status, s.reason = "stale", DOWNSTREAM
         info.iterations[k] = [s for s in found.values() if s is not None]
-        for n in found:
-            m = read_manifest(fs.stage_url(root, run_id, k, n))
-            if m is not None:
-                starts.append(m.started_at)
-                ends.append(m.finished_at)
+        starts += [m.started_at for m in manifests]
+        ends += [m.finished_at for m in manifests]
     info.started_at = min(starts, default=info.saved_at)
     info.duration_s = max(ends, default=info.started_at) - info.started_at
     every = [(k, s) for k, ss in info.iterations.items() for s in ss]

@@ -79,6 +79,14 @@ def _parse_meta_cached(code: str) -> ParsedGenerator:
     )
 
 
+def parse_meta_at(code: str, where: str = "") -> ParsedGenerator:
+    """parse_meta, its ContractError naming `where` (the file the code came from)."""
+    try:
+        return parse_meta(code)
+    except ContractError as exc:
+        raise ContractError(f"{where}: {exc}" if where else str(exc)) from None
+
+
 def task_id_for(generator_sha256: str, seed: int) -> str:
     """Stable id of (generator, seed): the same candidate always forges to the same task id."""
     return hashlib.sha256(f"{generator_sha256}:{seed}".encode()).hexdigest()[:16]
@@ -89,10 +97,7 @@ def candidate_row(
 ) -> dict[str, Any]:
     """A storage.schemas.CANDIDATES row for generator code; ContractError (naming `where`, e.g. the
     file it came from) if its GENERATOR metadata is missing or malformed."""
-    try:
-        gen = parse_meta(code)
-    except ContractError as exc:
-        raise ContractError(f"{where}: {exc}" if where else str(exc)) from exc
+    gen = parse_meta_at(code, where)
     return {
         "task_id": task_id_for(gen.sha256, seed),
         "generator_code": code,

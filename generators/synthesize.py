@@ -34,7 +34,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from clawloop.generators.candidates import candidate_row, parse_meta
+from clawloop.generators.candidates import candidate_row, parse_meta_at
 from clawloop.generators.contract import OUTPUT_FORMATS, ContractError, GeneratorMeta
 
 log = logging.getLogger("clawloop.synthesize")
@@ -122,10 +122,7 @@ class Family:
 
 def read_generator_meta(source: str, where: str) -> GeneratorMeta:
     """GENERATOR metadata and docstring title of generator source, without executing it."""
-    try:
-        return parse_meta(source).meta
-    except ContractError as exc:
-        raise ContractError(f"{where}: {exc}") from None
+    return parse_meta_at(source, where).meta
 
 
 def user_families(paths: list[str]) -> tuple[list[Family], list[str]]:

@@ -32,13 +32,13 @@ from typing import Any
 from clawloop.generators.candidates import parse_meta
 from clawloop.generators.runner import GeneratorError, build_in, stage_generator
 from clawloop.harness.sandbox.base import TESTS, VERIFIER_LOGS, SandboxConfig, SandboxError
+from clawloop.harness.sandbox.scratch import scratch
 from clawloop.harness.taskenv import (
     open_task,
     prepare_grading,
     read_grade,
     read_remote_text,
     run_solution,
-    scratch,
     task_timeouts,
 )
 from clawloop.harness.taskfolder.folder import TaskFolderError, read_task_info, unpack_tar
@@ -107,22 +107,6 @@ def _significant_digits(text: str) -> int:
     return len(text.lstrip("-").replace(".", "").strip("0"))
 
 
-def number_forms(x: float, tolerance: dict[str, float]) -> set[str]:
-    """The ways a non-trivial number could be written so that a reader learns it within the
-    tolerance: its plain form and roundings to 0-4 decimals that are still within tolerance.
-    Trivial numbers (fewer than 3 significant digits: 0, 1, 12, 0.5, 250) give no forms."""
-    if isinstance(x, bool) or not math.isfinite(float(x)):
-        return set()
-    slack = max(float(tolerance.get("abs", 0.0)), float(tolerance.get("rel", 0.0)) * abs(x), 1e-9)
-    forms = set()
-    candidates = [str(int(x))] if float(x).is_integer() else [repr(float(x))]
-    candidates += [f"{x:.{d}f}" for d in range(0, 5)]
-    for text in candidates:
-        if abs(float(text) - x) <= slack and _significant_digits(text) >= 3:
-            forms.add(text)
-    return forms
-
-
 def is_revealing_string(s: str, inputs_text: str) -> bool:
     """A string answer value worth protecting: not an everyday word (single alphabetic token),
     at least 4 characters, and computed rather than copied — a value found verbatim in the
@@ -166,7 +150,7 @@ def _within(values: list[float], x: float, slack: float) -> bool:
     return i < len(values) and values[i] <= abs(x) + slack
 
 
-def _revealing_number(leaf: Any) -> float | None:
+def revealing_number(leaf: Any) -> float | None:
     """A numeric answer value worth protecting (3+ significant digits), or None."""
     if isinstance(leaf, str) and _NUMERIC.match(leaf.strip()):
         leaf = float(leaf)
@@ -190,7 +174,7 @@ def find_leaks(
     seen: set[str] = set()
     numbers = {name: prose_numbers(text) for name, text in texts.items()}
     for leaf in _leaves(answer):
-        value = _revealing_number(leaf)
+        value = revealing_number(leaf)
         if value is not None:
             label = str(leaf)
             if label in seen:

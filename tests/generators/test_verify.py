@@ -12,8 +12,8 @@ from clawloop.generators.verify import (
     _probe_verdict,
     find_leaks,
     is_revealing_string,
-    number_forms,
     prose_numbers,
+    revealing_number,
 )
 
 TOL = {"abs": 0.01, "rel": 0.0}
@@ -94,10 +94,10 @@ def test_numbers_in_any_form_within_tolerance_are_leaks(text: str) -> None:
         assert leaks({"out.json": {"total": value}}, text), (value, text)
 
 
-def test_number_forms_and_string_rules() -> None:
-    assert number_forms(23.47, TOL) >= {"23.47"}
-    assert number_forms(3, TOL) == set()
-    assert number_forms(float("nan"), TOL) == set()
+def test_revealing_numbers_and_string_rules() -> None:
+    assert revealing_number(23.47) == 23.47 and revealing_number("731.25") == 731.25
+    assert revealing_number(3) is None and revealing_number(250) is None
+    assert revealing_number(float("nan")) is None and revealing_number(True) is None
     assert not is_revealing_string("retired", "")
     assert not is_revealing_string("N/A", "")
     assert is_revealing_string("HV-101", "")

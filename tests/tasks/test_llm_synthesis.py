@@ -76,6 +76,19 @@ def _guidance_stage():
     return engine.StageSpec("diagnose", run, lambda c, k: {}, upstream=("synthesize",))
 
 
+def _writer_cfg(tmp_path: Path, fake: FakeOpenAI) -> object:
+    """K=2 over bwrap, half the train candidates written by `fake` (the policy endpoint)."""
+    return parse_config(
+        {
+            "iterations": 2,
+            "storage": {"root": str(tmp_path)},
+            "sandbox": {"backend": "bwrap"},
+            "llm": {"base_url": fake.base_url, "model": "fake-writer"},
+            "synthesize": {"n_train": 2, "n_eval": 1, "llm_share": 0.5},
+        }
+    )
+
+
 def _summary(root: Path, run_id: str, k: int) -> dict:
     from clawloop.storage.manifest import read_manifest
 
@@ -131,15 +144,7 @@ def test_without_an_endpoint_synthesis_uses_the_builtin_library_and_says_so(tmp_
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
 def test_the_policy_endpoint_writes_generators_that_are_forged_and_verified(tmp_path):
     with GeneratorWriter() as fake:
-        cfg = parse_config(
-            {
-                "iterations": 2,
-                "storage": {"root": str(tmp_path)},
-                "sandbox": {"backend": "bwrap"},
-                "llm": {"base_url": fake.base_url, "model": "fake-writer"},
-                "synthesize": {"n_train": 2, "n_eval": 1, "llm_share": 0.5},
-            }
-        )
+        cfg = _writer_cfg(tmp_path, fake)
         stages = [*_synth_only(), _guidance_stage()]
         first = runs.run_loop(cfg, "r", stages, thread_mapper(False))
         assert first.ok, [o.error for o in first.outcomes if o.error]
@@ -165,15 +170,7 @@ def test_the_policy_endpoint_writes_generators_that_are_forged_and_verified(tmp_
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
 def test_a_generator_forge_rejects_is_repaired_in_the_next_iteration(tmp_path):
     with GeneratorWriter(broken_first=True) as fake:
-        cfg = parse_config(
-            {
-                "iterations": 2,
-                "storage": {"root": str(tmp_path)},
-                "sandbox": {"backend": "bwrap"},
-                "llm": {"base_url": fake.base_url, "model": "fake-writer"},
-                "synthesize": {"n_train": 2, "n_eval": 1, "llm_share": 0.5},
-            }
-        )
+        cfg = _writer_cfg(tmp_path, fake)
         stages = [s for s in STAGES if s.name in ("synthesize", "forge", "verify")]
         out = runs.run_loop(cfg, "r", stages, thread_mapper(False))
         assert out.ok, [o.error for o in out.outcomes if o.error]
