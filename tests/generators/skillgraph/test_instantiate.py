@@ -1,0 +1,299 @@
+"""SkillSynth instantiation end to end, with a scripted Planner / Constructor / judge over real
+HTTP and the real sandbox: plan -> construct -> forge -> verify -> rubric -> repair -> kept, a path
+dropped after 3 repairs, LLM faults as rows, and the kept task exported as a Harbor folder."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import shutil
+import textwrap
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+from doubles.fake_openai import FakeOpenAI
+
+from clawloop.generators.skillgraph.instantiate import (
+    ATTEMPT_STAGES,
+    PATH_KEY,
+    instantiate,
+    synthesize_tasks,
+)
+from clawloop.generators.skillgraph.model import PathStep, SkillPath, SkillRecord
+from clawloop.generators.skillgraph.prompts import CONSTRUCTOR_MARK, JUDGE_MARK, PLANNER_MARK
+from clawloop.generators.verify import verify_task
+from clawloop.harness.llm import LLMEndpoint, endpoint_chat
+from clawloop.harness.sandbox.base import SandboxConfig
+from clawloop.harness.taskfolder.folder import import_folder
+
+pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="no bwrap")
+
+PATH = SkillPath(
+    path_id="p-rain",
+    steps=(
+        PathStep("csv-join", "s1", "s2", "a folder of CSV station logs", "rows joined by station"),
+        PathStep("json-summary", "s2", "s3", "rows joined by station", "a JSON summary report"),
+    ),
+)
+SKILLS = [
+    SkillRecord(
+        "csv-join", "csv-join", "Join CSV files on a key column", "# Join\nUse csv.", (), "a"
+    ),
+    SkillRecord("json-summary", "json-summary", "Summarise rows as JSON", "# Summary", (), "b"),
+]
+PLAN = {
+    "goal": "Total the rainfall per region from station logs and name the wettest station.",
+    "domain": "rain gauges",
+    "multihop": 1,
+    "files": [
+        {"path": "stations.csv", "kind": "csv", "holds": "station id and region"},
+        {"path": "rain.csv", "kind": "csv", "holds": "daily rainfall in mm per station"},
+    ],
+    "steps": [
+        {"skill": "csv-join", "state": "rainfall rows carry their station's region"},
+        {"skill": "json-summary", "state": "output/summary.json holds the totals"},
+    ],
+    "outputs": [{"path": "output/summary.json", "format": "json", "contains": "totals"}],
+    "checks": [
+        {"fact": "rainfall total per region", "output": "output/summary.json"},
+        {"fact": "the wettest station", "output": "output/summary.json"},
+    ],
+}
+
+GENERATOR = textwrap.dedent(
+    '''
+    """Total rainfall per region and find the wettest station from two gauge logs."""
+    GENERATOR = {"capability": "skill_graph", "domain": "rain_gauges",
+                 "multihop": 1, "dirtiness": 0, "output_format": "json"}
+
+    import csv
+    import json
+    import os
+    import random
+
+    ASKS = __ASKS__
+    BROKEN = __BROKEN__
+
+
+    def _data(seed):
+        rng = random.Random(seed)
+        regions = ["north", "coast", "valley"]
+        stations = [("ST-%d" % n, regions[i % 3]) for i, n in enumerate(sorted(rng.sample(range(100, 999), 6)))]
+        rain = [(s, d, round(rng.uniform(0.1, 30.0), 1)) for s, _ in stations for d in range(1, 6)]
+        return stations, rain
+
+
+    def _summary(stations, rain):
+        region = dict(stations)
+        totals, per_station = {}, {}
+        for s, _, mm in rain:
+            totals[region[s]] = round(totals.get(region[s], 0.0) + float(mm), 1)
+            per_station[s] = per_station.get(s, 0.0) + float(mm)
+        wettest = sorted(per_station, key=lambda s: (-per_station[s], s))[0]
+        return {"region_totals": dict(sorted(totals.items())), "wettest_station": wettest}
+
+
+    def build(seed):
+        if BROKEN == "build":
+            raise ValueError("rain.csv template has no header")
+        stations, rain = _data(seed)
+        ask = "Write output/summary.json with region_totals, the total rainfall in mm per region."
+        if ASKS:
+            ask += " Also give wettest_station, the station with the most rainfall overall."
+        return {
+            "instruction": "stations.csv maps each gauge station to its region; rain.csv logs "
+                           "daily rainfall per station. " + ask,
+            "files": {
+                "stations.csv": "station,region\\n" + "".join("%s,%s\\n" % r for r in stations),
+                "rain.csv": "station,day,mm\\n" + "".join("%s,%d,%.1f\\n" % r for r in rain),
+            },
+            "answer": {"output/summary.json": _summary(stations, rain)},
+            "contract": {
+                "outputs": [{"path": "output/summary.json", "format": "json", "schema": {
+                    "type": "object",
+                    "properties": {
+                        "region_totals": {"type": "object", "additionalProperties": {"type": "number"}},
+                        "wettest_station": {"type": "string"}}}}],
+                "tolerance": {"abs": 0.05, "rel": 0.0},
+                "decisions": ["Key region_totals by region name as written in stations.csv",
+                              "Round each region total to 1 decimal",
+                              "Break a tie for the wettest station by the smaller id"],
+            },
+        }
+
+
+    def solve(workspace):
+        with open(os.path.join(workspace, "stations.csv")) as f:
+            stations = [(r["station"], r["region"]) for r in csv.DictReader(f)]
+        with open(os.path.join(workspace, "rain.csv")) as f:
+            rain = [(r["station"], int(r["day"]), float(r["mm"])) for r in csv.DictReader(f)]
+        out = _summary(stations, rain)
+        if BROKEN == "solve":
+            out["region_totals"] = {k: v + 7.0 for k, v in out["region_totals"].items()}
+        os.makedirs(os.path.join(workspace, "output"), exist_ok=True)
+        with open(os.path.join(workspace, "output", "summary.json"), "w") as f:
+            json.dump(out, f)
+    '''
+).lstrip()
+
+
+def generator(asks: bool, broken: str = "") -> str:
+    return GENERATOR.replace("__ASKS__", repr(asks)).replace("__BROKEN__", repr(broken))
+
+
+def system_of(messages: list[dict[str, Any]]) -> str:
+    return str(messages[0].get("content", "")) if messages else ""
+
+
+def turns(messages: list[dict[str, Any]]) -> int:
+    return sum(1 for m in messages if m.get("role") == "assistant")
+
+
+def fake_judge(messages: list[dict[str, Any]]) -> str:
+    """A judge that reads like one: every graded top-level field must be named in the
+    instruction's prose (the text before the rendered contract)."""
+    text = str(messages[-1]["content"])
+    prose = text.split("<<<", 1)[1].split("## Outputs", 1)[0]
+    graded = text.split("values hidden):", 1)[1]
+    fields = sorted(set(re.findall(r"[{,]\s*([a-z_]+):", graded)))
+    unasked = [f for f in fields if f not in prose]
+    verdict = {
+        "agree": not unasked,
+        "untested_asks": [],
+        "unasked_tests": unasked,
+        "reason": "fields graded but never asked for" if unasked else "they agree",
+    }
+    return "```json\n" + json.dumps(verdict) + "\n```"
+
+
+def router_for(constructor) -> Any:
+    def route(messages: list[dict[str, Any]]) -> str:
+        system = system_of(messages)
+        if PLANNER_MARK in system:
+            return "Here is the plan:\n```json\n" + json.dumps(PLAN) + "\n```"
+        if CONSTRUCTOR_MARK in system:
+            return "```python\n" + constructor(turns(messages)) + "```"
+        if JUDGE_MARK in system:
+            return fake_judge(messages)
+        return "unexpected role"
+
+    return route
+
+
+def chat_of(fake: FakeOpenAI):
+    return endpoint_chat(LLMEndpoint(fake.base_url, "fake", max_retries=0, request_timeout_s=10))
+
+
+SANDBOX = SandboxConfig(backend="bwrap")
+
+
+def test_rubric_failure_is_repaired_and_the_task_kept_and_exported(tmp_path: Path) -> None:
+    route = router_for(lambda n: generator(asks=n > 0))
+    with FakeOpenAI("routed", router=route) as fake:
+        cands, attempts = synthesize_tasks([PATH], SKILLS, chat_of(fake), SANDBOX, tmp_path, seed=5)
+        roles = [system_of(r["messages"]).split("]")[0] + "]" for r in fake.requests]
+    assert roles == [PLANNER_MARK, CONSTRUCTOR_MARK, JUDGE_MARK, CONSTRUCTOR_MARK, JUDGE_MARK]
+    assert [(a["attempt"], a["stage"], a["passed"]) for a in attempts] == [
+        (0, "rubric", False),
+        (1, "kept", True),
+    ]
+    assert "wettest_station" in attempts[0]["reason"]
+    assert json.loads(attempts[0]["rubric"])["unasked_tests"] == ["wettest_station"]
+    assert all(a["stage"] in ATTEMPT_STAGES and a["path_id"] == "p-rain" for a in attempts)
+    assert attempts[0]["generator_sha256"] != attempts[1]["generator_sha256"]
+    # the repair request carried the judge's finding back to the Constructor
+    repair = fake.requests[3]["messages"]
+    assert "wettest_station" in repair[-1]["content"] and repair[-2]["role"] == "assistant"
+
+    (cand,) = cands
+    assert cand["origin"] == "skill_graph" and cand["capability"] == "skill_graph"
+    assert cand["domain"] == "rain_gauges" and cand["seed"] == 5
+    assert json.loads(cand[PATH_KEY])["steps"][1]["skill"] == "json-summary"
+    assert cand["task_id"] == attempts[1]["task_id"]
+    folder = tmp_path / cand["task_id"]
+    meta = tomllib.loads((folder / "task.toml").read_text())
+    assert meta["task"]["name"].endswith("/" + cand["task_id"])
+    assert meta["metadata"]["clawloop"]["origin"] == "skill_graph"
+    assert "wettest_station" in (folder / "instruction.md").read_text()
+    # the exported folder passes verify like any other task
+    checks, verdict = verify_task(import_folder(folder), SANDBOX)
+    assert verdict["kept"], verdict["reason"]
+    assert {"oracle", "noop", "leak", "determinism"} <= {c["check"] for c in checks}
+
+
+def test_a_path_failing_forge_and_verify_four_times_is_dropped_with_reasons() -> None:
+    # The Constructor sees only its last code, so this one counts its own calls: build() raises
+    # (forge fails), then solve() is wrong (verify's oracle fails), each a new version.
+    calls = itertools.count()
+
+    def constructor(_: int) -> str:
+        n = next(calls)
+        return generator(True, broken="build" if n % 2 == 0 else "solve") + f"\nVERSION = {n}\n"
+
+    route = router_for(constructor)
+    with FakeOpenAI("routed", router=route) as fake:
+        res = instantiate(PATH, SKILLS, chat_of(fake), SANDBOX, seed=2)
+        judged = [r for r in fake.requests if JUDGE_MARK in system_of(r["messages"])]
+    assert res.candidate is None and res.forged is None and not res.kept
+    assert [a["attempt"] for a in res.attempts] == [0, 1, 2, 3]
+    assert [a["stage"] for a in res.attempts] == ["forge", "verify", "forge", "verify"]
+    assert not any(a["passed"] for a in res.attempts)
+    assert "rain.csv template has no header" in res.attempts[0]["reason"]
+    assert "oracle" in res.attempts[1]["reason"]
+    assert not judged  # nothing reached the rubric
+    assert res.plan is not None and res.plan.domain == "rain_gauges"
+
+
+def test_max_repairs_bounds_the_constructions() -> None:
+    route = router_for(lambda n: generator(True, broken="build") + f"\nVERSION = {n}\n")
+    with FakeOpenAI("routed", router=route) as fake:
+        res = instantiate(PATH, SKILLS, chat_of(fake), SANDBOX, seed=2, max_repairs=1)
+    assert [a["attempt"] for a in res.attempts] == [0, 1]
+    assert res.candidate is None
+
+
+def test_the_same_failing_code_again_is_refused_on_the_host() -> None:
+    route = router_for(lambda n: generator(True, broken="solve"))
+    with FakeOpenAI("routed", router=route) as fake:
+        res = instantiate(PATH, SKILLS, chat_of(fake), SANDBOX, seed=2, max_repairs=1)
+    assert [a["stage"] for a in res.attempts] == ["verify", "static"]
+    assert "same code as an earlier attempt" in res.attempts[1]["reason"]
+
+
+def test_an_llm_that_drops_the_connection_is_a_clean_row() -> None:
+    with FakeOpenAI("drop") as fake:
+        res = instantiate(PATH, SKILLS, chat_of(fake), SANDBOX, seed=1)
+    (row,) = res.attempts
+    assert row["stage"] == "plan" and not row["passed"] and row["attempt"] == 0
+    assert "LLM fault in the Planner (connection)" in row["reason"]
+    assert res.candidate is None
+
+
+def test_a_constructor_or_judge_endpoint_fault_ends_the_path_with_a_row() -> None:
+    route = router_for(lambda n: generator(asks=True))
+    with FakeOpenAI("routed", router=route) as good, FakeOpenAI("drop") as bad:
+        good_chat, bad_chat = chat_of(good), chat_of(bad)
+
+        def constructor_drops(messages: list[dict[str, Any]]) -> str:
+            return (bad_chat if CONSTRUCTOR_MARK in system_of(messages) else good_chat)(messages)
+
+        res = instantiate(PATH, SKILLS, constructor_drops, SANDBOX, seed=1)
+        assert [(a["stage"], a["passed"]) for a in res.attempts] == [("construct", False)]
+        assert "Constructor (connection)" in res.attempts[0]["reason"]
+
+        judged = instantiate(PATH, SKILLS, good_chat, SANDBOX, seed=1, judge_chat=bad_chat)
+    (row,) = judged.attempts
+    assert row["stage"] == "rubric" and "rubric judge (connection)" in row["reason"]
+    assert row["code"] and judged.candidate is None
+
+
+def test_a_planner_that_never_plans_is_one_plan_row() -> None:
+    with FakeOpenAI("routed", router=lambda m: "I would rather not.") as fake:
+        res = instantiate(PATH, SKILLS, chat_of(fake), SANDBOX, seed=1)
+        asked = len(fake.requests)
+    (row,) = res.attempts
+    assert row["stage"] == "plan" and "no plan" in row["reason"] and "3 replies" in row["reason"]
+    assert asked == 3  # the first ask and 2 re-asks
