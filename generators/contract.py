@@ -15,8 +15,13 @@ from clawloop.harness.taskfolder.spec import LENIENCIES, BuildResult, Contract, 
 
 CAPABILITY_KEYS = ("capability", "domain", "multihop", "dirtiness", "output_format")
 OutputFormat = Literal["json", "csv", "multi", "report"]
-OUTPUT_FORMATS: tuple[str, ...] = ("json", "csv", "multi", "report")
-FILE_FORMATS = ("json", "csv", "report")  # what one contract output entry may be
+OUTPUT_FORMATS: tuple[str, ...] = ("json", "csv", "multi", "report")  # the library's rotation
+# What GENERATOR["output_format"] may say: also "state", a domain task graded on its end state.
+META_FORMATS: tuple[str, ...] = (*OUTPUT_FORMATS, "state")
+# What one contract output entry may be; "state" is a domain task's final database state (a folder
+# of <table>.json or an SQL dump), graded by end-state predicates (harness/taskfolder/state_predicates.py).
+FILE_FORMATS = ("json", "csv", "report", "state")
+STATE_STORES = ("json", "sqlite")
 MAX_FILES = 400
 MAX_TOTAL_BYTES = 8 * 1024 * 1024
 
@@ -55,9 +60,9 @@ class GeneratorMeta:
         )
         if not 0 <= meta.multihop <= 3 or not 0 <= meta.dirtiness <= 3:
             raise ContractError("GENERATOR multihop and dirtiness must be integers in 0..3")
-        if meta.output_format not in OUTPUT_FORMATS:
+        if meta.output_format not in META_FORMATS:
             raise ContractError(
-                f"GENERATOR output_format must be one of {OUTPUT_FORMATS}, got {meta.output_format!r}"
+                f"GENERATOR output_format must be one of {META_FORMATS}, got {meta.output_format!r}"
             )
         return meta
 
@@ -95,6 +100,10 @@ def _output_spec(o: Any, i: int) -> OutputSpec:
         raise ContractError(f"{where}: a csv output must list its columns")
     if not set(spec.key) <= set(spec.columns):
         raise ContractError(f"{where}: key columns {spec.key} must be among columns {spec.columns}")
+    if fmt == "state" and spec.schema.get("store") not in STATE_STORES:
+        raise ContractError(f"{where}: a state output needs schema.store, one of {STATE_STORES}")
+    if fmt == "state" and spec.schema.get("store") == "sqlite" and not spec.schema.get("file"):
+        raise ContractError(f"{where}: a sqlite state output needs schema.file (the SQL dump)")
     if fmt == "report" and not spec.sidecar:
         raise ContractError(f"{where}: a report output needs a machine-checkable sidecar path")
     return spec
@@ -178,10 +187,16 @@ def validate_build(obj: Any) -> BuildResult:
             f"build()['answer'] keys {sorted(answer)} must equal the graded outputs {sorted(expected)}"
         )
     for o in contract.outputs:
-        if o.format != "csv":
+        if o.format == "state":
+            preds = answer[o.path].get("predicates") if isinstance(answer[o.path], dict) else None
+            if not isinstance(preds, list) or not preds:
+                raise ContractError(
+                    f"answer[{o.path!r}] must be {{'predicates': [...]}}, non-empty"
+                )
+        elif o.format != "csv":
             path = o.sidecar if o.format == "report" else o.path
             check_record_lists(answer[path], o.schema, f"answer[{path!r}]")
-    clash = expected & set(files)
+    clash = expected & set(files)  # a state output is a folder: its files are the snapshot
     if clash:
         raise ContractError(
             f"output path(s) {sorted(clash)} already exist in the starting workspace"

@@ -32,11 +32,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from clawloop.harness.taskfolder import grader
+from clawloop.harness.taskfolder import grader, state_predicates
 from clawloop.harness.taskfolder.spec import BuildResult, Contract, OutputSpec
 
 # Imported, not only read, so the stage cache keys (which follow imports) see grader edits.
 GRADER_PATH = Path(str(grader.__file__))
+STATE_PREDICATES_PATH = Path(str(state_predicates.__file__))
 BASE_IMAGE = "clawloop-base:latest"
 MAX_UNPACKED_BYTES = 64 * 1024 * 1024
 DEFAULT_ORG = "clawloop"
@@ -264,6 +265,13 @@ def read_task_info(task_dir: Path) -> TaskInfo:
 
 
 def _render_output(o: OutputSpec) -> list[str]:
+    if o.format == "state":
+        snapshot = f"`{o.path}/{o.schema['file']}`" if o.schema.get("file") else f"`{o.path}/`"
+        return [
+            f"- the domain's state in {snapshot}, as you leave it: graded on the records the task "
+            "changes and on every other record staying as it was",
+            "  - change it only through the skill CLIs in `skills/` (they apply the domain's rules)",
+        ]
     lines = [f"- `{o.path}` ({o.format})"]
     lenient = set(o.lenient)
     if o.columns:
@@ -324,11 +332,12 @@ def task_files(build: BuildResult, code: str, info: TaskInfo) -> dict[str, tuple
         "solution/generator.py": (code, False),
         "tests/test.sh": (TEST_SH, True),
         "tests/grader.py": (GRADER_PATH.read_text(), False),
+        "tests/state_predicates.py": (STATE_PREDICATES_PATH.read_text(), False),
         "tests/answer.json": (json.dumps(build.answer, indent=2, sort_keys=True) + "\n", False),
         "tests/contract.json": (contract + "\n", False),
     }
-    for rel, text in build.files.items():
-        files[f"environment/workspace/{rel}"] = (text, False)
+    for rel, text in build.files.items():  # a starting file that opens with #! is a program
+        files[f"environment/workspace/{rel}"] = (text, text.startswith("#!"))
     return files
 
 

@@ -337,6 +337,14 @@ def _grade_output(
     fmt, path = o.get("format"), str(o.get("path", ""))
     lenient = frozenset(str(x) for x in o.get("lenient", []) or [])
     checks: list[Check] = []
+    if fmt == "state":  # a domain task's final database state, graded by end-state predicates
+        state = _state_module()
+
+        def equal(e: Any, g: Any) -> bool:
+            return values_equal(e, g, tol, lenient=lenient)
+
+        found = state.grade_state(o, answer.get(path), workspace, read_output, equal)
+        return [_check(name, ok, detail) for name, ok, detail in found]
     if fmt == "report":
         try:
             text = read_output(workspace, path)
@@ -370,6 +378,19 @@ def _grade_output(
         got, present, why = None, False, str(e)
     checks.append(_check(f"{path}: readable", present, why))
     return checks + compare_json(path, exp, got, o.get("schema"), tol, present, lenient=lenient)
+
+
+def _state_module() -> Any:
+    """state_predicates.py, which forge copies beside this file (only state outputs need it)."""
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "state_predicates.py")
+    spec = importlib.util.spec_from_file_location("clawloop_state_predicates", path)
+    if spec is None or spec.loader is None or not os.path.isfile(path):
+        raise OutputUnreadable(f"{path} is missing: state outputs need state_predicates.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def _columns_check(path: str, header: list[str], columns: list[str], lenient: frozenset) -> Check:

@@ -1,0 +1,348 @@
+"""Grounding: an abstract task graph -> concrete tool calls on concrete entities of one domain.
+
+Pure and host-side: it reads the domain's parsed tools and its state as data, never runs a tool.
+Each node gets a tool whose shape fits it (a lookup: a read tool that takes a record's key and
+returns a field the consumer takes as a parameter; an act: a write tool; a recover: a write tool
+that can return errors plus a fix, another write tool on the same record), and each parameter a
+value: a record's key (the entity, named by business key in the instruction), a value an earlier
+lookup produced (`{"$ref": [step, field]}`, resolved when the plan runs), or a literal drawn from
+the schema's enum or the values the state already holds.
+
+Whether a grounded plan really works is only known by running it (execute.py, in a sandbox), so
+`ground` returns a few variants (other entities, other fixes); the first that runs as expected is
+the task. `coverage_problems` rejects a plan with a transition no skill supports.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from clawloop.generators.domain.model import Domain, Param, Skill, Tool
+from clawloop.generators.domain.taskgraph import Node, TaskGraph
+
+VARIANTS = 6  # grounded variants tried per abstract graph
+CATEGORICAL = 12  # a field with at most this many distinct values can hold a condition or a literal
+Tables = dict[str, list[dict[str, Any]]]
+
+
+class GroundingError(ValueError):
+    """No tool or entity of this domain fits the graph."""
+
+
+@dataclass(frozen=True)
+class Step:
+    tool: str
+    params: dict[str, Any]
+    expect: str = "ok"  # ok | error
+    node: int = -1
+    role: str = "act"  # lookup | act | fail | fix | retry
+
+
+@dataclass
+class Grounded:
+    graph: TaskGraph
+    steps: list[Step]
+    alt_steps: list[Step] | None = None  # the branch's other arm: described, never tested
+    condition: dict[str, Any] | None = None  # table, key_field, key, field, value, holds
+    references: dict[int, dict[str, Any]] = field(default_factory=dict)  # lookup step -> record
+    lookups: dict[int, Step] = field(default_factory=dict)  # while grounding: position -> step
+
+    def plan(self, steps: list[Step] | None = None) -> dict[str, Any]:
+        return {
+            "steps": [
+                {"tool": s.tool, "params": s.params, "expect": s.expect}
+                for s in (self.steps if steps is None else steps)
+            ]
+        }
+
+
+@dataclass(frozen=True)
+class Index:
+    """What grounding needs of the state: per table, its unique fields and each field's values."""
+
+    tables: Tables
+    unique: dict[str, set[str]]
+    values: dict[str, dict[str, list[Any]]]
+
+    @staticmethod
+    def of(tables: Tables) -> Index:
+        unique: dict[str, set[str]] = {}
+        values: dict[str, dict[str, list[Any]]] = {}
+        for t, rows in tables.items():
+            fields = sorted({k for r in rows for k in r})
+            values[t] = {f: [r.get(f) for r in rows if r.get(f) is not None] for f in fields}
+            unique[t] = {
+                f
+                for f, vs in values[t].items()
+                if len(vs) == len(rows) and len({repr(v) for v in vs}) == len(rows) and rows
+            }
+        return Index(tables, unique, values)
+
+    def distinct(self, table: str, name: str) -> list[Any]:
+        seen: dict[str, Any] = {}
+        for v in self.values.get(table, {}).get(name, []):
+            if isinstance(v, str | int | float | bool):
+                seen.setdefault(repr(v), v)
+        return [seen[k] for k in sorted(seen)]
+
+
+def key_params(tool: Tool, ix: Index) -> list[tuple[Param, str]]:
+    """(parameter, table) pairs where the parameter names a unique field of a table the tool
+    touches: passing a record's value there picks that record (an entity)."""
+    out = []
+    for p in tool.params:
+        for t in (*tool.writes, *tool.reads):
+            if t in ix.unique and p.name in ix.unique[t]:
+                out.append((p, t))
+                break
+    return out
+
+
+def literal(p: Param, tool: Tool, ix: Index, rng: random.Random) -> tuple[bool, Any]:
+    """(found, value) for a parameter that is not an entity key."""
+    if p.enum:
+        return True, rng.choice(list(p.enum))
+    for t in (*tool.writes, *tool.reads, *sorted(ix.tables)):
+        vals = ix.distinct(t, p.name)
+        if vals and (len(vals) <= CATEGORICAL or p.type in ("integer", "number")):
+            v = rng.choice(vals)
+            if p.type == "integer" and isinstance(v, int | float) and not isinstance(v, bool):
+                return True, int(v)
+            if p.type == "number" and isinstance(v, int | float) and not isinstance(v, bool):
+                return True, float(v)
+            if p.type == "string" and isinstance(v, str):
+                return True, v
+    if p.type == "integer":
+        return True, rng.randint(1, 4)
+    if p.type == "number":
+        return True, rng.choice([1.5, 2.0, 2.5, 4.0])
+    if p.type == "boolean":
+        return True, rng.random() < 0.5
+    return False, None
+
+
+def fill(
+    tool: Tool,
+    ix: Index,
+    rng: random.Random,
+    fixed: dict[str, Any] | None = None,
+    entity: tuple[str, dict[str, Any]] | None = None,
+) -> dict[str, Any] | None:
+    """Every parameter of `tool` a value (None if a required one cannot have one). `fixed` are
+    already chosen (refs); `entity` (table, record) supplies the key of that record."""
+    params = dict(fixed or {})
+    keys = {p.name: t for p, t in key_params(tool, ix)}
+    for p in tool.params:
+        if p.name in params:
+            continue
+        t = keys.get(p.name)
+        if t is not None:
+            record = entity[1] if entity and entity[0] == t and p.name in entity[1] else None
+            record = record or rng.choice(ix.tables[t])
+            params[p.name] = record[p.name]
+            continue
+        found, value = literal(p, tool, ix, rng)
+        if found:
+            params[p.name] = value
+        elif p.required:
+            return None
+    return params
+
+
+def producers(domain: Domain, consumer: Tool, ix: Index) -> list[tuple[Tool, Param, str, str]]:
+    """(read tool, its key parameter, its table, the produced field) feeding a `consumer`
+    parameter: the field is one the read tool returns, a field of the record it picks, and a
+    parameter of the consumer other than that key."""
+    wanted = {p.name for p in consumer.params}
+    out = []
+    for r in domain.tools:
+        if not r.read_only or r.name == consumer.name:
+            continue
+        for kp, t in key_params(r, ix):
+            for f in r.returns:
+                if f in wanted and f != kp.name and f in ix.values.get(t, {}):
+                    out.append((r, kp, t, f))
+    return out
+
+
+def _lookup(
+    chosen: tuple[Tool, Param, str, str], ix: Index, rng: random.Random, node: Node
+) -> tuple[Step, dict[str, Any]] | None:
+    r, kp, t, f = chosen
+    rows = [row for row in ix.tables[t] if row.get(f) is not None]
+    if not rows:
+        return None
+    row = rng.choice(rows)
+    params = fill(r, ix, rng, entity=(t, row))
+    if params is None:
+        return None
+    ref = {"table": t, "key_field": kp.name, "key": row[kp.name], "field": f, "value": row[f]}
+    return Step(r.name, params, node=node.id, role="lookup"), ref
+
+
+def _writes(domain: Domain) -> list[Tool]:
+    return [t for t in domain.tools if t.writes]
+
+
+def _act(
+    domain: Domain, node: Node, ix: Index, rng: random.Random, g: Grounded, pos: dict[int, int]
+) -> Step | None:
+    """Ground an act node: a write tool whose parameters the node's inputs can feed. Its lookups
+    go to `g.lookups` (they run first, at the positions `pos` gives them); returns the act."""
+    tools = _writes(domain)
+    rng.shuffle(tools)
+    for w in tools:
+        feeds = producers(domain, w, ix)
+        if len({f for *_, f in feeds}) < len(node.inputs):
+            continue
+        fixed: dict[str, Any] = {}
+        made: dict[int, tuple[Step, dict[str, Any]]] = {}
+        for lookup_id in node.inputs:
+            options = [c for c in feeds if c[3] not in fixed]
+            chosen = rng.choice(options) if options else None
+            one = _lookup(chosen, ix, rng, Node(lookup_id, "lookup", node.goal)) if chosen else None
+            if chosen is None or one is None:
+                break
+            made[lookup_id] = one
+            fixed[chosen[3]] = {"$ref": [pos[lookup_id], chosen[3]]}
+        else:
+            params = fill(w, ix, rng, fixed=fixed)
+            if params is not None:
+                for lookup_id, (step, ref) in made.items():
+                    g.lookups[pos[lookup_id]] = step
+                    g.references[pos[lookup_id]] = ref
+                return Step(w.name, params, node=node.id)
+    return None
+
+
+def _recover(domain: Domain, node: Node, ix: Index, rng: random.Random) -> list[Step]:
+    """A write that can fail, a fix on the same record, the write again."""
+    tools = [t for t in _writes(domain) if t.errors and key_params(t, ix)]
+    rng.shuffle(tools)
+    for w in tools:
+        kp, t = key_params(w, ix)[0]
+        fixes = [
+            f
+            for f in _writes(domain)
+            if f.name != w.name
+            and any(q.name == kp.name and tt == t for q, tt in key_params(f, ix))
+        ]
+        if not fixes:
+            continue
+        row = rng.choice(ix.tables[t])
+        params = fill(w, ix, rng, entity=(t, row))
+        fix = rng.choice(fixes)
+        fix_params = fill(fix, ix, rng, entity=(t, row))
+        if params is None or fix_params is None:
+            continue
+        return [
+            Step(w.name, params, "error", node.id, "fail"),
+            Step(fix.name, fix_params, "ok", node.id, "fix"),
+            Step(w.name, params, "ok", node.id, "retry"),
+        ]
+    return []
+
+
+def _condition(ix: Index, step: Step, domain: Domain, rng: random.Random) -> dict[str, Any] | None:
+    """A condition on the record the then-arm's act picks: a categorical field equal to a value."""
+    tool = domain.tool(step.tool)
+    for kp, t in key_params(tool, ix):
+        key = step.params.get(kp.name)
+        row = next((r for r in ix.tables[t] if r.get(kp.name) == key), None)
+        if row is None:
+            continue
+        fields = [
+            f
+            for f in sorted(row)
+            if f != kp.name
+            and isinstance(row[f], str)
+            and 2 <= len(ix.distinct(t, f)) <= CATEGORICAL
+        ]
+        if not fields:
+            continue
+        f = rng.choice(fields)
+        holds = rng.random() < 0.5
+        others = [v for v in ix.distinct(t, f) if v != row[f]]
+        value = row[f] if holds else rng.choice(others)
+        return {
+            "table": t,
+            "key_field": kp.name,
+            "key": key,
+            "field": f,
+            "value": value,
+            "holds": holds,
+        }
+    return None
+
+
+def ground_once(domain: Domain, graph: TaskGraph, ix: Index, rng: random.Random) -> Grounded:
+    g = Grounded(graph=graph, steps=[])
+    lookups = [n for n in graph.nodes if n.kind == "lookup"]
+    pos = {n.id: i for i, n in enumerate(lookups)}  # lookups run first, in graph order
+    acts: list[Step] = []
+    arms: dict[str, Step] = {}
+    for node in graph.nodes:
+        if node.kind in ("lookup", "branch"):
+            continue
+        if node.kind == "recover":
+            steps = _recover(domain, node, ix, rng)
+            if not steps:
+                raise GroundingError("no write tool with errors and a fix on the same record")
+            acts += steps
+            continue
+        step = _act(domain, node, ix, rng, g, pos)
+        if step is None:
+            raise GroundingError(f"no write tool fits node {node.id} ({len(node.inputs)} inputs)")
+        if node.arm:
+            arms[node.arm] = step
+        else:
+            acts.append(step)
+    if len(g.lookups) != len(lookups):
+        raise GroundingError("a lookup found no producer")
+    base = [g.lookups[i] for i in range(len(lookups))]
+    g.steps = base + acts
+    if arms:
+        cond = _condition(ix, arms["then"], domain, rng)
+        if cond is None:
+            raise GroundingError("no categorical field on the then-arm's record to branch on")
+        g.condition = cond
+        taken, other = (
+            (arms["then"], arms["else"]) if cond["holds"] else (arms["else"], arms["then"])
+        )
+        g.steps, g.alt_steps = base + [taken] + acts, base + [other] + acts
+    return g
+
+
+def ground(
+    domain: Domain, graph: TaskGraph, tables: Tables, rng: random.Random, variants: int = VARIANTS
+) -> tuple[list[Grounded], list[str]]:
+    """Up to `variants` groundings of one graph (other tools, entities, fixes) and why the others
+    failed."""
+    ix = Index.of(tables)
+    out, why = [], []
+    for _ in range(variants * 3):
+        if len(out) == variants:
+            break
+        try:
+            out.append(ground_once(domain, graph, ix, rng))
+        except GroundingError as exc:
+            why.append(str(exc))
+    return out, why
+
+
+def coverage_problems(g: Grounded, domain: Domain, skills: list[Skill]) -> list[str]:
+    """Transitions no skill supports: a tool outside every skill, or a value passed from one
+    step to another that the producer does not return or the consumer does not take."""
+    covered = {t for s in skills for t in s.tools}
+    out = [f"{s.tool}: in no skill" for s in g.steps if s.tool not in covered]
+    for i, s in enumerate(g.steps):
+        consumer = domain.tool(s.tool)
+        for name, v in s.params.items():
+            if isinstance(v, dict) and "$ref" in v:
+                j, f = v["$ref"]
+                producer = domain.tool(g.steps[j].tool)
+                if f not in producer.returns or name not in {p.name for p in consumer.params}:
+                    out.append(f"step {j} {producer.name} -> step {i} {consumer.name}: {f}")
+    return out

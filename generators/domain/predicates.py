@@ -1,0 +1,213 @@
+"""From a reference run's initial and final state to end-state predicates and a goal.
+
+Pure. The diff of the two states (records located by business key) becomes the task's tests
+(harness/taskfolder/state_predicates.py evaluates them): a field predicate per changed field, a
+count predicate per created or removed record (a created record is matched by its field values,
+never by the id a tool assigned it), and per table a guard that every other record is unchanged.
+
+The same diff, with the values the instruction may state told apart from those the domain's
+tools derive, is the `Goal` the instruction writer sees: entities by business key, the changes
+required, the branch condition, the constraints; never the steps or the tools that made them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from clawloop.generators.domain.ground import Grounded, Step
+
+Tables = dict[str, list[dict[str, Any]]]
+KEY_FIELD = "_key"  # json tables keyed by primary key keep the key here (runtime.as_records)
+
+
+def locator(table: str, rows: list[dict[str, Any]], keys: dict[str, str]) -> str | None:
+    """The field that identifies a record of `table` for tests: the declared business key, else
+    the json object key, else a unique id/code field; None when no field is unique."""
+
+    def unique(f: str) -> bool:
+        vals = [json.dumps(r.get(f), sort_keys=True) for r in rows if f in r]
+        return len(vals) == len(rows) and len(set(vals)) == len(rows)
+
+    candidates = [keys.get(table, ""), KEY_FIELD, "id"]
+    candidates += sorted(f for r in rows[:1] for f in r if f.endswith(("_id", "_code", "code")))
+    return next((f for f in candidates if f and rows and unique(f)), None)
+
+
+def _ident(v: Any) -> str:
+    return json.dumps(v, sort_keys=True, default=str)
+
+
+@dataclass(frozen=True)
+class Change:
+    kind: str  # changed | created | deleted
+    table: str
+    key_field: str | None
+    key: Any
+    new: dict[str, Any] = field(
+        default_factory=dict
+    )  # changed: field -> new value; created: record
+    stated: tuple[str, ...] = ()  # fields whose new value the instruction may give
+    via: dict[str, Any] | None = None  # the record is the one a lookup led to
+
+    def ident(self) -> str:
+        return _ident([self.kind, self.table, self.key, sorted(self.new.items())])
+
+
+def diff(initial: Tables, final: Tables, keys: dict[str, str]) -> list[Change]:
+    out: list[Change] = []
+    for t in sorted(set(initial) | set(final)):
+        before, after = initial.get(t, []), final.get(t, [])
+        loc = locator(t, before or after, keys)
+        if loc is None:  # no unique field: created/removed as whole records
+            b = {_ident(r) for r in before}
+            a = {_ident(r) for r in after}
+            out += [Change("created", t, None, None, dict(r)) for r in after if _ident(r) not in b]
+            out += [Change("deleted", t, None, None, dict(r)) for r in before if _ident(r) not in a]
+            continue
+        old = {_ident(r.get(loc)): r for r in before}
+        new = {_ident(r.get(loc)): r for r in after}
+        for k, r in new.items():
+            if k not in old:
+                out.append(Change("created", t, loc, r.get(loc), dict(r)))
+            elif r != old[k]:
+                changed = {
+                    f: r.get(f) for f in sorted(set(r) | set(old[k])) if r.get(f) != old[k].get(f)
+                }
+                out.append(Change("changed", t, loc, r.get(loc), changed))
+        out += [Change("deleted", t, loc, r.get(loc)) for k, r in old.items() if k not in new]
+    return out
+
+
+def literals(steps: list[Step]) -> list[Any]:
+    """The values the plan passes as literals: what an instruction may state."""
+    return [v for s in steps for v in s.params.values() if not isinstance(v, dict | list)]
+
+
+def _stated(value: Any, given: list[Any]) -> bool:
+    return not isinstance(value, bool) and any(
+        type(value) is type(g) and value == g for g in given if not isinstance(g, bool)
+    )
+
+
+def predicates(
+    initial: Tables, final: Tables, changes: list[Change], given: list[Any], keys: dict[str, str]
+) -> list[dict[str, Any]]:
+    """The tests for one reference run: what changed, and a guard for everything else."""
+    out: list[dict[str, Any]] = []
+    for c in changes:
+        if c.kind == "changed":
+            for f, v in c.new.items():
+                out.append(
+                    {
+                        "kind": "field",
+                        "table": c.table,
+                        "match": {c.key_field: c.key},
+                        "field": f,
+                        "value": v,
+                        "given": _stated(v, given),
+                    }
+                )
+        elif c.kind == "deleted":
+            match = {c.key_field: c.key} if c.key_field else c.new
+            out.append({"kind": "count", "table": c.table, "match": match, "count": 0})
+        else:  # created: matched by its values, not by an assigned key
+            match = {f: v for f, v in c.new.items() if f != c.key_field or _stated(v, given)}
+            n = sum(all(r.get(f) == v for f, v in match.items()) for r in final.get(c.table, []))
+            out.append(
+                {
+                    "kind": "count",
+                    "table": c.table,
+                    "match": match,
+                    "count": n,
+                    "given": all(_stated(v, given) for v in match.values()),
+                }
+            )
+    for t in sorted(final):
+        rows = final[t]
+        loc = locator(t, initial.get(t) or rows, keys)
+        if loc is None:  # records identical to a starting one: the created ones drop out
+            keep = [r for r in rows if r in initial.get(t, [])]
+        else:
+            skip = {_ident(c.key) for c in changes if c.table == t and c.key_field == loc}
+            keep = [r for r in rows if _ident(r.get(loc)) not in skip]
+        out.append(
+            {"kind": "unchanged", "table": t, "key": loc, "records": keep, "total": len(rows)}
+        )
+    return out
+
+
+@dataclass(frozen=True)
+class Goal:
+    """What the instruction writer sees (the information barrier: no steps, no tool names)."""
+
+    domain: str
+    description: str
+    changes: list[dict[str, Any]]  # unconditional changes
+    condition: dict[str, Any] | None = None  # table, key_field, key, field, value
+    then_changes: list[dict[str, Any]] = field(default_factory=list)
+    else_changes: list[dict[str, Any]] = field(default_factory=list)
+    recovery: bool = False  # a rule refuses a step until its cause is fixed
+    constraints: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _describe(c: Change, given: list[Any], refs: list[dict[str, Any]]) -> dict[str, Any]:
+    values = c.new if c.kind != "deleted" else {}
+    stated = {f: v for f, v in values.items() if _stated(v, given) and f != c.key_field}
+    derived = sorted(f for f in values if f not in stated and f != c.key_field)
+    via = next(
+        (
+            r
+            for r in refs
+            if c.kind != "created"
+            and _ident(r["value"]) == _ident(c.key)
+            and not _stated(c.key, given)
+        ),
+        None,
+    )
+    d: dict[str, Any] = {"kind": c.kind, "table": c.table, "stated": stated, "derived": derived}
+    if c.kind != "created":
+        d["key_field"], d["key"] = c.key_field, c.key
+    if via:
+        d["via"] = {k: via[k] for k in ("table", "key_field", "key", "field")}
+    return d
+
+
+def goal(
+    domain_name: str,
+    description: str,
+    g: Grounded,
+    taken: list[Change],
+    other: list[Change] | None,
+) -> Goal:
+    given = literals(g.steps + (g.alt_steps or []))
+    refs = list(g.references.values())
+    common = (
+        taken if other is None else [c for c in taken if c.ident() in {o.ident() for o in other}]
+    )
+    only_taken = [c for c in taken if c not in common]
+    only_other = [c for c in (other or []) if c.ident() not in {t.ident() for t in taken}]
+    cond = None
+    then_c, else_c = [], []
+    if g.condition is not None:
+        cond = {k: g.condition[k] for k in ("table", "key_field", "key", "field", "value")}
+        then_c, else_c = (
+            (only_taken, only_other) if g.condition["holds"] else (only_other, only_taken)
+        )
+    return Goal(
+        domain=domain_name,
+        description=description,
+        changes=[_describe(c, given, refs) for c in common],
+        condition=cond,
+        then_changes=[_describe(c, given, refs) for c in then_c],
+        else_changes=[_describe(c, given, refs) for c in else_c],
+        recovery=any(s.expect == "error" for s in g.steps),
+        constraints=[
+            "change the state only through the skill CLIs in skills/, which apply policy.md",
+            "every record the task does not ask to change must stay exactly as it is",
+        ],
+    )

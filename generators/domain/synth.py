@@ -1,0 +1,206 @@
+"""Domain-grounded synthesis: one executable domain -> candidate tasks (generators) with reasons.
+
+    load + analyse (host, ast) -> skills -> abstract task graphs -> grounded variants
+      -> coverage check -> reference runs (one sandbox, every variant) -> predicates + goal
+      -> instruction (behind the barrier) -> a generator per task (render.py)
+
+Every graph that yields no task is a row saying why (no tool fits, a transition no skill
+supports, the run broke an expectation, the plan changes nothing), so `clawloop domain synth`
+and the synthesize stage can report what was dropped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from clawloop.generators.candidates import candidate_row
+from clawloop.generators.domain import execute
+from clawloop.generators.domain.ground import Grounded, coverage_problems, ground
+from clawloop.generators.domain.instruct import llm_instruction, write_instruction
+from clawloop.generators.domain.load import load_domain
+from clawloop.generators.domain.model import Domain, Skill
+from clawloop.generators.domain.predicates import diff, goal, literals, predicates
+from clawloop.generators.domain.render import contract, render_generator
+from clawloop.generators.domain.skills import cluster_skills
+from clawloop.generators.domain.state import load_tables
+from clawloop.generators.domain.taskgraph import Knobs, TaskGraph, features_of, sample_task_graph
+from clawloop.generators.domain.workspace import skill_of, snapshot_file, workspace_files
+from clawloop.harness.llm import ChatFn
+from clawloop.harness.sandbox.base import SandboxConfig
+
+CAPABILITY = "domain_grounded"
+GRAPH_DRAWS = 2  # abstract graphs drawn per task asked for (some find no grounding)
+DECISIONS = [
+    "Records are identified by their business keys (codes, emails), as the instruction names them.",
+    "A record the instruction does not ask to change, create or remove must stay exactly as it is.",
+]
+
+
+@dataclass
+class DomainSynth:
+    domain: str
+    candidates: list[dict[str, Any]] = field(default_factory=list)
+    graphs: list[dict[str, Any]] = field(default_factory=list)  # one row per abstract graph
+    skills: list[Skill] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def dropped(self) -> list[dict[str, Any]]:
+        return [g for g in self.graphs if not g["kept"]]
+
+    def summary(self) -> dict[str, Any]:
+        covered: dict[str, int] = {}
+        for g in self.graphs:
+            for f in json.loads(g["features"]) if g["kept"] else []:
+                covered[f] = covered.get(f, 0) + 1
+        return {
+            "domain": self.domain,
+            "graphs": len(self.graphs),
+            "tasks": len(self.candidates),
+            "dropped": len(self.dropped),
+            "features": covered,
+            "seconds_per_task": round(self.seconds / max(1, len(self.candidates)), 3),
+        }
+
+
+def _graph_row(domain: str, i: int, g: TaskGraph, seed: int) -> dict[str, Any]:
+    gid = hashlib.sha256(f"{domain}:{seed}:{i}".encode()).hexdigest()[:12]
+    return {
+        "graph_id": gid,
+        "domain": domain,
+        "nodes": json.dumps(g.to_dict()["nodes"]),
+        "wanted": json.dumps(list(g.wanted)),
+        "features": json.dumps(sorted(features_of(g))),
+        "kept": False,
+        "reason": "",
+        "task_id": "",
+        "plan": "",
+    }
+
+
+def _plan_steps(g: Grounded, skills: dict[str, str]) -> list[dict[str, Any]]:
+    return [
+        {"skill": skills[s.tool], "tool": s.tool, "params": s.params, "expect": s.expect}
+        for s in g.steps
+    ]
+
+
+def _title(domain: Domain, g: Grounded) -> str:
+    feats = ", ".join(sorted(features_of(g.graph))) or "a single change"
+    return f"Bring the {domain.name} records to a required end state ({feats})."
+
+
+def make_task(
+    domain: Domain,
+    g: Grounded,
+    initial: execute.Tables,
+    runs: tuple[execute.PlanRun, execute.PlanRun | None],
+    files: dict[str, str],
+    skills: dict[str, str],
+    chat: ChatFn | None,
+) -> tuple[str, str]:
+    """(generator code, note) for one grounded plan whose reference run went as expected;
+    ValueError when the run changed nothing."""
+    taken, alt = runs
+    changes = diff(initial, taken.final, domain.keys)
+    if not changes:
+        raise ValueError("the reference run changes nothing")
+    other = diff(initial, alt.final, domain.keys) if alt is not None else None
+    preds = predicates(initial, taken.final, changes, literals(g.steps), domain.keys)
+    aim = goal(domain.name, domain.description, g, changes, other)
+    note = "deterministic instruction"
+    if chat is not None:
+        instruction, note = llm_instruction(aim, chat, [t.name for t in domain.tools])
+    else:
+        instruction = write_instruction(aim)
+    schema: dict[str, Any] = {"store": domain.state_format}
+    if domain.state_format == "sqlite":
+        schema["file"] = Path(snapshot_file(domain)).name
+    meta = {
+        "capability": CAPABILITY,
+        "domain": domain.name,
+        "multihop": min(3, len(g.references)),
+        "dirtiness": 0,
+        "output_format": "state",
+    }
+    code = render_generator(
+        _title(domain, g),
+        meta,
+        instruction,
+        files,
+        preds,
+        _plan_steps(g, skills),
+        contract(schema, DECISIONS),
+    )
+    return code, note
+
+
+def synthesize_domain(
+    root: Path,
+    n: int,
+    seed: int,
+    sandbox: SandboxConfig,
+    knobs: Knobs | None = None,
+    chat: ChatFn | None = None,
+    split: str = "train",
+) -> DomainSynth:
+    """Up to n candidate rows from one domain folder; DomainError if the folder breaks the
+    contract, SandboxError/ExecutionError if the reference executor cannot run at all."""
+    start = time.monotonic()
+    knobs = knobs or Knobs()
+    domain = load_domain(root)
+    tables = load_tables(domain)
+    skills = cluster_skills(domain)
+    out = DomainSynth(domain=domain.name, skills=skills)
+    files = workspace_files(domain, skills)
+    by_tool = skill_of(skills)
+    rng = random.Random(f"{domain.name}:{seed}")
+    tried: list[tuple[dict[str, Any], list[Grounded]]] = []
+    for i in range(max(1, n) * GRAPH_DRAWS):
+        graph = sample_task_graph(rng, knobs)
+        row = _graph_row(domain.name, i, graph, seed)
+        out.graphs.append(row)
+        variants, why = ground(domain, graph, tables, rng)
+        fit = [v for v in variants if not coverage_problems(v, domain, skills)]
+        if not fit:
+            problems = [p for v in variants for p in coverage_problems(v, domain, skills)]
+            row["reason"] = "grounding: " + "; ".join(sorted(set(why + problems))[:3] or ["none"])
+            continue
+        tried.append((row, fit))
+    plans = [v.plan(s) for _, fit in tried for v in fit for s in (v.steps, v.alt_steps) if s]
+    initial, results = execute.run_plans(files, plans, sandbox) if plans else ({}, [])
+    at = iter(results)
+    for row, fit in tried:
+        runs = [(v, next(at), next(at) if v.alt_steps else None) for v in fit]
+        if len(out.candidates) >= n:
+            row["reason"] = f"not needed: {n} task(s) made"
+            continue
+        good = [(v, a, b) for v, a, b in runs if a.ok and (b is None or b.ok)]
+        if not good:
+            row["reason"] = "execution: " + next(
+                x.why for _, a, b in runs for x in (a, b) if x and not x.ok
+            )
+            continue
+        v, a, b = good[0]
+        try:
+            code, note = make_task(domain, v, initial, (a, b), files, by_tool, chat)
+        except ValueError as exc:
+            row["reason"] = f"end state: {exc}"
+            continue
+        cand = candidate_row(code, seed, origin=f"domain:{domain.name}", split=split)
+        row.update(
+            kept=True,
+            reason=note,
+            task_id=cand["task_id"],
+            features=json.dumps(sorted(features_of(v.graph))),
+            plan=json.dumps(_plan_steps(v, by_tool), default=str),
+        )
+        out.candidates.append(cand)
+    out.seconds = time.monotonic() - start
+    return out
