@@ -33,6 +33,7 @@ class Scenarios:
     heuristic: bool  # made by the offline extractor, not an LLM
     artifacts_in: tuple[str, ...] = ()  # file kinds named, e.g. ("pdf",)
     artifacts_out: tuple[str, ...] = ()
+    heuristic_reason: str = ""  # why the heuristic was used (no endpoint, LLM replies invalid...)
 
 
 @dataclass(frozen=True)
