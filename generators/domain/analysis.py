@@ -469,18 +469,28 @@ class _Body:
         module, node = helper
         params = [a.arg for a in node.args.posonlyargs + node.args.args]
         env: dict[str, set[Origin]] = {p: set() for p in params}
-        for name, arg in zip(params, e.args, strict=False):
+        strs: dict[str, set[Str]] = {}
+        bound = list(zip(params, e.args, strict=False))
+        bound += [(kw.arg, kw.value) for kw in e.keywords if kw.arg in env]
+        for name, arg in bound:
             env[name] = self.eval(arg)
-        for kw in e.keywords:
-            if kw.arg in env:
-                env[kw.arg] = self.eval(kw.value)
-        key = (module.rel, node.name, tuple(sorted((k, frozenset(v)) for k, v in env.items())))
+            found = self.strings(arg)
+            if found:  # a table or column name passed to a helper that builds SQL with it
+                strs[name] = found
+        key = (
+            module.rel,
+            node.name,
+            tuple(sorted((k, frozenset(v)) for k, v in env.items())),
+            tuple(sorted((k, frozenset(v)) for k, v in strs.items())),
+        )
         if key in self.p.stack:  # recursion: what it does is already being collected
             return set()
         if key not in self.p.memo:
             self.p.stack.add(key)
             try:
-                self.p.memo[key] = _Body(self.p, module, env).run(node.body)
+                body = _Body(self.p, module, env)
+                body.strs.update(strs)
+                self.p.memo[key] = body.run(node.body)
             finally:
                 self.p.stack.discard(key)
         done = self.p.memo[key]
