@@ -231,9 +231,23 @@ def check_determinism(
     return True, f"two builds with one seed agree (sha256 {first[:12]})"
 
 
+def hidden_answer(answer: dict[str, Any], contract: dict[str, Any]) -> dict[str, Any]:
+    """The answer values the agent must not be told. Of a state output's predicates, those are
+    the derived ones: a value the instruction gives (`"given"`: a parameter of the request, such
+    as a payment's amount) is the task itself, and the guard only restates the starting records."""
+    out = dict(answer)
+    for o in contract.get("outputs", []):
+        if o.get("format") == "state" and isinstance(answer.get(o.get("path")), dict):
+            preds = answer[o["path"]].get("predicates") or []
+            out[o["path"]] = [
+                p for p in preds if p.get("kind") != "unchanged" and not p.get("given")
+            ]
+    return out
+
+
 def check_leak(task_dir: Path) -> tuple[bool, str]:
-    answer = json.loads((task_dir / "tests" / "answer.json").read_text())
     contract = json.loads((task_dir / "tests" / "contract.json").read_text())
+    answer = hidden_answer(json.loads((task_dir / "tests" / "answer.json").read_text()), contract)
     ws = task_dir / "environment" / "workspace"
     inputs = "\n".join(p.read_text(errors="replace") for p in sorted(ws.rglob("*")) if p.is_file())
     texts = {

@@ -22,7 +22,7 @@ from typing import Any
 from clawloop.generators.domain.model import Domain, Param, Skill, Tool
 from clawloop.generators.domain.taskgraph import Node, TaskGraph
 
-VARIANTS = 6  # grounded variants tried per abstract graph
+VARIANTS = 10  # grounded variants tried per abstract graph
 CATEGORICAL = 12  # a field with at most this many distinct values can hold a condition or a literal
 Tables = dict[str, list[dict[str, Any]]]
 
@@ -88,14 +88,34 @@ class Index:
         return [seen[k] for k in sorted(seen)]
 
 
-def key_params(tool: Tool, ix: Index) -> list[tuple[Param, str]]:
-    """(parameter, table) pairs where the parameter names a unique field of a table the tool
+def singular(table: str) -> str:
+    if table.endswith("ies"):
+        return table[:-3] + "y"
+    if table.endswith(("ches", "shes", "sses", "xes")):
+        return table[:-2]
+    return table[:-1] if table.endswith("s") else table
+
+
+def names_field(param: str, field: str, table: str = "") -> bool:
+    """Does a parameter name a field? `code`, `hive_code` (table hives), `apiary_code` for a
+    field `apiary`, `batch_id` for `batch`."""
+    if param == field:
+        return True
+    if table and param == f"{singular(table)}_{field}":
+        return True
+    rest = param[len(field) + 1 :]
+    return param.startswith(field + "_") and rest in ("code", "id", "email", "key")
+
+
+def key_params(tool: Tool, ix: Index) -> list[tuple[Param, str, str]]:
+    """(parameter, table, field) where the parameter names a unique field of a table the tool
     touches: passing a record's value there picks that record (an entity)."""
     out = []
     for p in tool.params:
         for t in (*tool.writes, *tool.reads):
-            if t in ix.unique and p.name in ix.unique[t]:
-                out.append((p, t))
+            f = next((f for f in sorted(ix.unique.get(t, ())) if names_field(p.name, f, t)), None)
+            if f is not None:
+                out.append((p, t, f))
                 break
     return out
 
@@ -133,15 +153,15 @@ def fill(
     """Every parameter of `tool` a value (None if a required one cannot have one). `fixed` are
     already chosen (refs); `entity` (table, record) supplies the key of that record."""
     params = dict(fixed or {})
-    keys = {p.name: t for p, t in key_params(tool, ix)}
+    keys = {p.name: (t, f) for p, t, f in key_params(tool, ix)}
     for p in tool.params:
         if p.name in params:
             continue
-        t = keys.get(p.name)
-        if t is not None:
-            record = entity[1] if entity and entity[0] == t and p.name in entity[1] else None
+        if p.name in keys:
+            t, f = keys[p.name]
+            record = entity[1] if entity and entity[0] == t and f in entity[1] else None
             record = record or rng.choice(ix.tables[t])
-            params[p.name] = record[p.name]
+            params[p.name] = record[f]
             continue
         found, value = literal(p, tool, ix, rng)
         if found:
@@ -151,26 +171,27 @@ def fill(
     return params
 
 
-def producers(domain: Domain, consumer: Tool, ix: Index) -> list[tuple[Tool, Param, str, str]]:
-    """(read tool, its key parameter, its table, the produced field) feeding a `consumer`
-    parameter: the field is one the read tool returns, a field of the record it picks, and a
-    parameter of the consumer other than that key."""
-    wanted = {p.name for p in consumer.params}
+def producers(domain: Domain, consumer: Tool, ix: Index) -> list[tuple[Tool, str, str, str]]:
+    """(read tool, its table, the produced field, the consumer parameter it feeds): the field is
+    one the read tool returns and a field of the record its key parameter picks."""
     out = []
     for r in domain.tools:
         if not r.read_only or r.name == consumer.name:
             continue
-        for kp, t in key_params(r, ix):
+        for kp, t, kf in key_params(r, ix):
             for f in r.returns:
-                if f in wanted and f != kp.name and f in ix.values.get(t, {}):
-                    out.append((r, kp, t, f))
+                if f == kf or f not in ix.values.get(t, {}):
+                    continue
+                for p in consumer.params:
+                    if names_field(p.name, f) and p.name != kp.name:
+                        out.append((r, t, f, p.name))
     return out
 
 
 def _lookup(
-    chosen: tuple[Tool, Param, str, str], ix: Index, rng: random.Random, node: Node
+    chosen: tuple[Tool, str, str, str], ix: Index, rng: random.Random, node: Node
 ) -> tuple[Step, dict[str, Any]] | None:
-    r, kp, t, f = chosen
+    r, t, f, _ = chosen
     rows = [row for row in ix.tables[t] if row.get(f) is not None]
     if not rows:
         return None
@@ -178,7 +199,8 @@ def _lookup(
     params = fill(r, ix, rng, entity=(t, row))
     if params is None:
         return None
-    ref = {"table": t, "key_field": kp.name, "key": row[kp.name], "field": f, "value": row[f]}
+    kf = next(kf for _, tt, kf in key_params(r, ix) if tt == t)
+    ref = {"table": t, "key_field": kf, "key": row[kf], "field": f, "value": row[f]}
     return Step(r.name, params, node=node.id, role="lookup"), ref
 
 
@@ -195,7 +217,7 @@ def _act(
     rng.shuffle(tools)
     for w in tools:
         feeds = producers(domain, w, ix)
-        if len({f for *_, f in feeds}) < len(node.inputs):
+        if len({c[3] for c in feeds}) < len(node.inputs):
             continue
         fixed: dict[str, Any] = {}
         made: dict[int, tuple[Step, dict[str, Any]]] = {}
@@ -206,7 +228,7 @@ def _act(
             if chosen is None or one is None:
                 break
             made[lookup_id] = one
-            fixed[chosen[3]] = {"$ref": [pos[lookup_id], chosen[3]]}
+            fixed[chosen[3]] = {"$ref": [pos[lookup_id], chosen[2]]}
         else:
             params = fill(w, ix, rng, fixed=fixed)
             if params is not None:
@@ -217,21 +239,42 @@ def _act(
     return None
 
 
+def _unusual(ix: Index, table: str, rng: random.Random) -> dict[str, Any]:
+    """A record likely to break a rule: most often one holding a rare categorical value (a
+    quarantined hive, a buyer on hold), since rules guard exceptions."""
+    rows = ix.tables[table]
+    counts: dict[tuple[str, str], int] = {}
+    for r in rows:
+        for f, v in r.items():
+            if isinstance(v, str | bool):
+                counts[(f, repr(v))] = counts.get((f, repr(v)), 0) + 1
+    rare = [
+        r
+        for r in rows
+        if any(
+            counts[(f, repr(v))] <= len(rows) // 4
+            and 2 <= len(ix.distinct(table, f)) <= CATEGORICAL
+            for f, v in r.items()
+            if isinstance(v, str | bool)
+        )
+    ]
+    return rng.choice(rare if rare and rng.random() < 0.8 else rows)
+
+
 def _recover(domain: Domain, node: Node, ix: Index, rng: random.Random) -> list[Step]:
     """A write that can fail, a fix on the same record, the write again."""
     tools = [t for t in _writes(domain) if t.errors and key_params(t, ix)]
     rng.shuffle(tools)
     for w in tools:
-        kp, t = key_params(w, ix)[0]
+        _, t, kf = key_params(w, ix)[0]
         fixes = [
             f
             for f in _writes(domain)
-            if f.name != w.name
-            and any(q.name == kp.name and tt == t for q, tt in key_params(f, ix))
+            if f.name != w.name and any(tt == t and ff == kf for _, tt, ff in key_params(f, ix))
         ]
         if not fixes:
             continue
-        row = rng.choice(ix.tables[t])
+        row = _unusual(ix, t, rng)
         params = fill(w, ix, rng, entity=(t, row))
         fix = rng.choice(fixes)
         fix_params = fill(fix, ix, rng, entity=(t, row))
@@ -248,17 +291,15 @@ def _recover(domain: Domain, node: Node, ix: Index, rng: random.Random) -> list[
 def _condition(ix: Index, step: Step, domain: Domain, rng: random.Random) -> dict[str, Any] | None:
     """A condition on the record the then-arm's act picks: a categorical field equal to a value."""
     tool = domain.tool(step.tool)
-    for kp, t in key_params(tool, ix):
+    for kp, t, kf in key_params(tool, ix):
         key = step.params.get(kp.name)
-        row = next((r for r in ix.tables[t] if r.get(kp.name) == key), None)
+        row = next((r for r in ix.tables[t] if r.get(kf) == key), None)
         if row is None:
             continue
         fields = [
             f
             for f in sorted(row)
-            if f != kp.name
-            and isinstance(row[f], str)
-            and 2 <= len(ix.distinct(t, f)) <= CATEGORICAL
+            if f != kf and isinstance(row[f], str) and 2 <= len(ix.distinct(t, f)) <= CATEGORICAL
         ]
         if not fields:
             continue
@@ -268,7 +309,7 @@ def _condition(ix: Index, step: Step, domain: Domain, rng: random.Random) -> dic
         value = row[f] if holds else rng.choice(others)
         return {
             "table": t,
-            "key_field": kp.name,
+            "key_field": kf,
             "key": key,
             "field": f,
             "value": value,
@@ -322,6 +363,8 @@ def ground(
     failed."""
     ix = Index.of(tables)
     out, why = [], []
+    if any(n.kind == "recover" for n in graph.nodes):  # most draws do not hit a rule: try more
+        variants *= 3
     for _ in range(variants * 3):
         if len(out) == variants:
             break
@@ -346,3 +389,15 @@ def coverage_problems(g: Grounded, domain: Domain, skills: list[Skill]) -> list[
                 if f not in producer.returns or name not in {p.name for p in consumer.params}:
                     out.append(f"step {j} {producer.name} -> step {i} {consumer.name}: {f}")
     return out
+
+
+def every_write_plan(domain: Domain, tables: Tables, rng: random.Random) -> list[Step]:
+    """The "apply every write tool" probe: each write tool once, on some record, whatever it
+    returns. A task whose tests this state passes is not testing its own changes."""
+    ix = Index.of(tables)
+    steps = []
+    for w in _writes(domain):
+        params = fill(w, ix, rng)
+        if params is not None:
+            steps.append(Step(w.name, params, expect="any", role="probe"))
+    return steps

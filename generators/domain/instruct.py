@@ -30,10 +30,7 @@ def _value(v: Any) -> str:
 def _entity(d: dict[str, Any]) -> str:
     via = d.get("via")
     if via:
-        return (
-            f"the `{d['table']}` record whose `{d['key_field']}` is the `{via['field']}` recorded "
-            f"on `{via['table']}` {_value(via['key'])}"
-        )
+        return f"the `{d['table']}` record whose `{d['key_field']}` is {_ref(via)}"
     if d.get("key_field") in (None, "_key"):
         return (
             f"`{d['table']}` record {_value(d['key'])}"
@@ -43,8 +40,14 @@ def _entity(d: dict[str, Any]) -> str:
     return f"`{d['table']}` record with `{d['key_field']}` {_value(d['key'])}"
 
 
+def _ref(r: dict[str, Any]) -> str:
+    return f"the `{r['field']}` recorded on `{r['table']}` {_value(r['key'])}"
+
+
 def change_line(d: dict[str, Any]) -> str:
-    stated = ", ".join(f"`{f}` = {_value(v)}" for f, v in sorted(d["stated"].items()))
+    pairs = [(f, _value(v)) for f, v in d["stated"].items()]
+    pairs += [(f, _ref(r)) for f, r in d.get("referenced", {}).items()]
+    stated = ", ".join(f"`{f}` = {v}" for f, v in sorted(pairs))
     derived = ", ".join(f"`{f}`" for f in d["derived"])
     if d["kind"] == "deleted":
         return f"{_entity(d)} no longer exists"

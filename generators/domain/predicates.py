@@ -156,24 +156,30 @@ class Goal:
 
 
 def _describe(c: Change, given: list[Any], refs: list[dict[str, Any]]) -> dict[str, Any]:
+    """A change as the writer may see it: stated values, values a lookup leads to (named by the
+    record they come from), and fields the tools derive (named, never valued)."""
+    by_value = {_ident(r["value"]): r for r in refs}
     values = c.new if c.kind != "deleted" else {}
-    stated = {f: v for f, v in values.items() if _stated(v, given) and f != c.key_field}
-    derived = sorted(f for f in values if f not in stated and f != c.key_field)
-    via = next(
-        (
-            r
-            for r in refs
-            if c.kind != "created"
-            and _ident(r["value"]) == _ident(c.key)
-            and not _stated(c.key, given)
-        ),
-        None,
-    )
-    d: dict[str, Any] = {"kind": c.kind, "table": c.table, "stated": stated, "derived": derived}
+    fields = [f for f in values if f != c.key_field]
+    stated = {f: values[f] for f in fields if _stated(values[f], given)}
+    referenced = {
+        f: {k: by_value[_ident(values[f])][k] for k in ("table", "key_field", "key", "field")}
+        for f in fields
+        if f not in stated and _ident(values[f]) in by_value
+    }
+    derived = sorted(f for f in fields if f not in stated and f not in referenced)
+    d: dict[str, Any] = {
+        "kind": c.kind,
+        "table": c.table,
+        "stated": stated,
+        "referenced": referenced,
+        "derived": derived,
+    }
     if c.kind != "created":
         d["key_field"], d["key"] = c.key_field, c.key
-    if via:
-        d["via"] = {k: via[k] for k in ("table", "key_field", "key", "field")}
+        if not _stated(c.key, given) and _ident(c.key) in by_value:
+            via = by_value[_ident(c.key)]
+            d["via"] = {k: via[k] for k in ("table", "key_field", "key", "field")}
     return d
 
 

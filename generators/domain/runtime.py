@@ -285,7 +285,7 @@ def run_plan(root, spec, plan):
         results.append(result)
         text = json.dumps(result, default=str, ensure_ascii=False)[:MAX_RESULT]
         trace.append({"step": i, "params": params, "error": error, "result": text})
-        expect = step.get("expect", "ok")
+        expect = step.get("expect", "ok")  # "any": a probe that applies tools regardless
         if (expect == "ok" and error) or (expect == "error" and not error):
             why = error or "it succeeded"
             return {

@@ -21,21 +21,28 @@ from typing import Any
 
 from clawloop.generators.candidates import candidate_row
 from clawloop.generators.domain import execute
-from clawloop.generators.domain.ground import Grounded, coverage_problems, ground
+from clawloop.generators.domain.ground import (
+    Grounded,
+    coverage_problems,
+    every_write_plan,
+    ground,
+)
 from clawloop.generators.domain.instruct import llm_instruction, write_instruction
 from clawloop.generators.domain.load import load_domain
 from clawloop.generators.domain.model import Domain, Skill
 from clawloop.generators.domain.predicates import diff, goal, literals, predicates
-from clawloop.generators.domain.render import contract, render_generator
+from clawloop.generators.domain.render import TOLERANCE, contract, render_generator
 from clawloop.generators.domain.skills import cluster_skills
 from clawloop.generators.domain.state import load_tables
 from clawloop.generators.domain.taskgraph import Knobs, TaskGraph, features_of, sample_task_graph
 from clawloop.generators.domain.workspace import skill_of, snapshot_file, workspace_files
 from clawloop.harness.llm import ChatFn
 from clawloop.harness.sandbox.base import SandboxConfig
+from clawloop.harness.taskfolder.grader import values_equal
+from clawloop.harness.taskfolder.state_predicates import check_predicate
 
 CAPABILITY = "domain_grounded"
-GRAPH_DRAWS = 2  # abstract graphs drawn per task asked for (some find no grounding)
+GRAPH_DRAWS = 3  # abstract graphs drawn per task asked for (some find no grounding)
 DECISIONS = [
     "Records are identified by their business keys (codes, emails), as the instruction names them.",
     "A record the instruction does not ask to change, create or remove must stay exactly as it is.",
@@ -67,6 +74,15 @@ class DomainSynth:
             "features": covered,
             "seconds_per_task": round(self.seconds / max(1, len(self.candidates)), 3),
         }
+
+
+def passes(preds: list[dict[str, Any]], tables: execute.Tables) -> bool:
+    """Do these predicates accept this state (the grader's own check, on JSON records)?"""
+
+    def equal(e: Any, g: Any) -> bool:
+        return values_equal(e, g, TOLERANCE)
+
+    return all(check_predicate(p, tables, equal)[0] for p in preds)
 
 
 def _graph_row(domain: str, i: int, g: TaskGraph, seed: int) -> dict[str, Any]:
@@ -104,15 +120,18 @@ def make_task(
     files: dict[str, str],
     skills: dict[str, str],
     chat: ChatFn | None,
+    all_writes: execute.PlanRun | None = None,
 ) -> tuple[str, str]:
     """(generator code, note) for one grounded plan whose reference run went as expected;
-    ValueError when the run changed nothing."""
+    ValueError when the run changed nothing or its tests pass the "every write tool" state."""
     taken, alt = runs
     changes = diff(initial, taken.final, domain.keys)
     if not changes:
         raise ValueError("the reference run changes nothing")
     other = diff(initial, alt.final, domain.keys) if alt is not None else None
     preds = predicates(initial, taken.final, changes, literals(g.steps), domain.keys)
+    if all_writes is not None and all_writes.final and passes(preds, all_writes.final):
+        raise ValueError("applying every write tool once passes the tests")
     aim = goal(domain.name, domain.description, g, changes, other)
     note = "deterministic instruction"
     if chat is not None:
@@ -174,7 +193,12 @@ def synthesize_domain(
             continue
         tried.append((row, fit))
     plans = [v.plan(s) for _, fit in tried for v in fit for s in (v.steps, v.alt_steps) if s]
-    initial, results = execute.run_plans(files, plans, sandbox) if plans else ({}, [])
+    probe = Grounded(graph=TaskGraph(nodes=()), steps=every_write_plan(domain, tables, rng))
+    if not plans:
+        out.seconds = time.monotonic() - start
+        return out
+    initial, results = execute.run_plans(files, [*plans, probe.plan()], sandbox)
+    all_writes = results.pop()
     at = iter(results)
     for row, fit in tried:
         runs = [(v, next(at), next(at) if v.alt_steps else None) for v in fit]
@@ -189,7 +213,7 @@ def synthesize_domain(
             continue
         v, a, b = good[0]
         try:
-            code, note = make_task(domain, v, initial, (a, b), files, by_tool, chat)
+            code, note = make_task(domain, v, initial, (a, b), files, by_tool, chat, all_writes)
         except ValueError as exc:
             row["reason"] = f"end state: {exc}"
             continue

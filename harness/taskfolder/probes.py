@@ -74,6 +74,10 @@ def trivial_probes(contract: dict[str, Any], files: dict[str, str]) -> dict[str,
     for o in contract.get("outputs", []):
         fmt, path = o.get("format"), str(o.get("path", ""))
         columns = [str(c) for c in o.get("columns", [])]
+        if fmt == "state":
+            for name, probe in state_probes(o, files).items():
+                probes.setdefault(name, {}).update(probe)
+            continue
         if fmt == "csv":
             probes["empty"][path] = _csv_text(columns, [])
             probes["constant"][path] = _csv_text(
@@ -103,6 +107,8 @@ def copy_probes(contract: dict[str, Any], files: dict[str, str]) -> dict[str, di
     output/totals.json`), whatever its name or format."""
     targets = []
     for o in contract.get("outputs", []):
+        if o.get("format") == "state":  # a folder of starting files, probed by state_probes
+            continue
         targets.append(str(o.get("path", "")))
         if o.get("format") == "report":
             targets.append(str(o.get("sidecar", "")))
@@ -110,4 +116,43 @@ def copy_probes(contract: dict[str, Any], files: dict[str, str]) -> dict[str, di
     return {
         f"copy:{path}": {target: files[path] for target in targets}
         for _, path in small[:COPY_FILES]
+        if targets
     }
+
+
+def _touched(value: Any) -> Any:
+    """Every scalar changed: what an agent that rewrites every record leaves behind."""
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int | float):
+        return value + 1
+    if isinstance(value, str):
+        return value + "~"
+    if isinstance(value, list):
+        return [_touched(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _touched(v) for k, v in value.items()}
+    return value
+
+
+def state_probes(o: dict[str, Any], files: dict[str, str]) -> dict[str, dict[str, str]]:
+    """A state output's probes: every table emptied ("delete all") and, for json tables, every
+    field of every record changed ("touch all"). The guard predicate must fail both."""
+    path = str(o.get("path", ""))
+    schema = o.get("schema") or {}
+    if schema.get("store") == "sqlite":
+        return {"state_delete_all": {f"{path}/{schema.get('file', '')}": ""}}
+    delete, touch = {}, {}
+    for rel, text in files.items():
+        if rel.startswith(path + "/") and rel.endswith(".json"):
+            try:
+                data = json.loads(text)
+            except ValueError:
+                continue
+            delete[rel] = "{}" if isinstance(data, dict) else "[]"
+            if isinstance(data, dict):
+                touched = {k: _touched(v) for k, v in data.items()}
+            else:
+                touched = [_touched(v) for v in data]
+            touch[rel] = json.dumps(touched)
+    return {"state_delete_all": delete, "state_touch_all": touch}
