@@ -192,7 +192,9 @@ def heuristic_scenarios(skill: SkillRecord, reason: str = "no LLM endpoint") -> 
     ins, outs = _io_kinds(skill)
     mentioned = kinds_in(f"{skill.name.replace('-', ' ')} {skill.description}")
     mentioned = mentioned or kinds_in(skill.body[:6000]) or ["text"]
-    kind_in = (ins or mentioned)[0]
+    pool = ins or mentioned
+    # "report"/"plan" are what skills usually write: an input only when nothing else is named.
+    kind_in = next((k for k in pool if k not in ("report", "plan")), pool[0])
     wanted = _OUTPUT_OF.get(category)
     if wanted and not (outs and outs[0] != kind_in):
         kind_out = wanted
