@@ -22,9 +22,25 @@ def make_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     # Each module adds its verbs; imports stay here so `clawloop --help` lists everything.
-    from clawloop.flows import generators_cli, rollout_cli, run_cli, skills_cli, task_cli, train_cli
+    from clawloop.flows import (
+        domain_cli,
+        generators_cli,
+        rollout_cli,
+        run_cli,
+        skills_cli,
+        task_cli,
+        train_cli,
+    )
 
-    for verbs in (run_cli, task_cli, generators_cli, rollout_cli, train_cli, skills_cli):
+    for verbs in (
+        run_cli,
+        task_cli,
+        generators_cli,
+        rollout_cli,
+        train_cli,
+        skills_cli,
+        domain_cli,
+    ):
         verbs.register(sub)
     return parser
 
