@@ -233,15 +233,13 @@ def check_determinism(
 
 def hidden_answer(answer: dict[str, Any], contract: dict[str, Any]) -> dict[str, Any]:
     """The answer values the agent must not be told. Of a state output's predicates, those are
-    the derived ones: a value the instruction gives (`"given"`: a parameter of the request, such
-    as a payment's amount) is the task itself, and the guard only restates the starting records."""
+    the ones each lists as "hidden" (what the domain's tools derive): a value the instruction
+    gives (a payment's amount) is the task itself, and the guard only restates the records."""
     out = dict(answer)
     for o in contract.get("outputs", []):
         if o.get("format") == "state" and isinstance(answer.get(o.get("path")), dict):
             preds = answer[o["path"]].get("predicates") or []
-            out[o["path"]] = [
-                p for p in preds if p.get("kind") != "unchanged" and not p.get("given")
-            ]
+            out[o["path"]] = [p.get("hidden", []) for p in preds if isinstance(p, dict)]
     return out
 
 

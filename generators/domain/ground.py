@@ -16,6 +16,7 @@ the task. `coverage_problems` rejects a plan with a transition no skill supports
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +24,7 @@ from clawloop.generators.domain.model import Domain, Param, Skill, Tool
 from clawloop.generators.domain.taskgraph import Node, TaskGraph
 
 VARIANTS = 10  # grounded variants tried per abstract graph
+ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 CATEGORICAL = 12  # a field with at most this many distinct values can hold a condition or a literal
 Tables = dict[str, list[dict[str, Any]]]
 
@@ -65,9 +67,11 @@ class Index:
     tables: Tables
     unique: dict[str, set[str]]
     values: dict[str, dict[str, list[Any]]]
+    keys: dict[str, str] = field(default_factory=dict)  # table -> business key
+    dates: tuple[str, ...] = ()  # ISO dates the state holds: what a date parameter can be
 
     @staticmethod
-    def of(tables: Tables) -> Index:
+    def of(tables: Tables, keys: dict[str, str] | None = None) -> Index:
         unique: dict[str, set[str]] = {}
         values: dict[str, dict[str, list[Any]]] = {}
         for t, rows in tables.items():
@@ -78,7 +82,16 @@ class Index:
                 for f, vs in values[t].items()
                 if len(vs) == len(rows) and len({repr(v) for v in vs}) == len(rows) and rows
             }
-        return Index(tables, unique, values)
+        dates = sorted(
+            {
+                v
+                for cols in values.values()
+                for vs in cols.values()
+                for v in vs
+                if isinstance(v, str) and ISO_DATE.match(v)
+            }
+        )
+        return Index(tables, unique, values, dict(keys or {}), tuple(dates))
 
     def distinct(self, table: str, name: str) -> list[Any]:
         seen: dict[str, Any] = {}
@@ -109,21 +122,39 @@ def names_field(param: str, field: str, table: str = "") -> bool:
 
 def key_params(tool: Tool, ix: Index) -> list[tuple[Param, str, str]]:
     """(parameter, table, field) where the parameter names a unique field of a table the tool
-    touches: passing a record's value there picks that record (an entity)."""
-    out = []
+    touches: passing a record's value there picks that record (an entity). A table's business
+    key wins over another unique field, and each table is picked by one parameter only."""
+    out: list[tuple[Param, str, str]] = []
     for p in tool.params:
+        found = []
         for t in (*tool.writes, *tool.reads):
-            f = next((f for f in sorted(ix.unique.get(t, ())) if names_field(p.name, f, t)), None)
-            if f is not None:
-                out.append((p, t, f))
-                break
+            for f in sorted(ix.unique.get(t, ())):
+                if names_field(p.name, f, t) and all(t != tt for _, tt, _ in out):
+                    found.append((ix.keys.get(t) != f, t not in tool.writes, t, f))
+        if found:
+            _, _, t, f = min(found)
+            out.append((p, t, f))
     return out
+
+
+def fresh(value: Any) -> Any:
+    """A value like `value` that no record holds yet (a new email, a new code)."""
+    if isinstance(value, str) and "@" in value:
+        user, _, host = value.partition("@")
+        return f"{user}.new@{host}"
+    return f"{value}-N" if isinstance(value, str) else value
 
 
 def literal(p: Param, tool: Tool, ix: Index, rng: random.Random) -> tuple[bool, Any]:
     """(found, value) for a parameter that is not an entity key."""
     if p.enum:
         return True, rng.choice(list(p.enum))
+    dated = "date" in p.name or p.name.endswith(("_on", "_at", "since"))
+    if p.type == "string" and dated and ix.dates:
+        return True, rng.choice(ix.dates[len(ix.dates) // 2 :])  # the later half: recent
+    for t in tool.writes:  # a unique field the tool writes: it needs a value nobody has
+        if p.name in ix.unique.get(t, ()):
+            return True, fresh(rng.choice(ix.values[t][p.name]))
     for t in (*tool.writes, *tool.reads, *sorted(ix.tables)):
         vals = ix.distinct(t, p.name)
         if vals and (len(vals) <= CATEGORICAL or p.type in ("integer", "number")):
@@ -361,7 +392,7 @@ def ground(
 ) -> tuple[list[Grounded], list[str]]:
     """Up to `variants` groundings of one graph (other tools, entities, fixes) and why the others
     failed."""
-    ix = Index.of(tables)
+    ix = Index.of(tables, domain.keys)
     out, why = [], []
     if any(n.kind == "recover" for n in graph.nodes):  # most draws do not hit a rule: try more
         variants *= 3
@@ -394,7 +425,7 @@ def coverage_problems(g: Grounded, domain: Domain, skills: list[Skill]) -> list[
 def every_write_plan(domain: Domain, tables: Tables, rng: random.Random) -> list[Step]:
     """The "apply every write tool" probe: each write tool once, on some record, whatever it
     returns. A task whose tests this state passes is not testing its own changes."""
-    ix = Index.of(tables)
+    ix = Index.of(tables, domain.keys)
     steps = []
     for w in _writes(domain):
         params = fill(w, ix, rng)

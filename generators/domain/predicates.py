@@ -106,7 +106,7 @@ def predicates(
                         "match": {c.key_field: c.key},
                         "field": f,
                         "value": v,
-                        "given": _stated(v, given),
+                        "hidden": [] if _stated(v, given) else [v],
                     }
                 )
         elif c.kind == "deleted":
@@ -121,7 +121,7 @@ def predicates(
                     "table": c.table,
                     "match": match,
                     "count": n,
-                    "given": all(_stated(v, given) for v in match.values()),
+                    "hidden": [v for v in match.values() if not _stated(v, given)],
                 }
             )
     for t in sorted(final):

@@ -129,7 +129,9 @@ def make_task(
     if not changes:
         raise ValueError("the reference run changes nothing")
     other = diff(initial, alt.final, domain.keys) if alt is not None else None
-    preds = predicates(initial, taken.final, changes, literals(g.steps), domain.keys)
+    # What the agent is told or can read off a named record is no secret; the rest is "hidden".
+    known = literals(g.steps) + [r["value"] for r in g.references.values()]
+    preds = predicates(initial, taken.final, changes, known, domain.keys)
     if all_writes is not None and all_writes.final and passes(preds, all_writes.final):
         raise ValueError("applying every write tool once passes the tests")
     aim = goal(domain.name, domain.description, g, changes, other)
