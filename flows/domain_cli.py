@@ -66,3 +66,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     v.add_argument("dir", help="an executable-domain folder (domain.toml, tools/, state)")
     v.add_argument("--json", action="store_true", help="print the graph as JSON")
     v.set_defaults(func=_cmd_graph)
+    from clawloop.flows.domain_synth_cli import register_synth
+
+    register_synth(verbs)

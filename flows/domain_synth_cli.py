@@ -1,0 +1,110 @@
+"""`clawloop domain synth DIR --n N --seed S --out OUTDIR`: domain-grounded tasks as folders.
+
+Synthesizes up to N tasks from one executable domain (generators/domain/synth.py), forges and
+verifies each in a sandbox like any task, and writes the kept ones as Harbor task folders under
+OUTDIR (each `clawloop verify`-able). Prints every abstract graph or task that was dropped and why,
+the structural features covered and the time per task. Exit 0 when at least one task was kept,
+1 when none was, 2 for a bad domain folder or a sandbox that cannot start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+
+def _fail(msg: str) -> int:
+    print(f"clawloop domain synth: {msg}", file=sys.stderr)
+    return 2
+
+
+def _forge_and_verify(cands: list[dict[str, Any]], backend: str, out: Path) -> list[dict[str, Any]]:
+    from clawloop.generators.forge import forge_candidate
+    from clawloop.generators.verify import verify_task
+    from clawloop.harness.sandbox.base import SandboxConfig
+    from clawloop.harness.taskfolder.folder import unpack_tar
+
+    sandbox = SandboxConfig(backend=backend)
+    rows = []
+    for cand in cands:
+        forged = forge_candidate(cand, sandbox)
+        if forged["status"] != "ok":
+            rows.append(
+                {"task_id": cand["task_id"], "kept": False, "reason": f"forge: {forged['error']}"}
+            )
+            continue
+        _, verdict = verify_task(forged, sandbox)
+        if verdict["kept"]:
+            unpack_tar(forged["task_tar"], out / cand["task_id"])
+        rows.append(
+            {"task_id": cand["task_id"], "kept": verdict["kept"], "reason": verdict["reason"]}
+        )
+    return rows
+
+
+def cmd_synth(args: argparse.Namespace) -> int:
+    from clawloop.generators.domain.execute import ExecutionError
+    from clawloop.generators.domain.model import DomainError
+    from clawloop.generators.domain.synth import synthesize_domain
+    from clawloop.generators.domain.taskgraph import Knobs
+    from clawloop.harness.sandbox.backend import resolve_backend
+    from clawloop.harness.sandbox.base import SandboxConfig, SandboxError
+
+    out = Path(args.out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        return _fail(f"--out {out} already exists and is not an empty folder; choose another")
+    try:
+        resolve_backend(args.backend)
+        knobs = Knobs(max_nodes=args.max_nodes, subgoals=args.subgoals,
+                      error_recovery=not args.no_error_recovery)  # fmt: skip
+        start = time.monotonic()
+        made = synthesize_domain(
+            Path(args.dir), args.n, args.seed, SandboxConfig(args.backend), knobs
+        )
+    except DomainError as exc:
+        return _fail(str(exc))
+    except (SandboxError, ExecutionError, ValueError) as exc:
+        return _fail(f"the reference executor could not run: {exc}")
+    out.mkdir(parents=True, exist_ok=True)
+    verdicts = _forge_and_verify(made.candidates, args.backend, out)
+    seconds = time.monotonic() - start
+    kept = [v for v in verdicts if v["kept"]]
+    report = {
+        **made.summary(),
+        "kept": len(kept),
+        "seconds_per_kept_task": round(seconds / max(1, len(kept)), 2),
+        "dropped_graphs": [{"features": json.loads(g["features"]), "reason": g["reason"]} for g in made.dropped],
+        "dropped_tasks": [v for v in verdicts if not v["kept"]],
+        "out": str(out),
+    }  # fmt: skip
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print(f"{made.domain}: {len(kept)} task(s) kept of {len(verdicts)} made "
+              f"from {len(made.graphs)} abstract graphs, {report['seconds_per_kept_task']} s per kept task")  # fmt: skip
+        print(f"features covered by kept tasks: {report['features']}")
+        for d in report["dropped_graphs"]:
+            print(f"  dropped graph {d['features']}: {d['reason']}")
+        for d in report["dropped_tasks"]:
+            print(f"  dropped task {d['task_id']}: {d['reason']}")
+        for v in kept:
+            print(f"  kept {out / v['task_id']}")
+    return 0 if kept else 1
+
+
+def register_synth(verbs: argparse._SubParsersAction) -> None:
+    v = verbs.add_parser("synth", help="synthesize, forge and verify tasks from one domain folder")
+    v.add_argument("dir", help="an executable-domain folder (domain.toml, tools/, state)")
+    v.add_argument("--n", type=int, default=4, help="tasks to make (at most)")
+    v.add_argument("--seed", type=int, default=0)
+    v.add_argument("--out", required=True, help="an empty or new folder for the task folders")
+    v.add_argument("--max-nodes", type=int, default=6, help="abstract graph size (difficulty)")
+    v.add_argument("--subgoals", type=int, default=2, help="sub-goals per task (difficulty)")
+    v.add_argument("--no-error-recovery", action="store_true", help="no error-recovery paths")
+    v.add_argument("--backend", choices=("auto", "bwrap", "docker"), default="auto")
+    v.add_argument("--json", action="store_true", help="print the report as JSON")
+    v.set_defaults(func=cmd_synth)
