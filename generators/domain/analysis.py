@@ -29,98 +29,17 @@ field). Then:
 from __future__ import annotations
 
 import ast
-import string
-from dataclasses import dataclass, field
-from pathlib import Path
 
-from clawloop.generators.domain.sql import parses, select_columns, select_sources, tables_of
+from clawloop.generators.domain.literals import Str, render, sql_text, strings_of
+from clawloop.generators.domain.parsed import Facts, Module, Origin, Project
+from clawloop.generators.domain.sql import select_columns, select_sources, tables_of
 
 MUTATORS = {"append", "extend", "insert", "remove", "clear", "update", "sort", "reverse", "add"}
 MUTATORS |= {"discard", "pop", "popitem", "setdefault"}
 VIEWS = {"values", "items", "keys"}
 PROPAGATE = {"list", "sorted", "reversed", "tuple", "iter", "filter", "enumerate", "zip", "set"}
 SQL_CALLS = {"execute", "executemany", "executescript"}
-_SUBSTITUTES = ("1", "x", "x = 1")  # what an f-string placeholder in SQL is replaced by
 _MAX_STRINGS = 32
-
-
-@dataclass(frozen=True)
-class Origin:
-    kind: str  # "state" (the dict of tables) | "table" | "conn" (connection/cursor) | "rows"
-    table: str = ""
-    depth: int = 0  # table / rows: 0 the collection, 1 a record, 2+ inside one
-    cols: tuple[str, ...] = ()  # rows: the SELECT's output columns
-
-
-@dataclass(frozen=True)
-class Hole:
-    src: str  # an f-string placeholder's expression, as written
-
-
-Str = tuple[str | Hole, ...]
-
-
-@dataclass
-class Facts:
-    reads: set[str] = field(default_factory=set)
-    writes: set[str] = field(default_factory=set)
-    returns: set[str] = field(default_factory=set)
-    errors: dict[str, None] = field(default_factory=dict)
-    ret_origins: set[Origin] = field(default_factory=set)
-    unparsed_sql: dict[str, None] = field(default_factory=dict)
-
-    def merge(self, other: Facts) -> None:
-        self.reads |= other.reads
-        self.writes |= other.writes
-        self.errors.update(other.errors)
-        self.unparsed_sql.update(other.unparsed_sql)
-
-
-@dataclass
-class Module:
-    """One tools/*.py file, parsed: what its code can call."""
-
-    rel: str
-    tree: ast.Module
-    functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef]
-    classes: dict[str, dict[str, ast.FunctionDef | ast.AsyncFunctionDef]]
-    consts: dict[str, str]
-    imports: dict[str, tuple[str, str]]  # local name -> (sibling module, symbol or "")
-    where: str = ""  # the file's path, for error messages
-
-
-@dataclass
-class Project:
-    modules: dict[str, Module]  # module name (file stem) -> parsed file
-    fields: dict[str, tuple[str, ...]]  # table -> field names (state.py)
-    state_format: str
-    memo: dict[tuple, Facts] = field(default_factory=dict)
-    stack: set[tuple] = field(default_factory=set)
-
-
-def parse_module(path: Path, rel: str) -> Module:
-    tree = ast.parse(path.read_text(), filename=rel)
-    functions = {
-        n.name: n for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
-    }
-    classes = {
-        n.name: {m.name: m for m in n.body if isinstance(m, ast.FunctionDef | ast.AsyncFunctionDef)}
-        for n in tree.body
-        if isinstance(n, ast.ClassDef)
-    }
-    consts = {}
-    imports: dict[str, tuple[str, str]] = {}
-    for n in tree.body:
-        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant):
-            if isinstance(n.value.value, str):
-                consts.update({t.id: n.value.value for t in n.targets if isinstance(t, ast.Name)})
-        elif isinstance(n, ast.ImportFrom) and n.module and not n.level:
-            for a in n.names:
-                imports[a.asname or a.name] = (n.module, a.name)
-        elif isinstance(n, ast.Import):
-            for a in n.names:
-                imports[a.asname or a.name] = (a.name, "")
-    return Module(rel, tree, functions, classes, consts, imports, str(path))
 
 
 def _first_param(node: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
@@ -268,6 +187,11 @@ class _Body:
             self.shapes.setdefault(target.value.id, set()).update(self.const_keys(target.slice))
 
     def returned(self, value: ast.expr) -> None:
+        if isinstance(value, ast.IfExp):  # `x if ok else "Error: ..."`: each branch on its own
+            self.eval(value.test)
+            self.returned(value.body)
+            self.returned(value.orelse)
+            return
         origins = self.eval(value)
         texts = self.rendered(value)
         for text in texts:
@@ -423,14 +347,11 @@ class _Body:
     def sql_texts(self, arg: ast.expr) -> list[str]:
         texts = []
         for parts in self.strings(arg):
-            holes = [p for p in parts if isinstance(p, Hole)]
-            for sub in _SUBSTITUTES if holes else ("",):
-                text = "".join(p if isinstance(p, str) else sub for p in parts)
-                if parses(text):
-                    texts.append(text)
-                    break
+            text = sql_text(parts)
+            if text is None:
+                self.facts.unparsed_sql[render(parts)] = None
             else:
-                self.facts.unparsed_sql["".join(_render(parts))] = None
+                texts.append(text)
         return texts
 
     def expand(self, text: str, cols: list[str]) -> tuple[str, ...]:
@@ -504,45 +425,10 @@ class _Body:
         return {p[0] for p in self.strings(key) if len(p) == 1 and isinstance(p[0], str)}
 
     def strings(self, e: ast.expr) -> set[Str]:
-        if isinstance(e, ast.Constant):
-            return {(e.value,)} if isinstance(e.value, str) else set()
-        if isinstance(e, ast.JoinedStr):
-            parts: list[str | Hole] = []
-            for v in e.values:
-                if isinstance(v, ast.Constant):
-                    parts.append(str(v.value))
-                elif isinstance(v, ast.FormattedValue):
-                    inner = self.strings(v.value) if isinstance(v.value, ast.Name) else set()
-                    if len(inner) == 1 and all(isinstance(x, str) for x in next(iter(inner))):
-                        parts.extend(next(iter(inner)))
-                    else:
-                        parts.append(Hole(ast.unparse(v.value)))
-            return {_join(parts)}
-        if isinstance(e, ast.Name):
-            if e.id in self.strs:
-                return set(self.strs[e.id])
-            return {(self.m.consts[e.id],)} if e.id in self.m.consts else set()
-        if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Add):
-            left, right = self.strings(e.left), self.strings(e.right)
-            return {_join(a + b) for a in left for b in right} if left and right else set()
-        if isinstance(e, ast.IfExp):
-            return self.strings(e.body) | self.strings(e.orelse)
-        if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute):
-            base = e.func.value
-            if isinstance(base, ast.Constant) and isinstance(base.value, str):
-                if e.func.attr == "format":
-                    parts = []
-                    for lit, fname, _, _ in string.Formatter().parse(base.value):
-                        parts.append(lit)
-                        if fname is not None:
-                            parts.append(Hole(fname))
-                    return {_join(parts)}
-                if e.func.attr == "join" and e.args:
-                    return {(Hole(ast.unparse(e.args[0])),)}
-        return set()
+        return strings_of(e, self.strs, self.m.consts)
 
     def rendered(self, e: ast.expr) -> list[str]:
-        return sorted({"".join(_render(p)) for p in self.strings(e)})
+        return sorted({render(p) for p in self.strings(e)})
 
     def fields_of(self, origins: set[Origin]) -> set[str]:
         out: set[str] = set()
@@ -583,7 +469,9 @@ class _Body:
             if id(e) in self.helper_returns:
                 return self.helper_returns[id(e)] | self.fields_of(self.eval(e))
             name = e.func.attr if isinstance(e.func, ast.Attribute) else getattr(e.func, "id", "")
-            if name in ("dumps", "dict", "list", "sorted") and e.args:
+            if name == "copy" and not e.args and isinstance(e.func, ast.Attribute):
+                return self.shape(e.func.value)  # rec.copy()
+            if name in ("dumps", "dict", "list", "sorted", "deepcopy", "copy") and e.args:
                 return self.shape(e.args[0]) | self.fields_of(self.eval(e.args[0]))
             if name == "dict" and e.keywords:
                 return {k.arg for k in e.keywords if k.arg}
@@ -592,17 +480,3 @@ class _Body:
 
 def _deeper(o: Origin, by: int) -> Origin:
     return Origin(o.kind, o.table, o.depth + by, o.cols)
-
-
-def _join(parts: list[str | Hole] | tuple[str | Hole, ...]) -> Str:
-    out: list[str | Hole] = []
-    for p in parts:
-        if isinstance(p, str) and out and isinstance(out[-1], str):
-            out[-1] = out[-1] + p
-        elif p != "":
-            out.append(p)
-    return tuple(out) if out else ("",)
-
-
-def _render(parts: Str) -> list[str]:
-    return [p if isinstance(p, str) else "{" + p.src + "}" for p in parts]

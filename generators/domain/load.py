@@ -18,8 +18,9 @@ import ast
 import tomllib
 from pathlib import Path
 
-from clawloop.generators.domain.analysis import Module, Project, analyse, parse_module
+from clawloop.generators.domain.analysis import analyse
 from clawloop.generators.domain.model import Domain, DomainError, Tool
+from clawloop.generators.domain.parsed import Module, Project, parse_module
 from clawloop.generators.domain.signature import (
     build_schema,
     docstring_parts,
