@@ -63,6 +63,9 @@ def tables_of(sql: str) -> tuple[set[str], set[str]]:
             continue
         ctes = {c.alias_or_name for c in stmt.find_all(exp.CTE)}
         named = _tables(stmt, ctes)
+        if isinstance(stmt, exp.Drop):  # DROP TABLE a, b: its tables, no `this`
+            writes |= {t.name for t in stmt.find_all(exp.Table) if t.name}
+            continue
         if isinstance(stmt, _WRITES):
             target = _target(stmt)
             if target is None or not target.name:
