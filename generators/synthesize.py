@@ -93,7 +93,24 @@ class SynthesizeConfig(BaseModel):
         2, ge=1, le=256, description="generators written concurrently (each forges in a sandbox)"
     )
 
-    @field_validator("generator_paths")
+    domain_share: float = Field(
+        0.25,
+        ge=0.0,
+        le=1.0,
+        description="fraction of train candidates that are domain-grounded tasks (executable "
+        "domains: the built-in ones and synthesize.domains); 0 turns the source off",
+    )
+    domains: list[str] = Field(
+        default_factory=list, description="your executable-domain folders (domain.toml, tools/)"
+    )
+    builtin_domains: bool = Field(True, description="use the built-in executable domains")
+    domain_max_nodes: int = Field(6, ge=2, le=16, description="abstract task graph size")
+    domain_subgoals: int = Field(2, ge=1, le=4, description="sub-goals per domain task")
+    domain_error_recovery: bool = Field(
+        True, description="domain tasks may need an error-recovery path"
+    )
+
+    @field_validator("generator_paths", "domains")
     @classmethod
     def _paths_exist(cls, paths: list[str]) -> list[str]:
         missing = [p for p in paths if not Path(p).expanduser().exists()]

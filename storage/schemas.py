@@ -38,8 +38,29 @@ CANDIDATES = pa.schema(
         ("dirtiness", pa.int8()),
         ("output_format", pa.string()),
         ("split", pa.string()),  # train | eval
-        ("origin", pa.string()),  # builtin | user:<path> | llm:<model>
+        ("origin", pa.string()),  # builtin | user:<path> | llm:<model> | domain:<name>
     ]
+)
+
+# synthesize -> domain_graphs.parquet: one row per abstract task graph drawn for a domain-grounded
+# task (issue 12): its structure, what it was grounded into, kept (task_id) or why not.
+DOMAIN_GRAPHS = pa.schema(
+    [
+        ("graph_id", pa.string()),
+        ("domain", pa.string()),
+        ("nodes", pa.string()),  # JSON: the abstract nodes (kind, goal, inputs, arm)
+        ("wanted", pa.string()),  # JSON: the features the sampler aimed for
+        ("features", pa.string()),  # JSON: the features the grounded graph has
+        ("kept", pa.bool_()),
+        ("reason", pa.string()),
+        ("task_id", pa.string()),
+        ("plan", pa.string()),  # JSON: the reference plan's steps (skill, tool, params, expect)
+    ]
+)
+
+# synthesize -> domain_skills.parquet: the skills each domain's tools were clustered into.
+DOMAIN_SKILLS = pa.schema(
+    [("domain", pa.string()), ("skill", pa.string()), ("tools", pa.list_(pa.string()))]
 )
 
 # forge -> tasks.parquet: one row per candidate; the Harbor task folder as a tar blob.

@@ -30,6 +30,7 @@ from clawloop.generators.llm_writer import (
 from clawloop.generators.synthesize import SynthesizeConfig, llm_picks, synthesize
 from clawloop.harness.llm import ChatFn, LLMEndpoint, PolicyConfig
 from clawloop.storage import schemas
+from clawloop.tasks.domain_source import add_domain_tasks, domains_digest
 from clawloop.tasks.policy import endpoint_policy, probe_endpoint
 from clawloop.tasks.stage import StageContext, StageResult, StageSpec
 
@@ -60,6 +61,7 @@ def config_slice(cfg: RunConfig, iteration: int) -> dict[str, Any]:
         "iteration": iteration,
         "synthesize": s.model_dump(mode="json"),
         "user_files": _user_files_digest(s.generator_paths),
+        "domains": domains_digest(s),
     }
     if s.llm_share > 0:  # written generators depend on who writes them
         out["writer"] = s.llm.model_dump(mode="json") if s.llm else cfg.llm.model_dump(mode="json")
@@ -207,7 +209,13 @@ def run(ctx: StageContext) -> StageResult:
     guidance = read_guidance(ctx.stage_url("diagnose", k - 1)) if has_guidance else None
     rows, summary = synthesize(ctx.config.synthesize, ctx.config.seed, k, guidance)
     rows, written = llm_write(ctx, rows, guidance)
-    return StageResult({"candidates": (schemas.CANDIDATES, rows)}, summary={**summary, **written})
+    rows, domain_summary, graphs, skills = add_domain_tasks(ctx, rows)
+    outputs = {
+        "candidates": (schemas.CANDIDATES, rows),
+        "domain_graphs": (schemas.DOMAIN_GRAPHS, graphs),
+        "domain_skills": (schemas.DOMAIN_SKILLS, skills),
+    }
+    return StageResult(outputs, summary={**summary, **domain_summary, **written})
 
 
 STAGE = StageSpec(

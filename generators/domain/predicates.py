@@ -113,7 +113,8 @@ def predicates(
             match = {c.key_field: c.key} if c.key_field else c.new
             out.append({"kind": "count", "table": c.table, "match": match, "count": 0})
         else:  # created: matched by its values, not by an assigned key
-            match = {f: v for f, v in c.new.items() if f != c.key_field or _stated(v, given)}
+            assigned = {c.key_field, KEY_FIELD}  # ids a tool assigns: never how tests find it
+            match = {f: v for f, v in c.new.items() if f not in assigned or _stated(v, given)}
             n = sum(all(r.get(f) == v for f, v in match.items()) for r in final.get(c.table, []))
             out.append(
                 {
@@ -160,7 +161,7 @@ def _describe(c: Change, given: list[Any], refs: list[dict[str, Any]]) -> dict[s
     record they come from), and fields the tools derive (named, never valued)."""
     by_value = {_ident(r["value"]): r for r in refs}
     values = c.new if c.kind != "deleted" else {}
-    fields = [f for f in values if f != c.key_field]
+    fields = [f for f in values if f not in (c.key_field, KEY_FIELD)]
     stated = {f: values[f] for f in fields if _stated(values[f], given)}
     referenced = {
         f: {k: by_value[_ident(values[f])][k] for k in ("table", "key_field", "key", "field")}

@@ -1,0 +1,91 @@
+"""The synthesize stage's domain-grounded source: a share of the train candidates made from
+executable domains (generators/domain), the built-in ones and `synthesize.domains`.
+
+Each domain's reference plans run in the run's sandbox (checked once, like forge's), so a dead
+engine fails the stage with what to do rather than yielding no domain tasks quietly. A domain
+folder that breaks the contract fails the stage with the file and the problem.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from pathlib import Path
+from typing import Any
+
+from clawloop.generators.domain.execute import ExecutionError
+from clawloop.generators.domain.load import builtin_domains
+from clawloop.generators.domain.model import DomainError
+from clawloop.generators.domain.synth import synthesize_domain
+from clawloop.generators.domain.taskgraph import Knobs
+from clawloop.generators.synthesize import SynthesizeConfig
+from clawloop.harness.sandbox.base import SandboxError
+from clawloop.tasks.sandbox import sandbox_for
+from clawloop.tasks.stage import StageContext, StageError
+
+Row = dict[str, Any]
+
+
+def domain_roots(s: SynthesizeConfig) -> list[Path]:
+    roots = builtin_domains() if s.builtin_domains else []
+    return roots + [Path(p).expanduser() for p in s.domains]
+
+
+def domains_digest(s: SynthesizeConfig) -> dict[str, str]:
+    """Content hashes of every domain folder's files: editing a tool or the state re-synthesizes."""
+    out: dict[str, str] = {}
+    for root in domain_roots(s) if s.domain_share > 0 else []:
+        h = hashlib.sha256()
+        for f in sorted(p for p in root.rglob("*") if p.is_file()):
+            h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes())
+        out[str(root)] = h.hexdigest()
+    return out
+
+
+def _seed(run_seed: int, iteration: int, name: str) -> int:
+    return int(hashlib.sha256(f"{run_seed}:{iteration}:{name}".encode()).hexdigest()[:8], 16)
+
+
+def add_domain_tasks(
+    ctx: StageContext, rows: list[Row]
+) -> tuple[list[Row], dict[str, Any], list[Row], list[Row]]:
+    """(rows with `domain_share` of the train rows swapped for domain-grounded candidates,
+    summary, abstract-graph rows, skill rows)."""
+    s = ctx.config.synthesize
+    train = [i for i, r in enumerate(rows) if r["split"] == "train" and r["origin"] == "builtin"]
+    n = min(len(train), math.ceil(s.domain_share * len(train) - 1e-9)) if s.domain_share else 0
+    roots = domain_roots(s)
+    if n == 0 or not roots:
+        why = "synthesize.domain_share is 0" if not s.domain_share else "no domains"
+        return rows, {"domain_grounded": 0, "domain_note": why}, [], []
+    sandbox = sandbox_for(ctx)
+    knobs = Knobs(s.domain_max_nodes, s.domain_subgoals, s.domain_error_recovery)
+    asks = [n // len(roots) + (i < n % len(roots)) for i in range(len(roots))]
+    shift = (ctx.iteration - 1) % len(roots)  # iterations take turns at the remainder
+    asks = asks[-shift:] + asks[:-shift] if shift else asks
+    made, graphs, skills, per_domain = [], [], [], {}
+    for root, k in zip(roots, asks, strict=True):
+        if k == 0:
+            continue
+        try:
+            out = synthesize_domain(root, k, _seed(ctx.config.seed, ctx.iteration, root.name),
+                                    sandbox, knobs)  # fmt: skip
+        except DomainError as exc:
+            raise StageError(f"synthesize: executable domain {root}: {exc}") from exc
+        except (SandboxError, ExecutionError) as exc:
+            raise StageError(f"synthesize: reference runs for domain {root} failed: {exc}") from exc
+        made += out.candidates
+        graphs += out.graphs
+        skills += [{"domain": out.domain, "skill": sk.name, "tools": list(sk.tools)}
+                   for sk in out.skills]  # fmt: skip
+        per_domain[out.domain] = out.summary()
+    out_rows = list(rows)
+    for i, cand in zip(reversed(train), made, strict=False):
+        out_rows[i] = cand
+    summary = {
+        "domain_grounded": len(made),
+        "domain_asked": n,
+        "domain_share": round(len(made) / max(1, len(train)), 3),
+        "domains": per_domain,
+    }
+    return out_rows, summary, graphs, skills
