@@ -105,7 +105,8 @@ class _Body:
                     tails = self.strings(s.value)
                     grown = {a + b for a in self.strs[name] for b in tails}
                     self.strs[name] = set(list(self.strs[name] | grown)[:_MAX_STRINGS])
-            else:
+            else:  # `rec["qty"] += 1` reads the old value, then writes
+                self.eval(s.target)
                 self.store(s.target)
         elif isinstance(s, ast.For | ast.AsyncFor):
             self.bind(s.target, None, self.iterate(self.eval(s.iter)))

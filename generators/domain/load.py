@@ -98,7 +98,7 @@ def _check_keys(root: Path, cfg: dict, fields: dict[str, tuple[str, ...]]) -> di
 
 def _modules(root: Path) -> dict[str, Module]:
     folder = root / "tools"
-    files = sorted(folder.glob("*.py")) if folder.is_dir() else []
+    files = sorted(p for p in folder.glob("*.py") if p.is_file()) if folder.is_dir() else []
     if not files:
         raise DomainError(f"{folder}: no tools/*.py; put the domain's tools there")
     out = {}
@@ -106,6 +106,8 @@ def _modules(root: Path) -> dict[str, Module]:
         rel = f"tools/{path.name}"
         try:
             out[path.stem] = parse_module(path, rel)
+        except RecursionError as exc:
+            raise DomainError(f"{root / rel}: nested too deeply to parse; simplify it") from exc
         except SyntaxError as exc:
             raise DomainError(
                 f"{root / rel}: does not parse (line {exc.lineno}: {exc.msg}); fix the syntax"
@@ -161,7 +163,12 @@ def _function_tools(project: Project, module: Module, stem: str) -> list[Tool]:
 
 
 def _tool(project, module, node, name, shape, symbol, description, params, schema) -> Tool:
-    facts = analyse(project, module, node)
+    try:
+        facts = analyse(project, module, node)
+    except RecursionError as exc:
+        raise DomainError(
+            f"{module.where}: {symbol} is nested too deeply to analyse; simplify it"
+        ) from exc
     return Tool(
         name=name,
         file=module.rel,
