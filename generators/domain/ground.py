@@ -157,6 +157,9 @@ def literal(p: Param, tool: Tool, ix: Index, rng: random.Random) -> tuple[bool, 
             return True, fresh(rng.choice(ix.values[t][p.name]))
     for t in (*tool.writes, *tool.reads, *sorted(ix.tables)):
         vals = ix.distinct(t, p.name)
+        if vals and p.type in ("integer", "number"):  # small amounts break fewer rules (stock)
+            nums = sorted(v for v in vals if isinstance(v, int | float) and not isinstance(v, bool))
+            vals = nums[: max(1, len(nums) // 3)] or vals
         if vals and (len(vals) <= CATEGORICAL or p.type in ("integer", "number")):
             v = rng.choice(vals)
             if p.type == "integer" and isinstance(v, int | float) and not isinstance(v, bool):

@@ -42,7 +42,8 @@ from clawloop.harness.taskfolder.grader import values_equal
 from clawloop.harness.taskfolder.state_predicates import check_predicate
 
 CAPABILITY = "domain_grounded"
-GRAPH_DRAWS = 3  # abstract graphs drawn per task asked for (some find no grounding)
+GRAPH_DRAWS = 5  # abstract graphs drawn per task asked for (some find no grounding)
+MIN_GRAPHS = 8
 DECISIONS = [
     "Records are identified by their business keys (codes, emails), as the instruction names them.",
     "A record the instruction does not ask to change, create or remove must stay exactly as it is.",
@@ -183,7 +184,7 @@ def synthesize_domain(
     by_tool = skill_of(skills)
     rng = random.Random(f"{domain.name}:{seed}")
     tried: list[tuple[dict[str, Any], list[Grounded]]] = []
-    for i in range(max(1, n) * GRAPH_DRAWS):
+    for i in range(max(MIN_GRAPHS, n * GRAPH_DRAWS)):
         graph = sample_task_graph(rng, knobs)
         row = _graph_row(domain.name, i, graph, seed)
         out.graphs.append(row)
