@@ -45,6 +45,8 @@ def render(parts: Str) -> str:
 def sql_text(parts: Str) -> str | None:
     """The statement with holes replaced so that it parses, or None if no substitute does."""
     holes = any(isinstance(p, Hole) for p in parts)
+    if not any(isinstance(p, str) and p.strip() for p in parts):
+        return None  # nothing but placeholders: the statement is not in the code
     for sub in SUBSTITUTES if holes else ("",):
         text = "".join(p if isinstance(p, str) else sub for p in parts)
         if parses(text):
@@ -88,7 +90,7 @@ def strings_of(e: ast.expr, local: dict[str, set[Str]], consts: dict[str, str]) 
             if e.func.attr == "format":
                 return {_format(base.value, e, local, consts)}
             if e.func.attr == "join" and e.args:
-                return {(Hole(ast.unparse(e.args[0])),)}
+                return {_joined(base.value, e.args[0], local, consts)}
     return set()
 
 
@@ -115,4 +117,17 @@ def _format(
             parts.extend(only)
         else:
             parts.append(Hole(fname or "?"))
+    return join_parts(parts)
+
+
+def _joined(sep: str, arg: ast.expr, local: dict[str, set[Str]], consts: dict[str, str]) -> Str:
+    """`sep.join([...])` of a literal list or tuple, each item its text or a Hole."""
+    if not isinstance(arg, ast.List | ast.Tuple):
+        return (Hole(ast.unparse(arg)),)
+    parts: list[str | Hole] = []
+    for i, item in enumerate(arg.elts):
+        if i:
+            parts.append(sep)
+        found = strings_of(item, local, consts)
+        parts.extend(next(iter(found)) if len(found) == 1 else (Hole(ast.unparse(item)),))
     return join_parts(parts)

@@ -25,6 +25,7 @@ from itertools import combinations
 from typing import Any
 
 import networkx as nx
+import yaml
 
 from clawloop.generators.domain.model import Domain, Skill, Tool
 
@@ -140,10 +141,10 @@ def skill_doc(domain: Domain, skill: Skill) -> str:
     description = (
         f"{domain.name}: {len(tools)} tools over {', '.join(skill.tables) or 'no tables'} ({verbs})"
     )
+    front = yaml.safe_dump({"name": skill.name, "description": description}, sort_keys=False)
     lines = [
         "---",
-        f"name: {skill.name}",
-        f'description: "{description}"',
+        front.rstrip("\n"),
         "---",
         f"# {skill.name}",
         "",

@@ -78,3 +78,41 @@ def test_a_list_table_without_a_unique_field_has_no_primary_key(tmp_path):
     d = load_domain(root)
     with pytest.raises(DomainError, match="no field is unique"):
         primary_key(d, "log")
+
+
+@pytest.mark.parametrize(
+    ("code", "local", "rendered", "sql"),
+    [
+        ('"SELECT a " "FROM t"', {}, "SELECT a FROM t", "SELECT a FROM t"),  # implicit concat
+        (
+            'f"UPDATE t SET {sets} WHERE id = ?"',
+            {},
+            "UPDATE t SET {sets} WHERE id = ?",
+            "UPDATE t SET 1 WHERE id = ?",
+        ),
+        ('f"SELECT * FROM {T}"', {}, "SELECT * FROM rooms", "SELECT * FROM rooms"),  # a constant
+        (
+            '"DELETE FROM {} WHERE a".format(T)',
+            {},
+            "DELETE FROM rooms WHERE a",
+            "DELETE FROM rooms WHERE a",
+        ),
+        (
+            '" ".join(["SELECT a FROM t", "WHERE", cond])',
+            {},
+            "SELECT a FROM t WHERE {cond}",
+            "SELECT a FROM t WHERE 1",
+        ),
+        ('"Error: no " + name', {}, "Error: no {name}", None),
+        ("q", {"q": {("SELECT 1 FROM u",)}}, "SELECT 1 FROM u", "SELECT 1 FROM u"),
+        ('f"{q}"', {}, "{q}", None),  # nothing but a placeholder: not a statement
+    ],
+)
+def test_strings_the_code_builds(code, local, rendered, sql):
+    import ast
+
+    from clawloop.generators.domain.literals import render, sql_text, strings_of
+
+    (value,) = strings_of(ast.parse(code, mode="eval").body, local, {"T": "rooms"})
+    assert render(value) == rendered
+    assert sql_text(value) == sql
