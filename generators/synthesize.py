@@ -98,9 +98,9 @@ class SynthesizeConfig(BaseModel):
         ge=0.0,
         le=1.0,
         description="fraction of train candidates that are domain-grounded tasks (executable "
-        "domains: the built-in ones and synthesize.domains); 0 turns the source off",
+        "domains: the built-in ones and synthesize.domain_paths); 0 turns the source off",
     )
-    domains: list[str] = Field(
+    domain_paths: list[str] = Field(
         default_factory=list, description="your executable-domain folders (domain.toml, tools/)"
     )
     builtin_domains: bool = Field(True, description="use the built-in executable domains")
@@ -110,7 +110,7 @@ class SynthesizeConfig(BaseModel):
         True, description="domain tasks may need an error-recovery path"
     )
 
-    @field_validator("generator_paths", "domains")
+    @field_validator("generator_paths", "domain_paths")
     @classmethod
     def _paths_exist(cls, paths: list[str]) -> list[str]:
         missing = [p for p in paths if not Path(p).expanduser().exists()]

@@ -1,5 +1,6 @@
 """The synthesize stage's domain-grounded source: a share of the train candidates made from
-executable domains (generators/domain), the built-in ones and `synthesize.domains`.
+executable domains (generators/domain), the built-in ones and `synthesize.domain_paths`
+(`synthesize.domains` already names the built-in library's long-tail domains it keeps).
 
 Each domain's reference plans run in the run's sandbox (checked once, like forge's), so a dead
 engine fails the stage with what to do rather than yielding no domain tasks quietly. A domain
@@ -28,7 +29,7 @@ Row = dict[str, Any]
 
 def domain_roots(s: SynthesizeConfig) -> list[Path]:
     roots = builtin_domains() if s.builtin_domains else []
-    return roots + [Path(p).expanduser() for p in s.domains]
+    return roots + [Path(p).expanduser() for p in s.domain_paths]
 
 
 def domains_digest(s: SynthesizeConfig) -> dict[str, str]:

@@ -84,7 +84,7 @@ def _writer_cfg(tmp_path: Path, fake: FakeOpenAI) -> object:
             "storage": {"root": str(tmp_path)},
             "sandbox": {"backend": "bwrap"},
             "llm": {"base_url": fake.base_url, "model": "fake-writer"},
-            "synthesize": {"n_train": 2, "n_eval": 1, "llm_share": 0.5},
+            "synthesize": {"n_train": 2, "n_eval": 1, "llm_share": 0.5, "domain_share": 0},
         }
     )
 
@@ -129,7 +129,7 @@ def test_without_an_endpoint_synthesis_uses_the_builtin_library_and_says_so(tmp_
     cfg = parse_config(
         {
             "storage": {"root": str(tmp_path)},
-            "synthesize": {"n_train": 4, "n_eval": 1, "llm_share": 0.5},
+            "synthesize": {"n_train": 4, "n_eval": 1, "llm_share": 0.5, "domain_share": 0},
         }
     )
     out = runs.run_loop(cfg, "r", _synth_only(), thread_mapper(False))
