@@ -20,6 +20,7 @@ from clawloop.generators.domain.model import DomainError
 from clawloop.generators.domain.synth import synthesize_domain
 from clawloop.generators.domain.taskgraph import Knobs
 from clawloop.generators.synthesize import SynthesizeConfig
+from clawloop.harness.llm import LLMEndpoint, endpoint_chat
 from clawloop.harness.sandbox.base import SandboxError
 from clawloop.tasks.sandbox import sandbox_for
 from clawloop.tasks.stage import StageContext, StageError
@@ -60,6 +61,12 @@ def add_domain_tasks(
         why = "synthesize.domain_share is 0" if not s.domain_share else "no domains"
         return rows, {"domain_grounded": 0, "domain_note": why}, [], []
     sandbox = sandbox_for(ctx)
+    w = s.llm  # a synthesis endpoint rewrites the instructions; without one they stay offline
+    chat = (
+        endpoint_chat(LLMEndpoint(w.base_url, w.model, w.api_key_env), max_tokens=800)
+        if w
+        else None
+    )
     knobs = Knobs(s.domain_max_nodes, s.domain_subgoals, s.domain_error_recovery)
     asks = [n // len(roots) + (i < n % len(roots)) for i in range(len(roots))]
     shift = (ctx.iteration - 1) % len(roots)  # iterations take turns at the remainder
@@ -70,7 +77,7 @@ def add_domain_tasks(
             continue
         try:
             out = synthesize_domain(root, k, _seed(ctx.config.seed, ctx.iteration, root.name),
-                                    sandbox, knobs)  # fmt: skip
+                                    sandbox, knobs, chat)  # fmt: skip
         except DomainError as exc:
             raise StageError(f"synthesize: executable domain {root}: {exc}") from exc
         except (SandboxError, ExecutionError) as exc:
