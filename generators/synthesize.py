@@ -312,11 +312,16 @@ def _sample(
     return rows
 
 
+def share_of(n: int, share: float) -> int:
+    """How many of n rows a share asks for: ceil(share * n), none for a share of 0."""
+    return min(n, math.ceil(share * n - 1e-9)) if share > 0 else 0
+
+
 def llm_picks(rows: list[dict[str, Any]], share: float, run_seed: int, iteration: int) -> list[int]:
     """Indexes of the train rows the LLM writes: ceil(share * train rows), chosen by hash so the
     pick is deterministic in (run seed, iteration) and spread over capabilities."""
     train = [i for i, r in enumerate(rows) if r["split"] == "train"]
-    n = min(len(train), math.ceil(share * len(train) - 1e-9)) if share > 0 else 0
+    n = share_of(len(train), share)
     ranked = sorted(train, key=lambda i: (_h(run_seed, "llm", iteration, rows[i]["task_id"]), i))
     return sorted(ranked[:n])
 

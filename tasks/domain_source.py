@@ -10,7 +10,6 @@ folder that breaks the contract fails the stage with the file and the problem.
 from __future__ import annotations
 
 import hashlib
-import math
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,7 @@ from clawloop.generators.domain.load import builtin_domains
 from clawloop.generators.domain.model import DomainError
 from clawloop.generators.domain.synth import synthesize_domain
 from clawloop.generators.domain.taskgraph import Knobs
-from clawloop.generators.synthesize import SynthesizeConfig
+from clawloop.generators.synthesize import SynthesizeConfig, share_of
 from clawloop.harness.llm import LLMEndpoint, endpoint_chat
 from clawloop.harness.sandbox.base import SandboxError
 from clawloop.tasks.sandbox import sandbox_for
@@ -55,7 +54,7 @@ def add_domain_tasks(
     summary, abstract-graph rows, skill rows)."""
     s = ctx.config.synthesize
     train = [i for i, r in enumerate(rows) if r["split"] == "train" and r["origin"] == "builtin"]
-    n = min(len(train), math.ceil(s.domain_share * len(train) - 1e-9)) if s.domain_share else 0
+    n = share_of(len(train), s.domain_share)
     roots = domain_roots(s)
     if n == 0 or not roots:
         why = "synthesize.domain_share is 0" if not s.domain_share else "no domains"

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from clawloop.harness.sandbox.backend import open_sandbox
-from clawloop.harness.sandbox.base import WORKSPACE, SandboxConfig, SandboxError
+from clawloop.harness.sandbox.base import WORKSPACE, SandboxConfig
 from clawloop.harness.sandbox.scratch import scratch
 from clawloop.harness.taskenv import read_remote_text
 
@@ -82,6 +82,3 @@ def run_plans(
         return dict(doc["initial"]), runs
     except (ValueError, KeyError, TypeError) as exc:
         raise ExecutionError(f"the reference executor wrote an unreadable result: {exc}") from exc
-
-
-__all__ = ["ExecutionError", "PlanRun", "SandboxError", "run_plans"]

@@ -39,7 +39,6 @@ class Step:
     params: dict[str, Any]
     expect: str = "ok"  # ok | error
     node: int = -1
-    role: str = "act"  # lookup | act | fail | fix | retry
 
 
 @dataclass
@@ -235,7 +234,7 @@ def _lookup(
         return None
     kf = next(kf for _, tt, kf in key_params(r, ix) if tt == t)
     ref = {"table": t, "key_field": kf, "key": row[kf], "field": f, "value": row[f]}
-    return Step(r.name, params, node=node.id, role="lookup"), ref
+    return Step(r.name, params, node=node.id), ref
 
 
 def _writes(domain: Domain) -> list[Tool]:
@@ -315,9 +314,9 @@ def _recover(domain: Domain, node: Node, ix: Index, rng: random.Random) -> list[
         if params is None or fix_params is None:
             continue
         return [
-            Step(w.name, params, "error", node.id, "fail"),
-            Step(fix.name, fix_params, "ok", node.id, "fix"),
-            Step(w.name, params, "ok", node.id, "retry"),
+            Step(w.name, params, "error", node.id),  # refused at first
+            Step(fix.name, fix_params, "ok", node.id),  # the fix
+            Step(w.name, params, "ok", node.id),  # the retry
         ]
     return []
 
@@ -433,5 +432,5 @@ def every_write_plan(domain: Domain, tables: Tables, rng: random.Random) -> list
     for w in _writes(domain):
         params = fill(w, ix, rng)
         if params is not None:
-            steps.append(Step(w.name, params, expect="any", role="probe"))
+            steps.append(Step(w.name, params, expect="any"))
     return steps

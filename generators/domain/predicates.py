@@ -193,11 +193,10 @@ def goal(
 ) -> Goal:
     given = literals(g.steps + (g.alt_steps or []))
     refs = list(g.references.values())
-    common = (
-        taken if other is None else [c for c in taken if c.ident() in {o.ident() for o in other}]
-    )
+    taken_ids, other_ids = {c.ident() for c in taken}, {c.ident() for c in other or []}
+    common = taken if other is None else [c for c in taken if c.ident() in other_ids]
     only_taken = [c for c in taken if c not in common]
-    only_other = [c for c in (other or []) if c.ident() not in {t.ident() for t in taken}]
+    only_other = [c for c in (other or []) if c.ident() not in taken_ids]
     cond = None
     then_c, else_c = [], []
     if g.condition is not None:

@@ -43,21 +43,15 @@ def _arg(value):
     return str(value)
 
 
-def _resolve(value, results):
-    if isinstance(value, dict) and "$ref" in value:
-        got = results[value["$ref"][0]]
-        if isinstance(got, list) and got:
-            got = got[0]
-        return got[value["$ref"][1]]
-    return value
-
-
 def solve(workspace):
+    sys.path.insert(0, os.path.join(workspace, "skills", "_lib"))
+    from runtime import resolve  # the skill CLIs' runtime: a lookup's value, as plans resolve it
+
     results = []
     for step in TASK["plan"]:
         cmd = [sys.executable, os.path.join(workspace, "skills", step["skill"], step["tool"])]
         for name, value in step["params"].items():
-            cmd += ["--" + name, _arg(_resolve(value, results))]
+            cmd += ["--" + name, _arg(resolve(value, results))]
         done = subprocess.run(cmd, capture_output=True, text=True, cwd=workspace, timeout=60)
         if (done.returncode == 0) != (step["expect"] == "ok"):
             raise RuntimeError(f"{{step['tool']}} exited {{done.returncode}}: {{done.stdout}}{{done.stderr}}")

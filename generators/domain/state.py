@@ -31,7 +31,7 @@ KEY_FIELD = "_key"
 
 
 @contextmanager
-def _connect_ro(db: Path) -> Iterator[sqlite3.Connection]:
+def connect_ro(db: Path) -> Iterator[sqlite3.Connection]:
     """The .db opened read-only and immutable (no journal written beside it), closed after."""
     conn = sqlite3.connect(f"file:{db}?mode=ro&immutable=1", uri=True)
     conn.row_factory = sqlite3.Row
@@ -107,7 +107,7 @@ def table_fields(root: Path, state_format: str, state_path: str) -> dict[str, tu
     path = root / state_path
     if state_format == "sqlite":
         try:
-            with _connect_ro(path) as conn:
+            with connect_ro(path) as conn:
                 return {
                     t: tuple(c["name"] for c in _sqlite_columns(conn, t))
                     for t in _sqlite_tables(conn)
@@ -129,7 +129,7 @@ def load_tables(domain: Domain) -> dict[str, list[dict[str, Any]]]:
     """Every table of the domain's state as a list of records (see the module doc for order)."""
     path = domain.root / domain.state_path
     if domain.state_format == "sqlite":
-        with _connect_ro(path) as conn:
+        with connect_ro(path) as conn:
             return {t: _sqlite_rows(conn, t) for t in _sqlite_tables(conn)}
     return {t: _records_json(read_json_table(f)) for t, f in json_table_paths(path).items()}
 
@@ -147,7 +147,7 @@ def primary_key(domain: Domain, table: str) -> str:
         raise DomainError(f"{domain.root}: no table {table!r}; tables: {', '.join(domain.tables)}")
     path = domain.root / domain.state_path
     if domain.state_format == "sqlite":
-        with _connect_ro(path) as conn:
+        with connect_ro(path) as conn:
             cols = sorted(
                 (c for c in _sqlite_columns(conn, table) if c["pk"]), key=lambda c: c["pk"]
             )

@@ -15,7 +15,6 @@ Host side and pure apart from reading the domain's files as text (and its .db as
 from __future__ import annotations
 
 import json
-import sqlite3
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from typing import Any
 from clawloop.generators.domain import runtime
 from clawloop.generators.domain.model import Domain, Skill
 from clawloop.generators.domain.skills import skill_doc
+from clawloop.generators.domain.state import connect_ro
 
 RUNTIME_PATH = Path(str(runtime.__file__))  # imported so cache keys follow runtime edits
 STATE_DIR = "state"
@@ -38,11 +38,8 @@ def snapshot_file(domain: Domain) -> str:
 def state_files(domain: Domain) -> dict[str, str]:
     root = domain.root / domain.state_path
     if domain.state_format == "sqlite":
-        conn = sqlite3.connect(f"file:{root}?mode=ro&immutable=1", uri=True)
-        try:
+        with connect_ro(root) as conn:
             return {snapshot_file(domain): "\n".join(conn.iterdump()) + "\n"}
-        finally:
-            conn.close()
     return {f"{STATE_DIR}/{p.name}": p.read_text() for p in sorted(root.glob("*.json"))}
 
 

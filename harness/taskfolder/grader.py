@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import io
 import json
 import math
@@ -380,6 +381,7 @@ def _grade_output(
     return checks + compare_json(path, exp, got, o.get("schema"), tol, present, lenient=lenient)
 
 
+@functools.cache
 def _state_module() -> Any:
     """state_predicates.py, which forge copies beside this file (only state outputs need it)."""
     import importlib.util
