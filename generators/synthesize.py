@@ -30,7 +30,7 @@ import math
 import random
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -110,7 +110,38 @@ class SynthesizeConfig(BaseModel):
         True, description="domain tasks may need an error-recovery path"
     )
 
-    @field_validator("generator_paths", "domain_paths")
+    skill_graph_share: float = Field(
+        0.25,
+        ge=0.0,
+        le=1.0,
+        description="fraction of train candidates made by SkillSynth from synthesize.skills_dirs "
+        "(a skill graph, sampled paths, Planner + Constructor through the writer endpoint); "
+        "without skills_dirs or an endpoint the source is off and the stage says so",
+    )
+    skills_dirs: list[str] = Field(
+        default_factory=list, description="folders of skill folders (each with a SKILL.md)"
+    )
+    skill_scenarios: Literal["llm", "heuristic"] = Field(
+        "llm", description="scenario inference: the writer endpoint (cached), or the offline one"
+    )
+    skill_sampler: Literal["inverse", "uniform"] = Field(
+        "inverse", description="path sampler: inverse visit frequency, or the uniform baseline"
+    )
+    skill_path_len: tuple[int, int] = Field((2, 4), description="[min, max] skills per path")
+    skill_max_repairs: int = Field(3, ge=0, le=10, description="Constructor repairs per path")
+    skill_cache_dir: str = Field(
+        "~/.cache/clawloop/skill-graphs",
+        description="skill graphs (one per corpus hash and scenario source) and scenario replies",
+    )
+
+    @field_validator("skill_path_len")
+    @classmethod
+    def _length_range(cls, v: tuple[int, int]) -> tuple[int, int]:
+        if not 1 <= v[0] <= v[1]:
+            raise ValueError(f"need 1 <= min <= max skills per path, got {list(v)}")
+        return v
+
+    @field_validator("generator_paths", "domain_paths", "skills_dirs")
     @classmethod
     def _paths_exist(cls, paths: list[str]) -> list[str]:
         missing = [p for p in paths if not Path(p).expanduser().exists()]

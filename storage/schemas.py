@@ -38,7 +38,8 @@ CANDIDATES = pa.schema(
         ("dirtiness", pa.int8()),
         ("output_format", pa.string()),
         ("split", pa.string()),  # train | eval
-        ("origin", pa.string()),  # builtin | user:<path> | llm:<model> | domain:<name>
+        ("origin", pa.string()),  # builtin | user:<path> | llm:<model> | domain:<n> | skill_graph
+        ("skill_path", pa.string()),  # skill_graph only: the sampled path as JSON (else null)
     ]
 )
 
@@ -62,6 +63,41 @@ DOMAIN_GRAPHS = pa.schema(
 DOMAIN_SKILLS = pa.schema(
     [("domain", pa.string()), ("skill", pa.string()), ("tools", pa.list_(pa.string()))]
 )
+
+# synthesize -> skill_paths.parquet: SkillSynth's sampled paths and what became of each.
+SKILL_PATHS = pa.schema(
+    [
+        ("path_id", pa.string()),
+        ("steps", pa.string()),  # JSON: [{skill, pre, post, pre_text, post_text, ...}]
+        ("length", pa.int16()),
+        ("kept", pa.bool_()),
+        ("task_id", pa.string()),  # the kept task ("" when dropped)
+        ("attempts", pa.int16()),  # constructions tried (0: no plan)
+        ("reason", pa.string()),  # the last attempt's reason
+    ]
+)
+
+# synthesize -> skill_plans.parquet: the Planner's plan per path (files, steps, outputs, checks).
+SKILL_PLANS = pa.schema([("path_id", pa.string()), ("plan", pa.string())])
+
+# synthesize -> skill_attempts.parquet: every Constructor attempt, how far it got and why it stopped.
+SKILL_ATTEMPTS = pa.schema(
+    [
+        ("path_id", pa.string()),
+        ("attempt", pa.int16()),
+        ("stage", pa.string()),  # plan | construct | static | forge | verify | rubric | kept
+        ("passed", pa.bool_()),
+        ("reason", pa.string()),
+        ("generator_sha256", pa.string()),
+        ("code", pa.string()),
+        ("task_id", pa.string()),
+        ("packages", pa.list_(pa.string())),  # extra packages the generator declared
+        ("rubric", pa.string()),  # the judge's verdict as JSON, when asked
+    ]
+)
+
+# synthesize -> skill_visits.parquet: the path sampler's visit counts ν, carried across iterations.
+SKILL_VISITS = pa.schema([("kind", pa.string()), ("id", pa.string()), ("count", pa.int64())])
 
 # forge -> tasks.parquet: one row per candidate; the Harbor task folder as a tar blob.
 FORGED = pa.schema(

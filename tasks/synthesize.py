@@ -32,6 +32,7 @@ from clawloop.harness.llm import ChatFn, LLMEndpoint, PolicyConfig
 from clawloop.storage import schemas
 from clawloop.tasks.domain_source import add_domain_tasks, domains_digest
 from clawloop.tasks.policy import endpoint_policy, probe_endpoint
+from clawloop.tasks.skill_source import add_skill_graph_tasks, skills_digest
 from clawloop.tasks.stage import StageContext, StageResult, StageSpec
 
 if TYPE_CHECKING:
@@ -62,8 +63,9 @@ def config_slice(cfg: RunConfig, iteration: int) -> dict[str, Any]:
         "synthesize": s.model_dump(mode="json"),
         "user_files": _user_files_digest(s.generator_paths),
         "domains": domains_digest(s),
+        "skills": skills_digest(s),
     }
-    if s.llm_share > 0:  # written generators depend on who writes them
+    if s.llm_share > 0 or skills_digest(s):  # written generators depend on who writes them
         out["writer"] = s.llm.model_dump(mode="json") if s.llm else cfg.llm.model_dump(mode="json")
     return out
 
@@ -210,12 +212,15 @@ def run(ctx: StageContext) -> StageResult:
     rows, summary = synthesize(ctx.config.synthesize, ctx.config.seed, k, guidance)
     rows, written = llm_write(ctx, rows, guidance)
     rows, domain_summary, graphs, skills = add_domain_tasks(ctx, rows)
+    rows, skill_summary, skill_tables = add_skill_graph_tasks(ctx, rows, writer_endpoint)
     outputs = {
         "candidates": (schemas.CANDIDATES, rows),
         "domain_graphs": (schemas.DOMAIN_GRAPHS, graphs),
         "domain_skills": (schemas.DOMAIN_SKILLS, skills),
+        **skill_tables,
     }
-    return StageResult(outputs, summary={**summary, **domain_summary, **written})
+    summary = {**summary, **domain_summary, **skill_summary, **written}
+    return StageResult(outputs, summary=summary)
 
 
 STAGE = StageSpec(
@@ -229,6 +234,7 @@ STAGE = StageSpec(
         "forge",
         "verify",
         "train",
-    ),  # train: the writer is the policy
+        "rollout",
+    ),  # train: the writer is the policy; rollout: the skills whose tasks failed
     workers=lambda cfg: cfg.synthesize.llm_workers,
 )

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import yaml
@@ -140,11 +141,23 @@ def _skill_dirs(root: Path) -> list[Path]:
     )
 
 
-def load_corpus(root: str | Path) -> list[SkillRecord]:
-    """Every sub-folder of `root` holding a SKILL.md, sorted by folder; duplicate skill names
-    after the first are marked as problems (skills are graph edge keys, so names must be unique)."""
-    base = _check_root(root)
-    records = [read_skill(d) for d in _skill_dirs(base) if (d / SKILL_FILE).is_file()]
+Roots = str | Path | Sequence[str | Path]
+
+
+def roots_of(root: Roots) -> list[Path]:
+    return [Path(root)] if isinstance(root, str | Path) else [Path(r) for r in root]
+
+
+def load_corpus(root: Roots) -> list[SkillRecord]:
+    """Every sub-folder of `root` (one folder or several) holding a SKILL.md, sorted by folder
+    within each root; duplicate skill names after the first are marked as problems (skills are
+    graph edge keys, so names must be unique across roots)."""
+    records = [
+        read_skill(d)
+        for base in map(_check_root, roots_of(root))
+        for d in _skill_dirs(base)
+        if (d / SKILL_FILE).is_file()
+    ]
     seen: dict[str, str] = {}
     out: list[SkillRecord] = []
     for r in records:
@@ -159,11 +172,13 @@ def load_corpus(root: str | Path) -> list[SkillRecord]:
     return out
 
 
-def skipped_folders(root: str | Path) -> list[tuple[str, str]]:
-    """Sub-folders of `root` that are not skills: (folder, reason)."""
-    base = _check_root(root)
+def skipped_folders(root: Roots) -> list[tuple[str, str]]:
+    """Sub-folders of `root` (one folder or several) that are not skills: (folder, reason)."""
     return [
-        (d.name, f"no {SKILL_FILE}") for d in _skill_dirs(base) if not (d / SKILL_FILE).is_file()
+        (d.name, f"no {SKILL_FILE}")
+        for base in map(_check_root, roots_of(root))
+        for d in _skill_dirs(base)
+        if not (d / SKILL_FILE).is_file()
     ]
 
 

@@ -25,8 +25,10 @@ import numpy as np
 import pandas as pd
 
 from clawloop.generators.skillgraph.corpus import (
+    Roots,
     corpus_sha256,
     load_corpus,
+    roots_of,
     skipped_folders,
     usable,
 )
@@ -225,11 +227,13 @@ class BuiltGraph:
 
 
 def build_from_corpus(
-    skills_dir: str | Path, *, chat: ChatFn | None = None, model: str = "",
+    skills_dir: Roots, *, chat: ChatFn | None = None, model: str = "",
     cache_dir: str | Path | None = None, embed: Embedder | None = None,
     config: GraphConfig | None = None,
 ) -> BuiltGraph:  # fmt: skip
-    """Load the corpus, infer every usable skill's scenarios, merge them, build the graph."""
+    """Load the corpus (one folder of skill folders, or several), infer every usable skill's
+    scenarios, merge them, build the graph. meta.json names the folders (`skills_dirs`), so
+    `clawloop skills synth` can show the Planner each skill's SKILL.md body."""
     cfg = config or GraphConfig()
     records = load_corpus(skills_dir)
     good = usable(records)
@@ -245,7 +249,9 @@ def build_from_corpus(
                              chat, cfg.merge)  # fmt: skip
     g = build_graph(good, scen, merged, chat, cfg)
     g.graph["meta"] = {
-        "corpus_sha256": corpus_sha256(records), "skills": len(good), "raw_scenarios": merged.raw,
+        "corpus_sha256": corpus_sha256(records), "skills": len(good),
+        "skills_dirs": [str(Path(d).resolve()) for d in roots_of(skills_dir)],
+        "raw_scenarios": merged.raw,
         "scenarios": merged.merged, "heuristic": sum(s.heuristic for s in scen),
         "skipped": len(skipped), "llm_merge_splits": merged.llm_splits,
     }  # fmt: skip

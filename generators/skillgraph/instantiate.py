@@ -63,6 +63,7 @@ class Instantiated:
     candidate: dict[str, Any] | None = None  # CANDIDATES row + PATH_KEY, when kept
     forged: dict[str, Any] | None = None  # the kept task's FORGED row (task_tar: the folder)
     plan: Plan | None = None
+    fault: str = ""  # an infrastructure fault (endpoint, sandbox) ended the path: not a result
 
     @property
     def kept(self) -> bool:
@@ -81,6 +82,7 @@ class _Outcome:
     forged: dict[str, Any] | None = None
     packages: tuple[str, ...] = ()
     rubric: str = ""  # the judge's verdict as JSON, when it was asked
+    infra: bool = False  # the endpoint or the sandbox failed, not the generator: retry the path
 
 
 def path_json(path: SkillPath) -> str:
@@ -110,8 +112,15 @@ def attempt_row(
     }
 
 
+INFRA_LLM_KINDS = ("timeout", "connection", "http")  # the endpoint failed, not the model's reply
+
+
 def _llm_fault(role: str, exc: LLMError) -> str:
     return f"LLM fault in the {role} ({exc.kind}): {str(exc)[:400]}; the path ends here"
+
+
+def _is_infra(exc: LLMError) -> bool:
+    return exc.kind in INFRA_LLM_KINDS
 
 
 def _host_checks(code: str, plan: Plan, failed: Mapping[str, str]) -> tuple[str, tuple[str, ...]]:
@@ -134,7 +143,8 @@ def _rubric(forged: dict[str, Any], chat: ChatFn) -> _Outcome:
         try:
             verdict = judge_folder(task_dir, chat)
         except LLMError as exc:
-            return _Outcome("rubric", False, _llm_fault("rubric judge", exc), final=True)
+            why = _llm_fault("rubric judge", exc)
+            return _Outcome("rubric", False, why, final=True, infra=_is_infra(exc))
         except RubricError as exc:
             return _Outcome("rubric", False, f"no valid rubric verdict: {exc}", final=True)
     text = verdict.model_dump_json()
@@ -163,11 +173,13 @@ def _attempt(
     forged = forge_candidate(cand, sandbox)
     if forged["status"] != "ok":
         sandbox_fault = forged.get("error_kind") == "sandbox"
-        return _Outcome("forge", False, forge_failure(forged), final=sandbox_fault)
+        why = forge_failure(forged)
+        return _Outcome("forge", False, why, final=sandbox_fault, infra=sandbox_fault)
     try:
         checks, verdict = verify_task(forged, sandbox)
     except SandboxError as exc:
-        return _Outcome("verify", False, f"sandbox fault while verifying: {exc}", final=True)
+        why = f"sandbox fault while verifying: {exc}"
+        return _Outcome("verify", False, why, final=True, infra=True)
     if not verdict["kept"]:
         return _Outcome("verify", False, verify_failure(verdict, checks))
     try:
@@ -175,7 +187,10 @@ def _attempt(
     except TaskFolderError as exc:
         return _Outcome("rubric", False, f"cannot unpack the forged task: {exc}", final=True)
     if not judged.passed:
-        return _Outcome(judged.stage, False, judged.reason, judged.final, rubric=judged.rubric)
+        return _Outcome(
+            judged.stage, False, judged.reason, judged.final, rubric=judged.rubric,
+            infra=judged.infra,
+        )  # fmt: skip
     return _Outcome("kept", True, judged.reason, True, cand, forged, packages, rubric=judged.rubric)
 
 
@@ -200,6 +215,8 @@ def instantiate(
     except (PlanError, LLMError) as exc:
         why = _llm_fault("Planner", exc) if isinstance(exc, LLMError) else f"no plan: {exc}"
         result.attempts.append(attempt_row(path, 0, _Outcome("plan", False, why)))
+        if isinstance(exc, LLMError) and _is_infra(exc):
+            result.fault = why
         return result
     result.plan = plan
     failed: dict[str, str] = {}
@@ -214,6 +231,7 @@ def instantiate(
         except LLMError as exc:
             out = _Outcome("construct", False, _llm_fault("Constructor", exc))
             result.attempts.append(attempt_row(path, attempt, out))
+            result.fault = out.reason if _is_infra(exc) else ""
             return result
         out = _attempt(code, plan, judge_chat or chat, sandbox, seed, split, failed)
         task_id = str((out.candidate or {}).get("task_id", ""))
@@ -223,6 +241,7 @@ def instantiate(
             result.forged = out.forged
             return result
         if out.final:
+            result.fault = out.reason if out.infra else ""
             return result
         with contextlib.suppress(WriterError):
             failed[normalized_hash(code)] = out.reason

@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
+from doubles.fake_openai import FakeOpenAI
+from doubles.skillsynth import generator, plan_for, router_for
 
 from clawloop.flows.cli import main
+from clawloop.generators.verify import verify_task
+from clawloop.harness.sandbox.base import SandboxConfig
+from clawloop.harness.taskfolder.folder import import_folder
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "skills"
+PATH = ["pdf-to-markdown", "markdown-to-html"]  # the fixtures' one chain
 
 
 def _json(capsys: pytest.CaptureFixture[str], argv: list[str]) -> dict:
@@ -90,3 +97,41 @@ def test_graph_with_no_skills_exits_2(tmp_path: Path, capsys: pytest.CaptureFixt
         == 2
     )
     assert "no usable skill folders" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
+def test_synth_writes_verified_harbor_folders_and_reports_repairs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    graph, out = tmp_path / "graph", tmp_path / "tasks"
+    assert main(["skills", "graph", str(FIXTURES), "--out", str(graph), "--heuristic"]) == 0
+    # the first construction grades a field it never asks for: the judge says so, one repair
+    route = router_for(lambda n: generator(asks=n > 0), plan_for(PATH))
+    with FakeOpenAI("routed", router=route, model="fake") as fake:
+        argv = ["skills", "synth", str(graph), "--n", "1", "--out", str(out), "--backend",
+                "bwrap", "--base-url", fake.base_url, "--model", "fake", "--json"]  # fmt: skip
+        capsys.readouterr()
+        report = _json(capsys, argv)
+        # the Planner saw each skill's SKILL.md body, read again through meta.json's skills_dirs
+        planner = fake.requests[0]["messages"][-1]["content"]
+    assert "One `.md` file per PDF, next to the original." in planner
+    assert (report["kept"], report["paths"], report["repairs"]) == (1, 1, 1)
+    (task,) = report["tasks"]
+    assert task["skills"] == PATH and task["kept"]
+    assert [(a["stage"], a["passed"]) for a in task["attempts"]] == [
+        ("rubric", False),
+        ("kept", True),
+    ]
+    (folder,) = out.iterdir()
+    assert folder.name == task["attempts"][-1]["task_id"]
+    checks, verdict = verify_task(import_folder(folder), SandboxConfig(backend="bwrap"))
+    assert verdict["kept"], verdict["reason"]
+
+
+def test_synth_without_an_endpoint_exits_2(tmp_path: Path, capsys) -> None:
+    graph = tmp_path / "graph"
+    assert main(["skills", "graph", str(FIXTURES), "--out", str(graph), "--heuristic"]) == 0
+    capsys.readouterr()
+    assert main(["skills", "synth", str(graph), "--n", "1", "--out", str(tmp_path / "t")]) == 2
+    err = capsys.readouterr().err
+    assert "needs an LLM endpoint" in err and len(err.strip().splitlines()) == 1
