@@ -224,7 +224,11 @@ def _assistant_message(
 
 
 def _turn_record(reply: ChatReply, from_text: bool, raw_content: str) -> dict[str, Any]:
-    """What the episode keeps of one reply for training: token ids, logprobs, timing."""
+    """What the episode keeps of one reply for training: token ids, logprobs, timing, and the
+    sampled text as the server returned it (`raw_content`: the reply's content before any tool
+    call is parsed out of it; `reasoning_content`: what a reasoning parser split off;
+    `tool_calls_native`: the server parsed tool calls out of the sample itself, so without token
+    ids the exact sampled text is unknown)."""
     return {
         "prompt_token_ids": reply.prompt_token_ids,
         "completion_token_ids": reply.completion_token_ids,
@@ -233,7 +237,9 @@ def _turn_record(reply: ChatReply, from_text: bool, raw_content: str) -> dict[st
         "finish_reason": reply.finish_reason,
         "latency_s": round(reply.latency_s, 4),
         "tool_calls_from_text": from_text,
-        "raw_content": raw_content,
+        "raw_content": raw_content or str(reply.message.get("content") or ""),
+        "reasoning_content": reply.reasoning_content,
+        "tool_calls_native": bool(reply.raw_tool_calls),
         "tools": [],
     }
 

@@ -68,6 +68,10 @@ class ChatReply:
     completion_token_ids: list[int] | None = None
     logprobs: list[float] | None = None  # one per completion token, the sampled token's logprob
     raw_tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    # What a reasoning parser split off the sampled text (vLLM `reasoning_content` / `reasoning`,
+    # transformers serve `reasoning_content`); None when the server returned none. Training puts
+    # it back in front of the content: it is part of what the policy sampled.
+    reasoning_content: str | None = None
 
     @property
     def needs_retokenize(self) -> bool:
@@ -209,6 +213,9 @@ def reply_from_response(data: dict[str, Any], latency_s: float = 0.0) -> ChatRep
     lp = choice.get("logprobs") or {}
     content_lp = lp.get("content") if isinstance(lp, dict) else None
     logprobs = [float(t["logprob"]) for t in content_lp] if content_lp else None
+    reasoning = msg.get("reasoning_content")
+    if not isinstance(reasoning, str):
+        reasoning = msg.get("reasoning") if isinstance(msg.get("reasoning"), str) else None
     return ChatReply(
         message=message,
         finish_reason=choice.get("finish_reason") or "",
@@ -219,6 +226,7 @@ def reply_from_response(data: dict[str, Any], latency_s: float = 0.0) -> ChatRep
         completion_token_ids=choice.get("token_ids"),
         logprobs=logprobs,
         raw_tool_calls=tool_calls,
+        reasoning_content=reasoning or None,
     )
 
 

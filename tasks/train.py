@@ -23,7 +23,7 @@ from clawloop.tasks.policy import (
 from clawloop.tasks.settings import stage_section
 from clawloop.tasks.stage import StageContext, StageResult, StageSpec
 from clawloop.training.config import TrainConfig
-from clawloop.training.stage import train_stage
+from clawloop.training.stage import token_summary, train_stage
 
 if TYPE_CHECKING:
     from clawloop.tasks.config import RunConfig
@@ -76,6 +76,9 @@ def run(ctx: StageContext) -> StageResult:
             # where GRPO's old-policy logprobs came from: the server, or frozen at phase start
             "logprobs_recorded": result.counts.get("grpo_logprobs_recorded", 0),
             "logprobs_frozen": result.counts.get("grpo_logprobs_frozen", 0),
+            # how the trained tokens were built: the server's sampled ids, the tokenised sampled
+            # text, or dropped (sampled text unknown); and logprob / end-of-turn trouble
+            **token_summary(result.counts),
             "train_seconds": round(result.duration_s, 2),
         },
     )

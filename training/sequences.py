@@ -1,23 +1,40 @@
 """Turn one recorded episode into token sequences with an action mask (what the policy sampled).
 
 Training must see exactly what the policy saw and produced. Each assistant turn t is a pair
-(prompt ids P_t, completion ids C_t): taken from the rollout record when the server returned token
-ids (vLLM), else rebuilt by rendering the chat with the model's own template (prompt = history with
-the generation prompt; completion = the assistant message as the template writes it, through its
-end-of-turn token). Consecutive turns are chained into one sequence while the next prompt extends
-the previous prompt + completion token for token (the prefix property); where it breaks (a template
-that rewrites history, e.g. Qwen3 dropping empty think blocks; a re-tokenisation that differs from
-the sampled ids; context truncation) a new sequence starts. So every sequence is a context the
-policy really had, and `action_mask` is 1 on sampled tokens only: assistant text, tool-call JSON and
-the end-of-turn token, never system, user or tool-observation tokens.
+(prompt ids P_t, completion ids C_t), and C_t is always what the policy sampled, never a chat
+template's re-rendering of the reply:
+
+- **from ids** (vLLM): the server returned the prompt and completion token ids; used as they are,
+  with the sampler's logprobs when their count matches the completion.
+- **from text** (transformers serve, any OpenAI-compatible server without token ids): C_t is the
+  tokenisation of the exact sampled text — the turn record's `raw_content` (the reply's content
+  before any tool call was parsed out of it), with a reasoning parser's `reasoning_content` put
+  back in front — followed by the end-of-turn id when the model stopped (not when it was cut at
+  max_tokens). P_t is the recorded prompt (ids, else text) when the record holds one, else the
+  chat template's rendering of the history with the episode's real tool schemas and the generation
+  prompt: what the server itself rendered and tokenised before sampling.
+- **dropped**: a turn whose sampled text is unknown (the server parsed native tool calls out of the
+  sample and returned no token ids), or whose prompt the template cannot render. Counted, with the
+  reason in the notes, never silently re-rendered.
+
+Consecutive turns are chained into one sequence while the next prompt extends the previous prompt +
+completion token for token (the prefix property); where it breaks (a template that rewrites
+history, e.g. Qwen3 dropping think blocks; a re-tokenisation that differs from the sampled ids;
+context truncation) a new sequence starts. So every sequence is a context the policy really had,
+and `action_mask` is 1 on sampled tokens only: reasoning, assistant text, tool-call text and the
+end-of-turn token, never system, user or tool-observation tokens.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
+
+THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
+CUT_REASONS = ("length",)  # finish reasons of a reply cut before the model ended its turn
 
 
 @dataclass
@@ -27,7 +44,7 @@ class Turn:
     prompt_ids: list[int]
     completion_ids: list[int]
     logprobs: list[float] | None
-    source: str  # recorded | rendered
+    source: str  # ids | text
 
 
 @dataclass
@@ -50,22 +67,30 @@ class TokenSample:
 
 @dataclass
 class EncodeReport:
-    """Why turns or sequences were left out, counted, so the stage can record it."""
+    """Which path every turn took, and what was left out or could not be trusted, counted."""
 
-    turns_recorded: int = 0
-    turns_rendered: int = 0
-    turns_skipped: int = 0
+    turns_from_ids: int = 0  # completion = the server's sampled token ids
+    turns_from_text: int = 0  # completion = tokenisation of the exact sampled text
+    turns_dropped: int = 0  # sampled text unknown or prompt not renderable (see notes)
+    prompts_from_record: int = 0  # text turns whose prompt came from recorded ids/text
+    prompts_without_tools: int = 0  # template prompts that do not show the offered tools
+    logprobs_missing: int = 0  # id turns the server gave no logprobs for (frozen by GRPO)
+    logprobs_mismatched: int = 0  # id turns whose logprob count differs from the completion's
+    eos_missing: int = 0  # completions of a stopped reply not ending with the end-of-turn id
+    completions_cut: int = 0  # replies cut at max_tokens: trained without an end-of-turn id
     prefix_breaks: int = 0
     truncated: int = 0
     dropped_empty: int = 0
     notes: list[str] = field(default_factory=list)
 
     def add(self, other: EncodeReport) -> None:
-        for name in ("turns_recorded", "turns_rendered", "turns_skipped", "prefix_breaks"):
-            setattr(self, name, getattr(self, name) + getattr(other, name))
-        self.truncated += other.truncated
-        self.dropped_empty += other.dropped_empty
+        for f in fields(self):
+            if f.name != "notes":
+                setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
         self.notes.extend(other.notes[: max(0, 20 - len(self.notes))])
+
+    def counts(self) -> dict[str, int]:
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "notes"}
 
 
 def chain_turns(turns: list[Turn]) -> tuple[list[TokenSample], int]:
@@ -111,62 +136,183 @@ def _ids(tokenizer, text: str) -> list[int]:
     return list(tokenizer(text, add_special_tokens=False)["input_ids"])
 
 
-def render_turn(
-    tokenizer, messages: list[dict], index: int, tools: list[dict] | None
-) -> Turn | str:
-    """Rebuild assistant message `index` as (prompt, completion) ids; a string says why it can't."""
-    prompt_text = _render(tokenizer, messages[:index], tools, gen=True)
-    full_text = _render(tokenizer, messages[: index + 1], tools, gen=False)
-    if not full_text.startswith(prompt_text):
-        return f"turn {index}: the template does not render the history as a prefix of the turn"
-    completion = full_text[len(prompt_text) :]
-    # The template closes a turn with eos plus a newline; the policy stopped at eos.
-    eos = tokenizer.eos_token
-    if eos and eos in completion:
-        completion = completion[: completion.rindex(eos) + len(eos)]
-    if not completion:
-        return f"turn {index}: the assistant message renders to no text"
-    # Tokenised apart, as the server did: it tokenised the prompt, then sampled the completion.
-    return Turn(_ids(tokenizer, prompt_text), _ids(tokenizer, completion), None, "rendered")
+def end_of_turn_ids(tokenizer) -> tuple[int, set[int]]:
+    """(the id the template closes an assistant turn with, every id that ends a turn).
+
+    Found from the template itself (the first token after a rendered assistant message), so
+    `<|im_end|>`-style templates and eos-only ones both work; eos always counts as an end."""
+    cached = getattr(tokenizer, "_clawloop_end_ids", None)
+    if cached is not None:
+        return cached
+    ends = {tokenizer.eos_token_id} - {None}
+    eot = tokenizer.eos_token_id
+    marker = "clawloop-end-marker"
+    try:
+        text = _render(
+            tokenizer,
+            [{"role": "user", "content": "x"}, {"role": "assistant", "content": marker}],
+            None,
+            gen=False,
+        )
+        after = text[text.rindex(marker) + len(marker) :]
+        special = set(getattr(tokenizer, "all_special_ids", []))
+        special |= set(getattr(tokenizer, "added_tokens_decoder", {}) or {})
+        first = _ids(tokenizer, after)[:1]
+        if first and first[0] in special:
+            eot = first[0]
+    except Exception:  # a template that cannot render a plain exchange: eos is the end
+        pass
+    if eot is not None:
+        ends.add(eot)
+    result = (eot, ends)
+    with contextlib.suppress(AttributeError):  # a tokenizer that refuses attributes: no cache
+        tokenizer._clawloop_end_ids = result
+    return result
 
 
-def _recorded_turn(rec: dict) -> Turn | None:
-    prompt, completion = rec.get("prompt_token_ids"), rec.get("completion_token_ids")
-    if rec.get("needs_retokenize") or not prompt or not completion:
-        return None
+def _reasoned(reasoning: str, content: str, prompt_text: str) -> str:
+    """The sampled text a reasoning parser split into (reasoning, content), put back together.
+
+    Parsers that partition at the tags (vLLM's) keep the whitespace, so `<think>` + reasoning +
+    `</think>` + content is the sample exactly; a parser that stripped both parts gets the
+    template convention `<think>\\n...\\n</think>\\n\\n`. A prompt that already opens the think
+    block (thinking-only templates) means the model did not sample `<think>` itself."""
+    if reasoning[:1] == "\n" or content[:1] == "\n":  # kept as sampled
+        body = reasoning + THINK_CLOSE + content
+    else:  # both parts stripped: the template's whitespace
+        body = "\n" + reasoning.strip("\n") + "\n" + THINK_CLOSE + "\n\n" + content.lstrip("\n")
+    if prompt_text.rstrip("\n").endswith(THINK_OPEN):
+        return body[1:] if prompt_text.endswith("\n") and body[:1] == "\n" else body
+    return THINK_OPEN + body
+
+
+def sampled_text(rec: dict, message: dict) -> str | None:
+    """The exact text the policy sampled for one turn (reasoning not included), or None when it
+    is unknown: the server parsed native tool calls out of the sample and kept no raw text."""
+    if "tool_calls_native" in rec:  # current records: raw_content is the content as returned
+        return None if rec["tool_calls_native"] else str(rec.get("raw_content") or "")
+    # older records kept raw_content only when the tool calls were parsed out of the text
+    if rec.get("raw_content"):
+        return str(rec["raw_content"])
+    if message.get("tool_calls"):
+        return None  # native calls, or parsed ones whose text was not kept
+    return str(message.get("content") or "")
+
+
+def _logprob_list(rec: dict, n: int, report: EncodeReport) -> list[float] | None:
     lps = rec.get("logprobs")
-    if lps is not None and len(lps) != len(completion):
-        lps = None  # a logprob list that does not line up with the tokens cannot be trusted
-    if lps is not None:
-        lps = [float(x) if isinstance(x, (int, float)) else float(x.get("logprob")) for x in lps]
-    return Turn(list(prompt), list(completion), lps, "recorded")
+    if lps is None:
+        report.logprobs_missing += 1
+        return None
+    if len(lps) != n:
+        report.logprobs_mismatched += 1
+        report.notes.append(
+            f"{len(lps)} logprobs for {n} completion tokens: not trusted (GRPO freezes the "
+            "phase start model's instead)"
+        )
+        return None
+    return [float(x) if isinstance(x, (int, float)) else float(x.get("logprob")) for x in lps]
+
+
+def _ids_turn(tokenizer, rec: dict, report: EncodeReport) -> Turn | None:
+    """The server's sampled ids, when the record holds both sides."""
+    prompt, completion = rec.get("prompt_token_ids"), rec.get("completion_token_ids")
+    if not prompt or not completion:
+        return None
+    _, ends = end_of_turn_ids(tokenizer)
+    if completion[-1] not in ends:
+        if rec.get("finish_reason") in CUT_REASONS:
+            report.completions_cut += 1
+        else:
+            report.eos_missing += 1
+            report.notes.append(
+                f"recorded completion of a {rec.get('finish_reason') or 'stopped'} reply does "
+                f"not end with an end-of-turn id (last id {completion[-1]}): trained as sampled"
+            )
+    lps = _logprob_list(rec, len(completion), report)
+    return Turn(list(prompt), list(completion), lps, "ids")
+
+
+def _text_prompt(
+    tokenizer, rec: dict, messages: list[dict], index: int, tools, report: EncodeReport
+) -> tuple[list[int], str] | str:
+    """(prompt ids, prompt text) of a text turn, or why there is none."""
+    if rec.get("prompt_token_ids"):
+        ids = list(rec["prompt_token_ids"])
+        report.prompts_from_record += 1
+        return ids, tokenizer.decode(ids)
+    if isinstance(rec.get("prompt_text"), str) and rec["prompt_text"]:
+        report.prompts_from_record += 1
+        return _ids(tokenizer, rec["prompt_text"]), rec["prompt_text"]
+    try:
+        text = _render(tokenizer, messages[:index], tools, gen=True)
+    except Exception as exc:  # jinja errors, templates that refuse a role order
+        return f"the chat template cannot render the history ({type(exc).__name__}: {exc})"
+    names = [str((t.get("function") or t).get("name", "")) for t in tools or []]
+    if any(n and n not in text for n in names):
+        report.prompts_without_tools += 1
+    return _ids(tokenizer, text), text
+
+
+def _text_turn(
+    tokenizer, rec: dict, messages: list[dict], index: int, tools, report: EncodeReport
+) -> Turn | str:
+    text = sampled_text(rec, messages[index])
+    if text is None:
+        return (
+            "the server parsed the tool calls out of the reply and returned neither token ids "
+            "nor the raw text, so what was sampled is unknown (serve with token ids, e.g. vLLM, "
+            "or without a tool parser)"
+        )
+    prompt = _text_prompt(tokenizer, rec, messages, index, tools, report)
+    if isinstance(prompt, str):
+        return prompt
+    prompt_ids, prompt_text = prompt
+    reasoning = rec.get("reasoning_content")
+    if isinstance(reasoning, str) and reasoning:
+        text = _reasoned(reasoning, text, prompt_text)
+    # Tokenised apart, as the server did: it tokenised the prompt, then sampled the completion.
+    completion = _ids(tokenizer, text) if text else []
+    if rec.get("finish_reason") in CUT_REASONS:
+        report.completions_cut += 1  # the model never sampled its end-of-turn token
+    else:
+        eot, _ = end_of_turn_ids(tokenizer)
+        if eot is None:
+            report.eos_missing += 1
+        else:
+            completion.append(eot)
+    if not completion:
+        return "the reply is empty and was cut: nothing was sampled"
+    return Turn(prompt_ids, completion, None, "text")
 
 
 def episode_turns(
-    tokenizer, messages: list[dict], tools: list[dict] | None, turns: list[dict], use_recorded: bool
+    tokenizer, messages: list[dict], tools: list[dict] | None, turns: list[dict], use_ids: bool
 ) -> tuple[list[Turn], EncodeReport]:
-    """Every assistant turn of an episode as token ids: recorded where possible, else rendered."""
+    """Every assistant turn of an episode as token ids: sampled ids, else sampled text."""
     report = EncodeReport()
     assistant_idx = [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
-    if use_recorded and turns and len(turns) != len(assistant_idx):
+    if turns and len(turns) != len(assistant_idx):
         report.notes.append(
-            f"{len(turns)} recorded turns for {len(assistant_idx)} assistant messages: re-rendered"
+            f"{len(turns)} turn records for {len(assistant_idx)} assistant messages: records "
+            "ignored, each message's own text used where it is the whole sample"
         )
         turns = []
     out: list[Turn] = []
     for k, idx in enumerate(assistant_idx):
-        turn = _recorded_turn(turns[k]) if use_recorded and turns else None
+        rec = turns[k] if turns else {}
+        turn = _ids_turn(tokenizer, rec, report) if use_ids else None
         if turn is not None:
-            report.turns_recorded += 1
+            report.turns_from_ids += 1
             out.append(turn)
             continue
-        rendered = render_turn(tokenizer, messages, idx, tools)
-        if isinstance(rendered, str):
-            report.turns_skipped += 1
-            report.notes.append(rendered)
+        made = _text_turn(tokenizer, rec, messages, idx, tools, report)
+        if isinstance(made, str):
+            report.turns_dropped += 1
+            report.notes.append(f"assistant turn {k}: dropped: {made}")
             continue
-        report.turns_rendered += 1
-        out.append(rendered)
+        report.turns_from_text += 1
+        out.append(made)
     return out, report
 
 
@@ -185,7 +331,9 @@ def truncate(sample: TokenSample, max_len: int) -> TokenSample | None:
 def encode_episode(
     tokenizer, row: dict, max_len: int, use_recorded: bool = True
 ) -> tuple[list[TokenSample], EncodeReport]:
-    """One trajectory row (TRAJECTORIES schema) -> training sequences + what was left out."""
+    """One trajectory row (TRAJECTORIES schema) -> training sequences + what was left out.
+
+    `use_recorded=False` ignores recorded completion ids and trains every turn from its text."""
     messages = _loads(row.get("messages_json"), [])
     tools = _loads(row.get("tools_json"), None)
     turns_meta = _loads(row.get("turns_json"), [])

@@ -108,15 +108,33 @@ def _logprob_counts(samples: list[TokenSample]) -> dict[str, int]:
     return {"grpo_logprobs_recorded": recorded, "grpo_logprobs_frozen": len(action) - recorded}
 
 
+def _dropped(phase: str, enc: EncodeReport) -> str:
+    """A reason fragment when turns could not be trained on what was sampled."""
+    if not enc.turns_dropped:
+        return ""
+    total = enc.turns_dropped + enc.turns_from_ids + enc.turns_from_text
+    why = next((n for n in enc.notes if "dropped" in n), "")
+    log.warning("%s: %d of %d turns dropped: %s", phase, enc.turns_dropped, total, why)
+    return f"{phase}: {enc.turns_dropped} of {total} assistant turns dropped ({why})"
+
+
 def _encode_counts(prefix: str, enc: EncodeReport) -> dict[str, int]:
-    return {
-        f"{prefix}_turns_recorded": enc.turns_recorded,
-        f"{prefix}_turns_rendered": enc.turns_rendered,
-        f"{prefix}_turns_skipped": enc.turns_skipped,
-        f"{prefix}_prefix_breaks": enc.prefix_breaks,
-        f"{prefix}_truncated": enc.truncated,
-        f"{prefix}_dropped_empty": enc.dropped_empty,
-    }
+    """Every count of the phase's encoding, e.g. `grpo_turns_from_ids`, `sft_eos_missing`."""
+    return {f"{prefix}_{name}": value for name, value in enc.counts().items()}
+
+
+TURN_PATHS = ("turns_from_ids", "turns_from_text", "turns_dropped")
+TOKEN_FLAGS = ("logprobs_missing", "logprobs_mismatched", "eos_missing", "completions_cut")
+
+
+def token_summary(counts: dict[str, int]) -> dict[str, int]:
+    """How the trained turns were built, for the stage summary: per path the turns of the phase
+    that saw the most of them (GRPO encodes every episode SFT does and more), and the flags."""
+    phases = [p for p in ("grpo", "sft") if f"{p}_turns_from_ids" in counts]
+    if not phases:
+        return {}
+    best = max(phases, key=lambda p: sum(counts.get(f"{p}_{k}", 0) for k in TURN_PATHS))
+    return {k: counts.get(f"{best}_{k}", 0) for k in TURN_PATHS + TOKEN_FLAGS}
 
 
 def _reference_model(start: PolicyRef, cfg: TrainConfig, device):
@@ -213,6 +231,7 @@ def train_stage(
             samples, rep = sft_samples(trajectories, band, tokenizer, cfg)
             result.counts.update(sft_episodes=rep.episodes, sft_samples=rep.samples)
             result.counts.update(_encode_counts("sft", rep.encode))
+            reasons += [r for r in [_dropped("sft", rep.encode)] if r]
             if samples:
                 policy, rows = run_phase("sft", samples, policy, tokenizer, cfg, out_dir)
                 result.metrics += rows
@@ -232,6 +251,7 @@ def train_stage(
                 groups_not_kept=grep.dropped_not_kept,
             )
             result.counts.update(_encode_counts("grpo", grep.encode))
+            reasons += [r for r in [_dropped("grpo", grep.encode)] if r]
             result.counts.update(_logprob_counts(samples))
             if samples:
                 policy, rows = run_phase(

@@ -67,6 +67,42 @@ def tool_messages(variant: int = 0) -> list[dict]:
     ]
 
 
+def sampled_texts(messages: list[dict]) -> list[str]:
+    """What a model writing hermes tool calls in its text sampled for each assistant message (the
+    agent keeps the prose as content and the calls as tool_calls; the record keeps this text)."""
+    out = []
+    for m in messages:
+        if m["role"] != "assistant":
+            continue
+        blocks = [
+            f'<tool_call>\n{{"name": "{c["function"]["name"]}", '
+            f'"arguments": {c["function"]["arguments"]}}}\n</tool_call>'
+            for c in m.get("tool_calls") or []
+        ]
+        out.append("\n".join(([m["content"]] if m["content"] else []) + blocks))
+    return out
+
+
+def text_turns(messages: list[dict], **extra) -> list[dict]:
+    """Turn records as the agent writes them for a server without token ids (transformers
+    serve) whose tool calls the agent parsed out of the text."""
+    return [
+        {
+            "prompt_token_ids": None,
+            "completion_token_ids": None,
+            "logprobs": None,
+            "needs_retokenize": True,
+            "finish_reason": "stop",
+            "tool_calls_from_text": "<tool_call>" in text,
+            "raw_content": text,
+            "reasoning_content": None,
+            "tool_calls_native": False,
+            **extra,
+        }
+        for text in sampled_texts(messages)
+    ]
+
+
 def episode_row(task_id: str, attempt: int, reward: float, variant: int = 0, **extra) -> dict:
     row = {
         "episode_id": f"{task_id}-{attempt}",
@@ -77,7 +113,7 @@ def episode_row(task_id: str, attempt: int, reward: float, variant: int = 0, **e
         "policy_id": "tiny",
         "messages_json": json.dumps(tool_messages(variant)),
         "tools_json": json.dumps(TOOLS),
-        "turns_json": json.dumps([{"needs_retokenize": True} for _ in range(3)]),
+        "turns_json": json.dumps(text_turns(tool_messages(variant))),
         "reward": reward,
         "passed": reward >= 1.0,
         "checks_json": "{}",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 
-from conftest import TOOLS, episode_row, tool_messages
+from conftest import TOOLS, episode_row, sampled_texts, tool_messages
 
 from clawloop.training.sequences import Turn, chain_turns, encode_episode, truncate
 
@@ -75,7 +75,8 @@ def test_recorded_multiturn_tool_trajectory_mask_is_exact(tiny_tokenizer):
         prompt = prompt + c + (_ids(tok, observations[k]) if k < len(observations) else [])
     row = episode_row("t1", 0, 1.0, turns_json=json.dumps(turns))
     samples, report = encode_episode(tok, row, max_len=10_000)
-    assert report.turns_recorded == 3 and report.prefix_breaks == 0 and len(samples) == 1
+    assert report.turns_from_ids == 3 and report.prefix_breaks == 0 and len(samples) == 1
+    assert report.eos_missing == 0 and report.logprobs_mismatched == 0
     s = samples[0]
     assert _spans(s.action_mask) == expected_action
     action_text = [tok.decode(s.input_ids[a:b]) for a, b in _spans(s.action_mask)]
@@ -88,36 +89,34 @@ def test_recorded_multiturn_tool_trajectory_mask_is_exact(tiny_tokenizer):
     assert all(math.isnan(x) for x in s.old_logprobs[:a0])
 
 
-def test_rendered_multiturn_tool_trajectory_mask_is_exact(tiny_tokenizer):
-    """Text only: each assistant turn re-rendered with the chat template; Qwen3's template drops
-    the empty think block from history, so every turn is its own sequence (the exact context)."""
+def test_text_multiturn_tool_trajectory_mask_is_exact(tiny_tokenizer):
+    """Text only (no token ids): each prompt is the template's rendering of the history with the
+    real tools, each completion the sampled text + <|im_end|>; the prompts extend each other
+    here, so the episode is one sequence whose trained spans are exactly the sampled texts."""
     tok = tiny_tokenizer
     msgs = tool_messages()
     samples, report = encode_episode(tok, episode_row("t1", 0, 1.0), max_len=10_000)
-    assert report.turns_rendered == 3 and report.turns_skipped == 0
-    assert len(samples) == 3 and report.prefix_breaks == 2
+    assert report.turns_from_text == 3 and report.turns_dropped == 0 and report.turns_from_ids == 0
+    assert len(samples) == 1 and report.prefix_breaks == 0
+    s = samples[0]
+    spans = _spans(s.action_mask)
+    assert [tok.decode(s.input_ids[a:b]) for a, b in spans] == [
+        t + "<|im_end|>" for t in sampled_texts(msgs)
+    ]
     assistant_idx = [i for i, m in enumerate(msgs) if m["role"] == "assistant"]
-    for s, idx in zip(samples, assistant_idx, strict=True):
+    for (a, _), idx in zip(spans, assistant_idx, strict=True):
         prompt = tok.apply_chat_template(
             msgs[:idx], tools=TOOLS, add_generation_prompt=True, tokenize=False
         )
-        full = tok.apply_chat_template(msgs[: idx + 1], tools=TOOLS, tokenize=False)
-        completion = full[len(prompt) :].rstrip("\n")
-        assert completion.endswith("<|im_end|>")
-        spans = _spans(s.action_mask)
-        assert spans == [(len(_ids(tok, prompt)), len(s.input_ids))]
-        a, b = spans[0]
-        assert tok.decode(s.input_ids[:a]) == prompt
-        assert tok.decode(s.input_ids[a:b]) == completion
-        assert s.input_ids[b - 1] == tok.convert_tokens_to_ids("<|im_end|>")
+        assert tok.decode(s.input_ids[:a]) == prompt  # the context the server rendered
     # the tool-call JSON is trained on, the tool output never is
-    second = tok.decode(
-        [t for t, m in zip(samples[1].input_ids, samples[1].action_mask, strict=True) if m]
-    )
-    assert '"arguments": {"command": "echo' in second and "hive,weight" not in second
+    trained = tok.decode([t for t, m in zip(s.input_ids, s.action_mask, strict=True) if m])
+    assert '"arguments": {"command": "echo' in trained and "hive,weight" not in trained
 
 
-def test_turn_count_mismatch_falls_back_to_rendering(tiny_tokenizer):
+def test_turn_count_mismatch_uses_only_what_the_messages_hold(tiny_tokenizer):
+    """Records that do not line up with the messages are ignored: a message without tool calls
+    is its own sampled text, one with tool calls has lost it (counted as dropped)."""
     row = episode_row(
         "t1",
         0,
@@ -125,8 +124,15 @@ def test_turn_count_mismatch_falls_back_to_rendering(tiny_tokenizer):
         turns_json=json.dumps([{"prompt_token_ids": [1], "completion_token_ids": [2]}]),
     )
     samples, report = encode_episode(tiny_tokenizer, row, max_len=10_000)
-    assert report.turns_recorded == 0 and report.turns_rendered == 3 and len(samples) == 3
-    assert "re-rendered" in report.notes[0]
+    assert report.turns_from_ids == 0 and report.turns_from_text == 1
+    assert report.turns_dropped == 2 and len(samples) == 1
+    assert "records ignored" in report.notes[0]
+    assert (
+        tiny_tokenizer.decode(
+            [t for t, m in zip(samples[0].input_ids, samples[0].action_mask, strict=True) if m]
+        )
+        == "Done: total is 42.<|im_end|>"
+    )
 
 
 def test_truncation_keeps_left_part_and_drops_actionless():

@@ -71,7 +71,9 @@ def test_sft_overfits_and_moves_every_parameter(tiny_model_dir, tmp_path):
     )
     result = train_stage(traj, band, cfg, tiny_model_dir, tmp_path)
     assert result.status == "trained", result.reason
-    assert result.counts["sft_episodes"] == 1 and result.counts["sft_samples"] == 3
+    # text-only turns whose prompts extend each other: the episode is one sequence
+    assert result.counts["sft_episodes"] == 1 and result.counts["sft_samples"] == 1
+    assert result.counts["sft_turns_from_text"] == 3 and result.counts["sft_turns_dropped"] == 0
     losses = [r["loss"] for r in result.metrics]
     assert len(losses) == 10 and losses[-1] < 0.5 * losses[0]
     assert all(r["action_tokens"] > 0 and r["tokens"] > r["action_tokens"] for r in result.metrics)
