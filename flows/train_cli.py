@@ -3,6 +3,7 @@
     python -m clawloop.flows.train_cli tiny-model OUT_DIR
     python -m clawloop.flows.train_cli train --trajectories T.parquet --band B.parquet \
         --base-model MODEL_DIR --out OUT_DIR [--phases sft --lora true ...]
+    python -m clawloop.flows.train_cli train ... --explain 3   # what would be trained, decoded
     accelerate launch --config_file training/configs/zero3.yaml -m clawloop.flows.train_cli train ...
 
 Every `TrainConfig` field is a flag (`--sft-learning-rate 1e-5`). `register(subparsers)` adds the
@@ -79,6 +80,12 @@ def _cmd_train(args: argparse.Namespace) -> int:
             return 2
     out = Path(args.out)
     traj, band = pd.read_parquet(args.trajectories), pd.read_parquet(args.band)
+    if args.explain:
+        from clawloop.training.explain import explain
+        from clawloop.training.trainer_base import load_tokenizer
+
+        print(explain(traj, band, load_tokenizer(Path(args.base_model)), cfg, args.explain))
+        return 0
     try:
         result = train_stage(traj, band, cfg, args.base_model, out)
     except TrainError as exc:  # a crash writes no checkpoint: one line, exit 1
@@ -111,6 +118,14 @@ def register(subparsers) -> None:
         "--base-model", required=True, help="model folder (or hub name) to start from"
     )
     train.add_argument("--out", required=True, help="folder for checkpoints and metrics.parquet")
+    train.add_argument(
+        "--explain",
+        type=int,
+        default=0,
+        metavar="N",
+        help="print the first N training sequences with their trained spans decoded (and the "
+        "turns per path: sampled ids, sampled text, dropped), then exit without training",
+    )
     add_config_flags(train)
     train.set_defaults(func=_cmd_train)
 
