@@ -26,6 +26,7 @@ from clawloop.generators.diagnosis.guidance import read_guidance
 from clawloop.generators.diagnosis.summary import SummaryConfig, summarize_failure
 from clawloop.harness import owned
 from clawloop.harness.rollout import RolloutConfig
+from clawloop.harness.sandbox.pool import with_host_column
 from clawloop.storage import artifacts, schemas
 from clawloop.storage.schemas import FailureSummary, Trajectory
 from clawloop.tasks.episodes import roll_out, verified_tasks
@@ -133,7 +134,7 @@ def run(ctx: StageContext) -> StageResult:
         )
         files = {n: (out / n).read_bytes() for n in FILES if (out / n).is_file()}
     return StageResult(
-        {"eval_trajectories": (schemas.TRAJECTORIES, evals), **res.tables()},
+        {"eval_trajectories": (with_host_column(schemas.TRAJECTORIES), evals), **res.tables()},
         files=files,
         summary={"policy": served, "eval_tasks": len(tasks), **res.summary},
     )

@@ -23,6 +23,7 @@ from prefect.cache_policies import NO_CACHE
 from clawloop.harness.llm import PolicyConfig, chat_token_counter, make_client
 from clawloop.harness.rollout import RolloutConfig, safe_attempt
 from clawloop.harness.sandbox.base import SandboxConfig
+from clawloop.harness.sandbox.pool import HOST_COLUMN, hosts_used
 from clawloop.harness.taskfolder.folder import unpack_tar
 from clawloop.harness.tools import TOOLS
 from clawloop.storage import schemas
@@ -69,7 +70,9 @@ def run_episode(
     """One episode of one task in a fresh sandbox, graded: a TRAJECTORIES row. An episode that
     ended in an infrastructure fault raises InfraFault (retried; the row travels with it)."""
     task_dir, task_row, attempt = job
-    row = safe_attempt(task_dir, task_row, policy, client, attempt, sandbox, cfg, count_tokens)
+    with hosts_used() as hosts:
+        row = safe_attempt(task_dir, task_row, policy, client, attempt, sandbox, cfg, count_tokens)
+    row = {**row, HOST_COLUMN: hosts.label()}
     if row["end_reason"] in INFRA_END_REASONS:
         raise InfraFault(f"{row['end_reason']}: {row['error'] or 'no detail'}", row)
     return row
@@ -88,7 +91,7 @@ def _lost(job: Job, exc: BaseException) -> Trajectory:
         attempt=attempt,
         end_reason="harness_error",
         error=f"{type(exc).__name__}: {exc}",
-    )
+    ) | {HOST_COLUMN: ""}
 
 
 def roll_out(

@@ -15,6 +15,7 @@ from pydantic import Field
 
 from clawloop.generators.forge import forge_candidate
 from clawloop.harness.sandbox.base import SandboxConfig
+from clawloop.harness.sandbox.pool import HOST_COLUMN, hosts_used, with_host_column
 from clawloop.harness.taskfolder.folder import forged_row
 from clawloop.storage import schemas
 from clawloop.storage.schemas import Candidate, Forged
@@ -48,8 +49,11 @@ class ForgeSettings(Section):
     persist_result=False,
 )
 def forge_one(candidate: Candidate, sandbox: SandboxConfig, retries: int) -> Forged:
-    """A CANDIDATES row -> a FORGED row (status ok, or failed with error and error_kind)."""
-    return forge_candidate(candidate, sandbox, retries=retries)
+    """A CANDIDATES row -> a FORGED row (status ok, or failed with error and error_kind), with
+    the host its sandbox ran on."""
+    with hosts_used() as hosts:
+        row = forge_candidate(candidate, sandbox, retries=retries)
+    return {**row, HOST_COLUMN: hosts.label()}
 
 
 def _crashed(candidate: Candidate, exc: BaseException) -> Forged:
@@ -59,6 +63,7 @@ def _crashed(candidate: Candidate, exc: BaseException) -> Forged:
         error=f"{type(exc).__name__}: {exc}",
         error_kind="sandbox" if is_transient(exc) else "crash",
         attempts=1,
+        **{HOST_COLUMN: ""},
     )
 
 
@@ -84,7 +89,7 @@ def run(ctx: StageContext) -> StageResult:
         if r["status"] != "ok":
             kinds[r["error_kind"]] = kinds.get(r["error_kind"], 0) + 1
     return StageResult(
-        {"tasks": (schemas.FORGED, rows)},
+        {"tasks": (with_host_column(schemas.FORGED), rows)},
         summary={"forged": ok, "failed": len(rows) - ok, "failures": kinds},
     )
 

@@ -10,6 +10,7 @@ from pydantic import Field
 
 from clawloop.harness import owned
 from clawloop.harness.rollout import RolloutConfig, band_filter, pass_rates
+from clawloop.harness.sandbox.pool import with_host_column
 from clawloop.storage import schemas
 from clawloop.tasks.episodes import roll_out, verified_tasks
 from clawloop.tasks.policy import policy_slice, serve_policy
@@ -58,7 +59,7 @@ def run(ctx: StageContext) -> StageResult:
     band = band_filter(traj, rcfg.n, rcfg.band_lo, rcfg.band_hi)
     return StageResult(
         {
-            "trajectories": (schemas.TRAJECTORIES, traj),
+            "trajectories": (with_host_column(schemas.TRAJECTORIES), traj),
             "band": (schemas.BAND, band),
             "pass_rates": (schemas.ROLLOUT_PASS_RATES, pass_rates(traj, band)),
         },

@@ -14,5 +14,7 @@ def sandbox_for(ctx: StageContext) -> SandboxConfig:
     try:
         check_backend(box)
     except SandboxError as exc:
-        raise StageError(f"{ctx.stage} cannot start sandboxes: {exc}") from exc
+        raise StageError(
+            f"{ctx.stage} cannot start sandboxes: {exc}; then resume: {ctx.resume}"
+        ) from exc
     return box

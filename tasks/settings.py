@@ -15,7 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 from pydantic.fields import FieldInfo
 
-from clawloop.harness.sandbox.base import Limits, SandboxConfig
+from clawloop.harness.sandbox.base import DockerHost, Limits, SandboxConfig
 
 
 class Section(BaseModel):
@@ -29,6 +29,15 @@ class StorageSettings(Section):
     )
 
 
+class DockerHostEntry(Section):
+    """One sandbox.docker_hosts entry written as a mapping: its URL and its own capacity."""
+
+    host: str = Field(description="the engine's DOCKER_HOST URL: unix://, tcp:// or ssh://")
+    capacity: int | None = Field(
+        None, ge=1, le=1024, description="sandboxes at once on this host (default: per_host)"
+    )
+
+
 class SandboxSettings(Section):
     backend: Literal["auto", "docker", "bwrap"] = Field(
         "auto", description="auto: Docker if an engine answers, else bubblewrap"
@@ -39,19 +48,52 @@ class SandboxSettings(Section):
     docker_host: str | None = Field(
         None, description="DOCKER_HOST for a remote engine, e.g. ssh://gpu-box or tcp://host:2376"
     )
+    docker_hosts: list[str | DockerHostEntry] = Field(
+        default_factory=list,
+        description=(
+            "a pool of Docker engines (DOCKER_HOST URLs, or {host: URL, capacity: N}): each "
+            "sandbox goes to a host with a free slot; a host that stops answering is left out "
+            "and its items retried on the others"
+        ),
+    )
+    per_host: int = Field(
+        4, ge=1, le=1024, description="sandboxes at once per docker_hosts host (unless it says)"
+    )
     wall_seconds: float = Field(60.0, gt=0, description="default wall-clock limit per command")
     memory_mb: int = Field(
         1024, ge=64, description="memory limit per sandbox (a Python start needs ~64 MB)"
     )
     cpus: float = Field(1.0, gt=0, description="CPU share per sandbox")
 
+    @model_validator(mode="after")
+    def _one_way_to_name_engines(self) -> SandboxSettings:
+        if self.docker_hosts and self.docker_host:
+            raise ValueError(
+                "set sandbox.docker_host (one engine) or sandbox.docker_hosts (a pool), not both: "
+                "put the one engine in the docker_hosts list"
+            )
+        if self.docker_hosts and self.backend == "bwrap":
+            raise ValueError("sandbox.docker_hosts needs sandbox.backend: docker (or auto)")
+        urls = [h if isinstance(h, str) else h.host for h in self.docker_hosts]
+        twice = sorted({u for u in urls if urls.count(u) > 1})
+        if twice:
+            raise ValueError(f"sandbox.docker_hosts names {', '.join(twice)} more than once")
+        return self
+
     def cache_slice(self) -> dict[str, Any]:
-        """What decides a sandboxed stage's results (where the engine runs does not)."""
-        return self.model_dump(mode="json", exclude={"docker_host"})
+        """What decides a sandboxed stage's results (where the engines run does not)."""
+        return self.model_dump(mode="json", exclude={"docker_host", "docker_hosts", "per_host"})
 
     def to_sandbox_config(self) -> SandboxConfig:
         limits = Limits(wall_seconds=self.wall_seconds, memory_mb=self.memory_mb, cpus=self.cpus)
-        return SandboxConfig(backend=self.backend, image=self.image, limits=limits)
+        hosts = tuple(
+            DockerHost(h, self.per_host)
+            if isinstance(h, str)
+            else DockerHost(h.host, h.capacity or self.per_host)
+            for h in self.docker_hosts
+        )
+        backend = "docker" if hosts and self.backend == "auto" else self.backend
+        return SandboxConfig(backend=backend, image=self.image, limits=limits, docker_hosts=hosts)
 
 
 class LLMSettings(Section):

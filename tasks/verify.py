@@ -12,6 +12,7 @@ from pydantic import Field
 
 from clawloop.generators.verify import verify_task
 from clawloop.harness.sandbox.base import SandboxConfig
+from clawloop.harness.sandbox.pool import HOST_COLUMN, hosts_used, with_host_column
 from clawloop.storage import schemas
 from clawloop.storage.artifacts import empty_row
 from clawloop.storage.schemas import Check, Forged, Verdict
@@ -41,8 +42,11 @@ class VerifySettings(Section):
     persist_result=False,
 )
 def verify_one(forged: Forged, sandbox: SandboxConfig) -> Checked:
-    """A FORGED row -> its CHECKS rows and VERDICTS row; a sandbox fault raises (retried)."""
-    return verify_task(forged, sandbox)
+    """A FORGED row -> its CHECKS rows and VERDICTS row (naming the host its sandboxes ran on);
+    a sandbox fault raises (retried)."""
+    with hosts_used() as hosts:
+        checks, verdict = verify_task(forged, sandbox)
+    return checks, {**verdict, HOST_COLUMN: hosts.label()}
 
 
 def _crashed(forged: Forged, exc: BaseException) -> Checked:
@@ -60,7 +64,7 @@ def _crashed(forged: Forged, exc: BaseException) -> Checked:
         domain=forged["domain"],
         split=forged["split"],
     )
-    return [check], verdict
+    return [check], {**verdict, HOST_COLUMN: ""}
 
 
 def config_slice(cfg: RunConfig, iteration: int) -> dict[str, Any]:
@@ -84,7 +88,10 @@ def run(ctx: StageContext) -> StageResult:
     verdicts = [v for _, v in results]
     kept = sum(v["kept"] for v in verdicts)
     return StageResult(
-        {"checks": (schemas.CHECKS, checks), "verdicts": (schemas.VERDICTS, verdicts)},
+        {
+            "checks": (schemas.CHECKS, checks),
+            "verdicts": (with_host_column(schemas.VERDICTS), verdicts),
+        },
         summary={
             "kept": kept,
             "dropped": len(verdicts) - kept,

@@ -72,7 +72,18 @@ def resolve_backend(backend: Backend | str = "auto", image: str = "clawloop-base
 
 def check_backend(cfg: SandboxConfig) -> str:
     """The backend `cfg` resolves to, once it is known to be usable; SandboxError saying what is
-    missing and what to do otherwise (an engine that does not answer, an image it lacks)."""
+    missing and what to do otherwise (an engine that does not answer, an image it lacks). A pool
+    (`cfg.docker_hosts`) is checked host by host: hosts down are left out, a host without the
+    image or no host answering is an error (pool.DockerPool.check)."""
+    if cfg.docker_hosts:
+        if cfg.backend == "bwrap":
+            raise SandboxError(
+                "sandbox.docker_hosts needs sandbox.backend docker (or auto), not bwrap"
+            )
+        from .pool import pool_for
+
+        pool_for(cfg).check()
+        return "docker"
     backend = resolve_backend(cfg.backend, cfg.image)
     if backend == "docker":
         why = docker_available(cfg.image)
@@ -93,13 +104,15 @@ def check_backend(cfg: SandboxConfig) -> str:
 def open_sandbox(cfg: SandboxConfig | None = None) -> Sandbox:
     """A sandbox for `cfg`, not yet started: use it as `with open_sandbox(cfg) as sb:`."""
     cfg = cfg or SandboxConfig()
-    backend = resolve_backend(cfg.backend, cfg.image)
+    backend = "docker" if cfg.docker_hosts else resolve_backend(cfg.backend, cfg.image)
     if backend == "docker":
         from .docker import DockerSandbox
 
         return DockerSandbox(cfg)
     from .bwrap import BwrapSandbox
+    from .pool import note
 
+    note("bwrap")
     return BwrapSandbox(cfg)
 
 

@@ -50,10 +50,22 @@ class Limits:
 
 
 @dataclass(frozen=True)
+class DockerHost:
+    """One engine of a pool (`SandboxConfig.docker_hosts`): its DOCKER_HOST URL and how many
+    sandboxes this process runs on it at once."""
+
+    url: str
+    capacity: int = 4
+
+
+@dataclass(frozen=True)
 class SandboxConfig:
     backend: Backend = "auto"
     image: str = "clawloop-base:latest"  # docker only
     limits: Limits = field(default_factory=Limits)
+    # Docker only: a pool of engines (harness/sandbox/pool.py). Empty: the one engine DOCKER_HOST
+    # names (or /var/run/docker.sock), as before.
+    docker_hosts: tuple[DockerHost, ...] = ()
 
 
 @dataclass

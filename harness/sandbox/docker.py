@@ -7,6 +7,12 @@ and guarded on the host too. Files move with put_archive/get_archive, so a remot
 (DOCKER_HOST=tcp://... or ssh://...) works the same as the local socket. Every container carries
 labels naming its owner process, so `sweep_docker()` can remove those a killed run left behind.
 
+With `SandboxConfig.docker_hosts` the sandbox takes a slot on a host of the pool (pool.py) at
+start and gives it back at stop; every fault of the engine (the SDK's errors and the connection
+errors of a host that went away alike) is a SandboxError naming the host, which the pool hears
+about, so a host that stopped answering is taken out and the item's retry goes elsewhere. The
+container's limits are the same on every host (`run_kwargs`).
+
 Disk: as on bubblewrap, the system is read-only and only the layout's dirs are writable, each a
 size-capped tmpfs (`disk_mb`). Why not the alternatives: `storage_opt={"size": ...}` works only for
 overlay2 over XFS mounted with pquota (engines on ext4, as here, refuse it), and plain `tmpfs=`
@@ -29,6 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from . import pool
 from .archive import MAX_DOWNLOAD_BYTES, pack, split_remote, unpack
 from .base import (
     SOLUTION,
@@ -71,22 +78,36 @@ kill -s CONT "$sleeper"
 """
 
 
-def client(timeout: int = 60) -> Any:
-    """docker.from_env() (honours DOCKER_HOST), or SandboxError saying how to get an engine."""
+def client(timeout: int = 60, base_url: str | None = None) -> Any:
+    """A pinged client for `base_url` (None: docker.from_env(), which honours DOCKER_HOST), or
+    SandboxError saying how to get an engine."""
     try:
         import docker
     except ImportError as exc:
         raise SandboxError("the docker SDK is missing: pip install 'docker>=7.1'") from exc
     try:
-        cli = docker.from_env(timeout=timeout)
+        if base_url is None:
+            cli = docker.from_env(timeout=timeout)
+        else:
+            cli = docker.DockerClient(base_url=base_url, timeout=timeout)
         cli.ping()
     except Exception as exc:
-        where = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+        where = base_url or os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
         raise SandboxError(
             f"no Docker engine answers at {where} ({exc}); start one with scripts/start-dockerd.sh "
             "or use --backend bwrap"
         ) from exc
     return cli
+
+
+def engine_errors() -> tuple[type[BaseException], ...]:
+    """What a call to an engine raises when the engine fails: the SDK's own errors, and the
+    connection errors of `requests` (an engine that went away mid-call raises those, not
+    docker.errors: left alone they would read as the task's own OSError)."""
+    import docker.errors
+    import requests.exceptions
+
+    return (docker.errors.DockerException, requests.exceptions.RequestException)
 
 
 def _cap_to_hard(which: int, value: int) -> int:
@@ -151,14 +172,16 @@ def run_kwargs(limits: Limits, owner: dict[str, str]) -> dict[str, Any]:
 _clients = threading.local()
 
 
-def shared_client() -> Any:
-    """This thread's client, made (and pinged) once: a sandbox start then costs no extra
-    connection and ping, and clients are not leaked one per sandbox. Per thread because the
-    SDK's HTTP session is not documented as thread-safe."""
-    cli = getattr(_clients, "cli", None)
-    if cli is None or getattr(_clients, "pid", None) != os.getpid():  # not across a fork
-        cli = _clients.cli = client()
+def shared_client(base_url: str | None = None) -> Any:
+    """This thread's client for `base_url` (None: DOCKER_HOST's engine), made (and pinged) once:
+    a sandbox start then costs no extra connection and ping, and clients are not leaked one per
+    sandbox. Per thread because the SDK's HTTP session is not documented as thread-safe."""
+    if getattr(_clients, "pid", None) != os.getpid():  # not across a fork
+        _clients.by_url = {}
         _clients.pid = os.getpid()
+    cli = _clients.by_url.get(base_url)
+    if cli is None:
+        cli = _clients.by_url[base_url] = client(base_url=base_url)
     return cli
 
 
@@ -181,24 +204,57 @@ class DockerSandbox(Sandbox):
         self.limits = self.cfg.limits
         self.client: Any = None
         self.container: Any = None
+        self.host = ""  # the engine's URL, once started
+        self._pool: Any = None  # pool.DockerPool when the config names docker_hosts
+        self._use: pool.Use | None = None
 
     def start(self) -> None:
         if self.container is not None:
             return
         import docker.errors
 
-        self.client = shared_client()
-        kwargs = run_kwargs(self.limits, owner_labels())
+        if self.cfg.docker_hosts:
+            self._pool = pool.pool_for(self.cfg)
+            self.host = self._pool.acquire()
+        else:
+            self.host = pool.default_host()
         try:
-            self.container = self.client.containers.run(self.cfg.image, **kwargs)
-        except docker.errors.ImageNotFound as exc:
-            raise SandboxError(
-                f"image {self.cfg.image} is missing from the engine: run scripts/build-base-image.sh"
-            ) from exc
-        except docker.errors.DockerException as exc:
-            # A container created but not started still holds our label: remove it now.
-            self._remove_leftovers()
-            raise SandboxError(f"docker sandbox start failed ({self.cfg.image}): {exc}") from exc
+            self.client = shared_client(self.host if self._pool else None)
+            kwargs = run_kwargs(self.limits, owner_labels())
+            try:
+                self.container = self.client.containers.run(self.cfg.image, **kwargs)
+            except docker.errors.ImageNotFound as exc:
+                raise SandboxError(
+                    f"image {self.cfg.image} is missing from the engine at {self.host}: run "
+                    f"DOCKER_HOST={self.host} scripts/build-base-image.sh"
+                ) from exc
+            except engine_errors() as exc:
+                # A container created but not started still holds our label: remove it now.
+                self._remove_leftovers()
+                raise SandboxError(
+                    f"docker sandbox start on {self.host} failed ({self.cfg.image}): {exc}"
+                ) from exc
+        except SandboxError as exc:
+            self._fault(exc)
+            self._release()
+            raise
+        self._use = pool.note(self.host)
+
+    def _fault(self, exc: BaseException) -> SandboxError:
+        """Tell the pool (a host that stopped answering leaves it) and this item's host record;
+        the SandboxError to raise, naming the host."""
+        if self._use is not None:
+            self._use.faulted = True
+        if self._pool is not None:
+            self._pool.fault(self.host, exc)
+        if isinstance(exc, SandboxError):
+            return exc
+        return SandboxError(f"docker engine at {self.host}: {type(exc).__name__}: {exc}")
+
+    def _release(self) -> None:
+        if self._pool is not None and self.host:
+            self._pool.release(self.host)
+            self._pool = None
 
     def _remove_leftovers(self) -> None:
         with contextlib.suppress(Exception):
@@ -213,16 +269,26 @@ class DockerSandbox(Sandbox):
         if self.container is None:
             return
         import docker.errors
+        import requests.exceptions
 
-        with contextlib.suppress(docker.errors.NotFound):
-            try:
-                self.container.remove(force=True, v=True)
-            except docker.errors.APIError as exc:
-                # "removal already in progress" is fine; anything else is worth one retry.
-                if "in progress" not in str(exc):
-                    time.sleep(0.2)
-                    self.container.remove(force=True, v=True)
-        self.container = None
+        container, self.container = self.container, None
+        try:
+            with contextlib.suppress(docker.errors.NotFound):
+                try:
+                    container.remove(force=True, v=True)
+                except docker.errors.APIError as exc:
+                    # "removal already in progress" is fine; anything else is worth one retry.
+                    if "in progress" not in str(exc):
+                        time.sleep(0.2)
+                        container.remove(force=True, v=True)
+        except requests.exceptions.RequestException as exc:
+            # The engine went away: nothing to stop there now (a stop must not hide the fault the
+            # sandbox already raised). The pool removes the container if the host comes back.
+            self._fault(exc)
+            if self._pool is not None:
+                self._pool.orphan(self.host, container.id)
+        finally:
+            self._release()
 
     def _require(self) -> Any:
         if self.container is None:
@@ -236,7 +302,6 @@ class DockerSandbox(Sandbox):
         cwd: str = WORKSPACE,
         env: dict[str, str] | None = None,
     ) -> ExecResult:
-        import docker.errors
 
         container = self._require()
         wall = wall_timeout(timeout, self.limits)
@@ -248,8 +313,10 @@ class DockerSandbox(Sandbox):
                 container.id, argv, workdir=cwd, environment=env_for(env), stdout=True, stderr=True
             )["Id"]
             stream = api.exec_start(exec_id, stream=True, demux=True)
-        except docker.errors.DockerException as exc:
-            raise SandboxError(f"docker exec failed in {container.short_id}: {exc}") from exc
+        except engine_errors() as exc:
+            raise self._fault(
+                SandboxError(f"docker exec failed in {container.short_id} on {self.host}: {exc}")
+            ) from exc
         out, err = CappedBuffer(), CappedBuffer()
         reader = threading.Thread(target=_drain, args=(stream, out, err), daemon=True)
         reader.start()
@@ -261,13 +328,19 @@ class DockerSandbox(Sandbox):
                 self.kill_strays()
             reader.join(GRACE_S)
             if reader.is_alive():
-                raise SandboxError(f"docker exec in {container.short_id} did not end after a kill")
+                raise self._fault(
+                    SandboxError(
+                        f"docker exec in {container.short_id} on {self.host} did not end after a kill"
+                    )
+                )
         duration = time.monotonic() - start
         try:
             code = api.exec_inspect(exec_id).get("ExitCode")
-        except docker.errors.DockerException as exc:
-            raise SandboxError(
-                f"docker exec_inspect failed in {container.short_id}: {exc}"
+        except engine_errors() as exc:
+            raise self._fault(
+                SandboxError(
+                    f"docker exec_inspect failed in {container.short_id} on {self.host}: {exc}"
+                )
             ) from exc
         # `timeout -s KILL` exits 137 when it fired; a command that exits 137 on its own (an OOM
         # kill) does so before the deadline.
@@ -294,17 +367,21 @@ class DockerSandbox(Sandbox):
             # its leftovers fill the process table (a hostile box, not an engine fault).
             if _is_running(container):
                 return False
-            raise SandboxError(
-                f"docker sandbox {container.short_id} stopped before its strays were killed: {exc}"
+            raise self._fault(
+                SandboxError(
+                    f"docker sandbox {container.short_id} on {self.host} stopped before its "
+                    f"strays were killed: {exc}"
+                )
             ) from exc
         except Exception as exc:  # connection errors come from requests, not docker.errors
-            raise SandboxError(
-                f"killing leftover processes in {container.short_id} failed: {exc}"
+            raise self._fault(
+                SandboxError(
+                    f"killing leftover processes in {container.short_id} on {self.host} failed: {exc}"
+                )
             ) from exc
         return res.exit_code == 0
 
     def upload(self, local: Path, remote: str) -> None:
-        import docker.errors
 
         container = self._require()
         parent, name = split_remote(remote)
@@ -315,9 +392,11 @@ class DockerSandbox(Sandbox):
         data = pack(local, name, prefix=below)
         try:
             ok = container.put_archive(mount, data)
-        except docker.errors.DockerException as exc:
-            raise SandboxError(
-                f"docker upload to {remote} in {container.short_id} failed: {exc}"
+        except engine_errors() as exc:
+            raise self._fault(
+                SandboxError(
+                    f"docker upload to {remote} in {container.short_id} on {self.host} failed: {exc}"
+                )
             ) from exc
         if not ok:
             raise SandboxError(f"docker upload to {remote} in {container.short_id} was refused")
@@ -336,9 +415,12 @@ class DockerSandbox(Sandbox):
                     raise OSError(f"download of {remote} exceeds {MAX_DOWNLOAD_BYTES} bytes")
         except docker.errors.NotFound as exc:
             raise FileNotFoundError(f"no such path in the docker sandbox: {remote}") from exc
-        except docker.errors.DockerException as exc:
-            raise SandboxError(
-                f"docker download of {remote} from {container.short_id} failed: {exc}"
+        except engine_errors() as exc:
+            raise self._fault(
+                SandboxError(
+                    f"docker download of {remote} from {container.short_id} on {self.host} "
+                    f"failed: {exc}"
+                )
             ) from exc
         unpack(bytes(data), Path(local))
 
@@ -360,11 +442,26 @@ def _drain(stream: Any, out: CappedBuffer, err: CappedBuffer) -> None:
                 err.write(stderr)
 
 
-def sweep_docker() -> list[str]:
-    """Remove clawloop containers whose owner process on this host is gone; return their ids.
-    Containers owned by another host (a shared remote engine) are left to that host's sweep."""
+def remove_containers(base_url: str, ids: list[str]) -> None:
+    """Remove containers by id from the engine at `base_url` (best effort)."""
     try:
-        cli = client(timeout=30)
+        cli = client(timeout=30, base_url=base_url)
+    except SandboxError:
+        return
+    try:
+        for cid in ids:
+            with contextlib.suppress(Exception):
+                cli.containers.get(cid).remove(force=True, v=True)
+    finally:
+        cli.close()
+
+
+def sweep_docker(base_url: str | None = None) -> list[str]:
+    """Remove clawloop containers whose owner process on this host is gone from the engine at
+    `base_url` (None: DOCKER_HOST's); return their ids. Containers owned by another host (a
+    shared remote engine) are left to that host's sweep."""
+    try:
+        cli = client(timeout=30, base_url=base_url)
     except SandboxError:
         return []
     from .claim import _start_ticks
