@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import pandas as pd
 import pyarrow as pa
 import pytest
 import torch
-from conftest import band_frame, episode_row
+from conftest import TOOLS, band_frame, episode_row, sampled_texts, text_turns, tool_messages
 from safetensors.torch import load_file
 
 from clawloop.storage.schemas import CHECKPOINT, TRAIN_METRICS
@@ -21,7 +22,7 @@ from clawloop.training.grpo import (
     grpo_samples,
     next_token_logprobs,
 )
-from clawloop.training.stage import TrainError, train_stage
+from clawloop.training.stage import TrainError, token_summary, train_stage
 from clawloop.training.trainer_base import PolicyRef, load_policy, training_arguments
 
 
@@ -312,3 +313,45 @@ def test_train_cli_reports_a_crash_in_one_line_and_exits_1(
     assert err.startswith("clawloop train: ") and "sft phase crashed" in err
     assert "RuntimeError: loss is NaN" in err and str(out) in err
     assert not (out / "checkpoint.parquet").exists()
+
+
+def test_logprob_mismatches_are_counted_in_the_stage_summary(
+    tiny_model_dir, tiny_tokenizer, tmp_path
+):
+    """A recorded logprob list that does not line up with its completion is not used (its tokens
+    get the phase start model's logprobs) and is counted; the summary says how turns were built."""
+    tok = tiny_tokenizer
+    rows = []
+    for attempt, (reward, n_extra) in enumerate([(1.0, -1), (0.0, 0)]):
+        msgs = tool_messages(attempt)
+        turns = text_turns(msgs)
+        prompt = tok.apply_chat_template(
+            msgs[:2], tools=TOOLS, add_generation_prompt=True, tokenize=False
+        )
+        completion = tok(sampled_texts(msgs)[0], add_special_tokens=False)["input_ids"]
+        completion.append(tok.convert_tokens_to_ids("<|im_end|>"))
+        turns[0].update(
+            prompt_token_ids=tok(prompt, add_special_tokens=False)["input_ids"],
+            completion_token_ids=completion,
+            logprobs=[-0.3] * (len(completion) + n_extra),  # attempt 0: one short
+            needs_retokenize=False,
+        )
+        rows.append(episode_row("t1", attempt, reward, attempt, turns_json=json.dumps(turns)))
+    cfg = TrainConfig(phases="grpo", grpo_max_steps=1, per_device_batch_size=2)
+    result = train_stage(
+        pd.DataFrame(rows), band_frame(["t1"], [True]), cfg, tiny_model_dir, tmp_path
+    )
+    assert result.status == "trained", result.reason
+    c = result.counts
+    assert c["grpo_turns_from_ids"] == 2 and c["grpo_turns_from_text"] == 4
+    assert c["grpo_logprobs_mismatched"] == 1 and c["grpo_eos_missing"] == 0
+    assert c["grpo_logprobs_recorded"] == len(completion)  # only attempt 1's list was used
+    assert token_summary(c) == {
+        "turns_from_ids": 2,
+        "turns_from_text": 4,
+        "turns_dropped": 0,
+        "logprobs_missing": 0,
+        "logprobs_mismatched": 1,
+        "eos_missing": 0,
+        "completions_cut": 0,
+    }
