@@ -106,6 +106,7 @@ def run_loop(
     """All K iterations, plain Python: completed stages skip, `force` re-runs stages + dependents."""
     t0 = time.time()
     forced: set[str] = set()
+    fs.check_root(cfg.storage.root)  # a missing bucket or refused credentials: say so up front
     save_run_config(cfg, run_id)
     apply_environment(cfg)
     sweep_sandboxes()
@@ -144,6 +145,7 @@ def rerun_stage(
         )
     if not 1 <= iteration <= cfg.iterations:
         raise ConfigError(f"--iteration {iteration} is outside run {run_id}'s 1..{cfg.iterations}")
+    fs.check_root(cfg.storage.root)
     apply_environment(cfg)
     return engine.run_stage(spec, stages, cfg, run_id, iteration, mapper, force=True)
 
@@ -289,6 +291,7 @@ def list_runs(
 ) -> list[RunInfo]:
     """Every run under `root` (or just `run_id`), oldest first; see `run_info`."""
     out = []
+    fs.check_root(root)
     for rid in [run_id] if run_id else fs.listdir(root):
         if not fs.exists(fs.join(root, rid, RUN_FILE)):
             if run_id:

@@ -121,23 +121,20 @@ def write_file(stage_url: str, name: str, data: bytes) -> FileEntry:
 
 
 def hash_folder(stage_url: str, sub: str) -> list[FileEntry]:
-    """Manifest entries for every file under `<stage_url>/<sub>` (written by the stage itself)."""
-    f_sys, base = fs.resolve(fs.join(stage_url, sub))
-    if not f_sys.exists(base):
-        return []
+    """Manifest entries for every file under `<stage_url>/<sub>` (written by the stage itself).
+
+    On an object store the stage wrote the folder in its local copy (`fs.local_path`): it is
+    uploaded first (one PUT per file, objects it no longer has deleted), before the manifest."""
+    folder = fs.join(stage_url, sub)
+    if not fs.is_local(folder) and fs.local_path(folder).is_dir():
+        fs.upload_folder(fs.local_path(folder), folder)
     entries = []
-    for path in sorted(f_sys.find(base)):
-        rel = fs.join(sub, path[len(base) :].lstrip("/"))
+    for found in fs.find(folder):
+        rel = fs.join(sub, found)
         if posixpath_basename(rel).startswith(fs.TMP_PREFIX):
             continue
-        entries.append(
-            FileEntry(
-                name=rel,
-                sha256=sha256_file(fs.join(stage_url, rel)),
-                rows=-1,
-                bytes=int(f_sys.size(path)),
-            )
-        )
+        url = fs.join(stage_url, rel)
+        entries.append(FileEntry(name=rel, sha256=sha256_file(url), rows=-1, bytes=fs.size(url)))
     return entries
 
 

@@ -87,9 +87,10 @@ def sha256_json(obj: Any) -> str:
 
 
 def sha256_file(url: str, chunk: int = 1 << 20) -> str:
+    """sha256 of a file's bytes, streamed (a checkpoint may not fit in memory)."""
     f_sys, path = fs.resolve(url)
     h = hashlib.sha256()
-    with f_sys.open(path, "rb") as f:
+    with fs.storage_errors(url, "read"), f_sys.open(path, "rb") as f:
         while block := f.read(chunk):
             h.update(block)
     return h.hexdigest()

@@ -8,7 +8,9 @@ loads train's adapter at runtime and asks for it by name, `restart` stops the st
 server serves the checkpoint folder (vLLM's /v1/models `root`), `none` keeps the old weights and
 says so in the log and the stage summary. Checkpoints are written inside the train stage's folder
 and every file of them is listed in its manifest, so a deleted or damaged checkpoint re-runs
-training like any other artifact (this needs a local `storage.root`).
+training like any other artifact. With an object-store `storage.root` train writes them in its
+folder's local copy (storage.fs.local_path), they are uploaded when the stage commits, and a stage
+that serves or continues them fetches them back into this machine's copy first.
 """
 
 from __future__ import annotations
@@ -43,14 +45,51 @@ MODEL_DIR = "model"  # the train stage's checkpoint folder, inside its stage fol
 def local_stage_dir(
     ctx: StageContext, stage: str | None = None, iteration: int | None = None
 ) -> Path:
-    """A stage folder as a local path; checkpoints and model serving need a local file system."""
-    url = ctx.stage_url(stage or ctx.stage, iteration)
-    f_sys, path = fs.resolve(url)
-    if "file" not in (f_sys.protocol if isinstance(f_sys.protocol, tuple) else (f_sys.protocol,)):
-        raise StageError(
-            f"{ctx.stage} keeps model checkpoints on local disk, but storage.root is {ctx.root}: use a local or mounted path"
-        )
-    return Path(path)
+    """A stage folder as a local path; checkpoints and model serving need a local file system.
+
+    For an object-store root it is the folder's local copy (storage.fs.local_path): what the stage
+    writes there in a `StageResult.dirs` subfolder is uploaded when the stage commits."""
+    path = fs.local_path(ctx.stage_url(stage or ctx.stage, iteration))
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _in_train_stage(ctx: StageContext, iteration: int, path: str) -> str | None:
+    """`path` (a folder train of `iteration` wrote, as recorded on the machine that trained) as
+    a path relative to that stage folder; None when it lies outside it (the base model)."""
+    key = fs.resolve(ctx.stage_url("train", iteration))[1].strip("/")
+    text = Path(path).as_posix()
+    at = text.find(f"/{key}/")
+    return text[at + len(key) + 2 :] if at >= 0 else None
+
+
+def _local(ctx: StageContext, iteration: int, path: str, fetch: bool) -> str:
+    """A checkpoint path of train of `iteration` as a path on this machine. A local storage root
+    keeps it as is; an object-store root maps it into this machine's copy of the stage folder,
+    and with `fetch` downloads the stage's model files that copy lacks (checked against the
+    manifest's sha256), so it can be served or trained on here."""
+    if not path or fs.is_local(ctx.root):
+        return path
+    rel = _in_train_stage(ctx, iteration, path)
+    if rel is None:
+        return path
+    url = ctx.stage_url("train", iteration)
+    local = fs.local_path(url)
+    manifest = ctx.manifest("train", iteration) if fetch else None
+    for entry in manifest.files if manifest is not None else []:
+        if not entry.name.startswith(f"{MODEL_DIR}/"):
+            continue
+        dest = local / entry.name
+        if (dest, entry.sha256) in _FETCHED and dest.is_file():
+            continue
+        if not (dest.is_file() and fs.file_sha256(dest) == entry.sha256):
+            log.info("fetching %s into %s", fs.join(url, entry.name), dest)
+            fs.download_file(fs.join(url, entry.name), dest, entry.sha256)
+        _FETCHED.add((dest, entry.sha256))
+    return str(local / rel)
+
+
+_FETCHED: set[tuple[Path, str]] = set()  # local copies checked against their manifest here
 
 
 def base_model_dir(cfg: RunConfig) -> Path:
@@ -66,7 +105,7 @@ def checkpoint_after(ctx: StageContext, iteration: int) -> Path | None:
     if iteration < 1 or ctx.manifest("train", iteration) is None:
         return None
     row = ctx.rows("train", "checkpoint", iteration)[0]
-    return Path(row["checkpoint_path"])
+    return Path(_local(ctx, iteration, str(row["checkpoint_path"]), fetch=True))
 
 
 def policy_dir(ctx: StageContext, after_iteration: int) -> Path:
@@ -84,6 +123,8 @@ def trained_checkpoint(
             return None
         row = ctx.rows("train", "checkpoint", k)[0]
         if row["kind"] != "base":
+            for col in ("checkpoint_path", "adapter_path"):  # as paths on this machine
+                row[col] = _local(ctx, k, str(row.get(col) or ""), fetch=False)
             return k, row
     return None
 
@@ -136,7 +177,7 @@ def endpoint_policy(ctx: StageContext, after_iteration: int) -> tuple[PolicyConf
     if llm.reload == "lora":
         return _lora_policy(ctx, k, row)
     if llm.reload == "restart":
-        return _restarted_policy(ctx, k, str(row["checkpoint_path"]))
+        return _restarted_policy(ctx, k, _local(ctx, k, str(row["checkpoint_path"]), fetch=True))
     path = str(row["checkpoint_path"])
     warning = (
         f"llm.reload is 'none': {url} keeps serving {llm.model} with the OLD weights, not "
@@ -179,7 +220,7 @@ def _lora_policy(ctx: StageContext, k: int, row: dict[str, Any]) -> tuple[Policy
     """llm.reload lora: load iteration k's adapter into the running server, roll out with it."""
     llm = ctx.config.llm
     url, path = llm.base_url or "", str(row["checkpoint_path"])
-    adapter = str(row.get("adapter_path") or "")
+    adapter = _local(ctx, k, str(row.get("adapter_path") or ""), fetch=True)
     if row["kind"] != "lora" or not adapter:
         raise StageError(
             f"llm.reload is 'lora' but train of iteration {k} wrote full weights ({path}), no "
@@ -267,8 +308,8 @@ def policy_adapter(ctx: StageContext, after_iteration: int) -> Path | None:
     found = trained_checkpoint(ctx, after_iteration)
     if found is None:
         return None
-    _, row = found
-    adapter = str(row.get("adapter_path") or "")
+    k, row = found
+    adapter = _local(ctx, k, str(row.get("adapter_path") or ""), fetch=True)
     if row["kind"] != "lora" or not adapter:
         return None
     # Merged: the checkpoint holds the adapter's weights, and a new adapter trains on top of it.

@@ -27,6 +27,34 @@ class StorageSettings(Section):
         "runs",
         description="where runs/<run_id>/iter-<k>/<stage>/ live: a path or fsspec URL (s3://...)",
     )
+    options: dict[str, Any] = Field(
+        default_factory=dict,
+        description=(
+            "fsspec options for storage.root's store, e.g. {endpoint_url: http://minio:9000} or "
+            "{profile: ci}; credentials come from the environment (AWS_ACCESS_KEY_ID, ...)"
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _apply_options(self) -> StorageSettings:
+        """Refuse credentials (the config is saved as run.json beside the artifacts), then hand
+        the options to the storage layer for every URL of the root's protocol in this process."""
+        from clawloop.storage import fs
+
+        secret = sorted(
+            k
+            for k in self.options
+            if k.lower() in fs.SECRET_OPTIONS or any(w in k.lower() for w in ("secret", "token"))
+        )
+        if secret:
+            raise ValueError(
+                f"storage.options.{secret[0]}: credentials are not taken from the config (it is "
+                "saved as run.json beside the artifacts); set AWS_ACCESS_KEY_ID and "
+                "AWS_SECRET_ACCESS_KEY in the environment, or storage.options.profile for a "
+                "profile in ~/.aws/credentials"
+            )
+        fs.configure(self.root, self.options)
+        return self
 
 
 class DockerHostEntry(Section):
