@@ -10,17 +10,20 @@ folder that breaks the contract fails the stage with the file and the problem.
 from __future__ import annotations
 
 import hashlib
+import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from clawloop.generators.domain.execute import ExecutionError
-from clawloop.generators.domain.load import builtin_domains
+from clawloop.generators.domain.load import builtin_domains, load_domain
 from clawloop.generators.domain.model import DomainError
 from clawloop.generators.domain.synth import synthesize_domain
 from clawloop.generators.domain.taskgraph import Knobs
 from clawloop.generators.synthesize import SynthesizeConfig, share_of
 from clawloop.harness.llm import LLMEndpoint, endpoint_chat
 from clawloop.harness.sandbox.base import SandboxError
+from clawloop.storage import schemas
 from clawloop.tasks.sandbox import sandbox_for
 from clawloop.tasks.stage import StageContext, StageError
 
@@ -47,6 +50,37 @@ def _seed(run_seed: int, iteration: int, name: str) -> int:
     return int(hashlib.sha256(f"{run_seed}:{iteration}:{name}".encode()).hexdigest()[:8], 16)
 
 
+def failure_weights(graphs: list[Row], trajectories: list[Row]) -> dict[str, dict[str, float]]:
+    """domain -> skill -> 1 + the failure rate of the episodes on tasks whose reference plan
+    called the skill (so 1..2). Infrastructure-ended episodes don't count."""
+    skills_of = {
+        g["task_id"]: (g["domain"], {st["skill"] for st in json.loads(g["plan"])})
+        for g in graphs
+        if g["kept"] and g["task_id"] and g["plan"]
+    }
+    runs: Counter[tuple[str, str]] = Counter()
+    fails: Counter[tuple[str, str]] = Counter()
+    for t in trajectories:
+        if t["task_id"] not in skills_of or t["end_reason"] in schemas.INFRA_END_REASONS:
+            continue
+        domain, skills = skills_of[t["task_id"]]
+        for sk in skills:
+            runs[domain, sk] += 1
+            fails[domain, sk] += not t["passed"]
+    out: dict[str, dict[str, float]] = {}
+    for (domain, sk), n in sorted(runs.items()):
+        out.setdefault(domain, {})[sk] = round(1.0 + fails[domain, sk] / n, 6)
+    return out
+
+
+def _weights_before(ctx: StageContext) -> dict[str, dict[str, float]]:
+    k = ctx.iteration - 1
+    if k < 1 or ctx.manifest("rollout", k) is None:
+        return {}
+    graphs = ctx.rows("synthesize", "domain_graphs", k)
+    return failure_weights(graphs, ctx.rows("rollout", "trajectories", k))
+
+
 def add_domain_tasks(
     ctx: StageContext, rows: list[Row]
 ) -> tuple[list[Row], dict[str, Any], list[Row], list[Row]]:
@@ -70,13 +104,15 @@ def add_domain_tasks(
     asks = [n // len(roots) + (i < n % len(roots)) for i in range(len(roots))]
     shift = (ctx.iteration - 1) % len(roots)  # iterations take turns at the remainder
     asks = asks[-shift:] + asks[:-shift] if shift else asks
+    weights = _weights_before(ctx)
     made, graphs, skills, per_domain = [], [], [], {}
     for root, k in zip(roots, asks, strict=True):
         if k == 0:
             continue
         try:
-            out = synthesize_domain(root, k, _seed(ctx.config.seed, ctx.iteration, root.name),
-                                    sandbox, knobs, chat)  # fmt: skip
+            seed = _seed(ctx.config.seed, ctx.iteration, root.name)
+            out = synthesize_domain(root, k, seed, sandbox, knobs, chat,
+                                    skill_weights=weights.get(load_domain(root).name))  # fmt: skip
         except DomainError as exc:
             raise StageError(f"synthesize: executable domain {root}: {exc}") from exc
         except (SandboxError, ExecutionError) as exc:
@@ -86,6 +122,8 @@ def add_domain_tasks(
         skills += [{"domain": out.domain, "skill": sk.name, "tools": list(sk.tools)}
                    for sk in out.skills]  # fmt: skip
         per_domain[out.domain] = out.summary()
+        if weights.get(out.domain):
+            per_domain[out.domain]["skill_weights"] = weights[out.domain]
     out_rows = list(rows)
     for i, cand in zip(reversed(train), made, strict=False):
         out_rows[i] = cand

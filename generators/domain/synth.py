@@ -108,6 +108,12 @@ def _plan_steps(g: Grounded, skills: dict[str, str]) -> list[dict[str, Any]]:
     ]
 
 
+def plan_weight(g: Grounded, skills: dict[str, str], weights: dict[str, float]) -> float:
+    """The mean weight of the skills a grounded plan calls (1.0 for a skill without one)."""
+    used = [weights.get(skills[s.tool], 1.0) for s in g.steps]
+    return sum(used) / len(used) if used else 1.0
+
+
 def _title(domain: Domain, g: Grounded) -> str:
     feats = ", ".join(sorted(features_of(g.graph))) or "a single change"
     return f"Bring the {domain.name} records to a required end state ({feats})."
@@ -171,9 +177,14 @@ def synthesize_domain(
     knobs: Knobs | None = None,
     chat: ChatFn | None = None,
     split: str = "train",
+    skill_weights: dict[str, float] | None = None,
 ) -> DomainSynth:
     """Up to n candidate rows from one domain folder; DomainError if the folder breaks the
-    contract, SandboxError/ExecutionError if the reference executor cannot run at all."""
+    contract, SandboxError/ExecutionError if the reference executor cannot run at all.
+
+    `skill_weights` (skill -> weight, 1 = neutral; the loop passes 1 + the failure rate of the
+    policy's episodes on tasks that used the skill) orders the grounded graphs before the first n
+    are kept: graphs whose plans use the skills the policy fails are made first."""
     start = time.monotonic()
     knobs = knobs or Knobs()
     domain = load_domain(root)
@@ -195,6 +206,8 @@ def synthesize_domain(
             row["reason"] = "grounding: " + "; ".join(sorted(set(why + problems))[:3] or ["none"])
             continue
         tried.append((row, fit))
+    if skill_weights:
+        tried.sort(key=lambda t: -plan_weight(t[1][0], by_tool, skill_weights))  # stable
     plans = [v.plan(s) for _, fit in tried for v in fit for s in (v.steps, v.alt_steps) if s]
     probe = Grounded(graph=TaskGraph(nodes=()), steps=every_write_plan(domain, tables, rng))
     if not plans:
