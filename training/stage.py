@@ -150,7 +150,7 @@ def _reference_model(start: PolicyRef, cfg: TrainConfig, device):
     return ref.eval().to(device)
 
 
-def run_phase(
+def make_trainer(
     phase: str,
     samples: list[TokenSample],
     start: PolicyRef,
@@ -158,18 +158,19 @@ def run_phase(
     cfg: TrainConfig,
     out_dir: Path,
     kept_groups: int = 0,
-) -> tuple[PolicyRef, list[dict[str, Any]]]:
-    """Train one phase from `start` on `samples`; returns the written policy and metrics rows."""
+):
+    """The phase's Trainer, ready to `train()`: policy loaded from `start`, GRPO's unknown old
+    logprobs frozen from it (one no-grad pass), KL reference loaded. Split from `run_phase` so a
+    benchmark can time `train()` alone."""
     from transformers import set_seed
 
     from clawloop.training.batching import SampleCollator, SampleDataset
     from clawloop.training.grpo import GRPOGroupTrainer, freeze_old_logprobs
     from clawloop.training.sft import MaskedSFTTrainer
-    from clawloop.training.trainer_base import load_policy, save_policy, training_arguments
+    from clawloop.training.trainer_base import load_policy, training_arguments
 
     set_seed(cfg.seed)
-    phase_dir = out_dir / phase
-    args = training_arguments(cfg, phase, phase_dir)
+    args = training_arguments(cfg, phase, out_dir / phase)
     model = load_policy(start, cfg)
     if phase == "grpo":
         filled = freeze_old_logprobs(model.to(args.device), samples, args.device)
@@ -182,12 +183,26 @@ def run_phase(
         "processing_class": tokenizer,
     }
     if phase == "sft":
-        trainer = MaskedSFTTrainer(**common)
-    else:
-        ref = _reference_model(start, cfg, args.device)
-        trainer = GRPOGroupTrainer(**common, cfg=cfg, kept_groups=kept_groups, ref_model=ref)
+        return MaskedSFTTrainer(**common)
+    ref = _reference_model(start, cfg, args.device)
+    return GRPOGroupTrainer(**common, cfg=cfg, kept_groups=kept_groups, ref_model=ref)
+
+
+def run_phase(
+    phase: str,
+    samples: list[TokenSample],
+    start: PolicyRef,
+    tokenizer,
+    cfg: TrainConfig,
+    out_dir: Path,
+    kept_groups: int = 0,
+) -> tuple[PolicyRef, list[dict[str, Any]]]:
+    """Train one phase from `start` on `samples`; returns the written policy and metrics rows."""
+    from clawloop.training.trainer_base import save_policy
+
+    trainer = make_trainer(phase, samples, start, tokenizer, cfg, out_dir, kept_groups)
     trainer.train()
-    policy = save_policy(trainer, tokenizer, phase_dir, cfg)
+    policy = save_policy(trainer, tokenizer, out_dir / phase, cfg)
     return policy, trainer.metric_rows
 
 
