@@ -7,10 +7,12 @@ checks what came back, on the host, so a hostile generator cannot hand us a malf
 
 from __future__ import annotations
 
+import dataclasses
 import posixpath
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from clawloop.harness.taskfolder.grader import REPORT_WHERE, report_facts
 from clawloop.harness.taskfolder.spec import LENIENCIES, BuildResult, Contract, OutputSpec
 
 CAPABILITY_KEYS = ("capability", "domain", "multihop", "dirtiness", "output_format")
@@ -92,6 +94,7 @@ def _output_spec(o: Any, i: int) -> OutputSpec:
         schema=dict(o.get("schema", {}) or {}),
         sidecar=check_relpath(o["sidecar"], f"{where}.sidecar") if o.get("sidecar") else "",
         lenient=[str(x) for x in o.get("lenient", []) or []],
+        covers=_covers(o.get("covers"), f"{where}.covers"),
     )
     unknown = sorted(set(spec.lenient) - set(LENIENCIES))
     if unknown:
@@ -107,6 +110,87 @@ def _output_spec(o: Any, i: int) -> OutputSpec:
     if fmt == "report" and not spec.sidecar:
         raise ContractError(f"{where}: a report output needs a machine-checkable sidecar path")
     return spec
+
+
+def _covers(value: Any, where: str) -> list[dict[str, Any]]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ContractError(f'{where} must be a list of {{"per": [key columns], "fields": [...]}}')
+    out = []
+    for i, c in enumerate(value):
+        per, fields = (c.get("per", []), c.get("fields")) if isinstance(c, dict) else (None, None)
+        if not (
+            isinstance(per, list)
+            and isinstance(fields, list)
+            and fields
+            and all(isinstance(x, str) and x for x in per + fields)
+        ):
+            raise ContractError(
+                f'{where}[{i}] must be {{"per": [key columns], "fields": [names, non-empty]}}'
+            )
+        out.append({"per": list(per), "fields": list(fields)})
+    return out
+
+
+def _report_fact(f: Any, where: str) -> dict[str, Any]:
+    """One fact of a report's criteria: {"about": {column: scalar}, "field": str, "value":
+    scalar, "where"?: one of REPORT_WHERE}."""
+    scalar = str | int | float | bool
+    about = f.get("about", {}) if isinstance(f, dict) else None
+    if (
+        not isinstance(about, dict)
+        or not all(isinstance(k, str) and isinstance(v, scalar) for k, v in about.items())
+        or not isinstance(f.get("field"), str)
+        or not f["field"]
+        or not isinstance(f.get("value"), scalar)
+        or f.get("where", "row" if about else "named") not in REPORT_WHERE
+    ):
+        raise ContractError(
+            f'{where} must be {{"about": {{key column: value}}, "field": name, "value": a '
+            f'string, number or boolean}} (optionally "where": one of {REPORT_WHERE})'
+        )
+    return dict(f, about=dict(about))
+
+
+def report_criteria(o: OutputSpec, answer: dict[str, Any]) -> tuple[OutputSpec, dict[str, Any]]:
+    """A report output's hidden criteria (answer[report path]): its facts (given, else every
+    fact of the sidecar's answer) and forbidden facts; and the output with `covers` (given,
+    else the facts' fields per key), which must name every field the facts hold."""
+    where = f"answer[{o.path!r}]"
+    crit = answer.get(o.path, {})
+    if not isinstance(crit, dict) or set(crit) - {"facts", "forbidden"}:
+        raise ContractError(
+            f'{where} must be {{"facts": [...], "forbidden": [...]}} (both optional)'
+        )
+    facts = crit.get("facts")
+    if facts is None:
+        facts = report_facts(answer[o.sidecar], o.schema)
+    forbidden = crit.get("forbidden", [])
+    if not isinstance(facts, list) or not isinstance(forbidden, list):
+        raise ContractError(f"{where}: facts and forbidden must be lists")
+    facts = [_report_fact(f, f"{where}.facts[{i}]") for i, f in enumerate(facts)]
+    forbidden = [_report_fact(f, f"{where}.forbidden[{i}]") for i, f in enumerate(forbidden)]
+    if not facts:
+        raise ContractError(
+            f"{where}: a report needs facts its text must state, and its sidecar's answer holds none"
+        )
+    covers = o.covers
+    if not covers:
+        groups: dict[tuple[str, ...], list[str]] = {}
+        for f in facts:
+            fields = groups.setdefault(tuple(f["about"]), [])
+            if f["field"] not in fields:
+                fields.append(f["field"])
+        covers = [{"per": list(per), "fields": fields} for per, fields in groups.items()]
+    named = {(tuple(c["per"]), x) for c in covers for x in c["fields"]}
+    unnamed = sorted({f["field"] for f in facts if (tuple(f["about"]), f["field"]) not in named})
+    if unnamed:
+        raise ContractError(
+            f"contract output {o.path!r}: covers does not name the field(s) {unnamed} its facts hold"
+        )
+    out = {"facts": facts} | ({"forbidden": forbidden} if forbidden else {})
+    return dataclasses.replace(o, covers=covers), out
 
 
 def check_record_lists(value: Any, schema: Any, where: str, depth: int = 0) -> None:
@@ -136,8 +220,13 @@ def check_record_lists(value: Any, schema: Any, where: str, depth: int = 0) -> N
 
 
 def graded_paths(contract: Contract) -> list[str]:
-    """The files whose contents the answer key holds: each output, or a report's sidecar."""
-    return [o.sidecar if o.format == "report" else o.path for o in contract.outputs]
+    """The files the answer key grades: each output, and a report's sidecar (the report's own
+    path holds the criteria for its text, which validate_build fills in when a generator
+    gives none)."""
+    paths = []
+    for o in contract.outputs:
+        paths += [o.path, o.sidecar] if o.format == "report" else [o.path]
+    return paths
 
 
 def validate_build(obj: Any) -> BuildResult:
@@ -182,10 +271,14 @@ def validate_build(obj: Any) -> BuildResult:
     if not isinstance(answer, dict):
         raise ContractError("build()['answer'] must be a {output_relpath: value} dict")
     expected = set(graded_paths(contract))
-    if set(answer) != expected:
+    optional = {o.path for o in contract.outputs if o.format == "report"}
+    if not expected - optional <= set(answer) <= expected:
         raise ContractError(
-            f"build()['answer'] keys {sorted(answer)} must equal the graded outputs {sorted(expected)}"
+            f"build()['answer'] keys {sorted(answer)} must equal the graded outputs "
+            f"{sorted(expected - optional)} (plus, for a report, the criteria under its path: "
+            f"{sorted(optional)})"
         )
+    answer = dict(answer)
     for o in contract.outputs:
         if o.format == "state":
             preds = answer[o.path].get("predicates") if isinstance(answer[o.path], dict) else None
@@ -196,6 +289,11 @@ def validate_build(obj: Any) -> BuildResult:
         elif o.format != "csv":
             path = o.sidecar if o.format == "report" else o.path
             check_record_lists(answer[path], o.schema, f"answer[{path!r}]")
+    outputs = list(contract.outputs)
+    for i, o in enumerate(outputs):
+        if o.format == "report":
+            outputs[i], answer[o.path] = report_criteria(o, answer)
+    contract = dataclasses.replace(contract, outputs=outputs)
     clash = expected & set(files)  # a state output is a folder: its files are the snapshot
     if clash:
         raise ContractError(

@@ -3,6 +3,7 @@
 Checks (storage.schemas.CHECKS `check` names):
     determinism      two builds with one seed gave the same task digest
     leak             no non-trivial answer value appears in instruction.md or the contract
+    decision_fields  every field a decision defines ("x = ...", "x counts ...") is in some output
     oracle           solution/solve.sh then tests/test.sh in a fresh sandbox gives reward 1.0
     noop             tests/test.sh on the untouched workspace must not pass (else a false positive)
     trivial:<probe>  each probe from harness/taskfolder/probes.py (empty, copied, constant outputs) fails
@@ -195,6 +196,62 @@ def find_leaks(
     return found
 
 
+# ---- decision fields: pure --------------------------------------------------------------------
+
+# How a decision defines a field: "name = ...", or a clause opening on a lower-case identifier
+# with a defining verb ("records counts the rows", "top_hive is the ..."; "; peak_total is").
+_ASSIGNED = re.compile(r"(?<![\w/.-])([A-Za-z][A-Za-z0-9_]*)\s*=\s")
+_DEFINED = re.compile(
+    r"(?:^|[.;:]\s+)([a-z][a-z0-9_]*)\s+(?:is|are|counts|sums|gives|means|equals)\b"
+)
+_NOT_FIELDS = frozenset(
+    ("a", "all", "an", "any", "both", "each", "every", "it", "its", "none", "one", "such")
+    + ("that", "the", "their", "then", "there", "these", "this", "those", "what", "which", "who")
+)
+
+
+def decision_fields(decisions: list[str]) -> list[str]:
+    """The field names the decisions define, in order of first definition."""
+    found: dict[str, None] = {}
+    for d in decisions:
+        for m in [*_ASSIGNED.finditer(d), *_DEFINED.finditer(d)]:
+            if m.group(1) not in _NOT_FIELDS:
+                found.setdefault(m.group(1), None)
+    return list(found)
+
+
+def _names(value: Any, out: set[str], depth: int = 0) -> set[str]:
+    """Every key (and string, for names a state's predicates hold) in a JSON value."""
+    if depth > 12:
+        return out
+    if isinstance(value, dict):
+        for k, v in value.items():
+            out.add(str(k))
+            _names(v, out, depth + 1)
+    elif isinstance(value, list):
+        for v in value:
+            _names(v, out, depth + 1)
+    elif isinstance(value, str):
+        out.update(re.findall(r"\w+", value))
+    return out
+
+
+def undefined_decision_fields(
+    contract: dict[str, Any], answer: dict[str, Any], files: dict[str, str]
+) -> list[str]:
+    """Fields the decisions define that no contract output holds (nor the starting files name,
+    as columns and keys the rules read): a rule for an output the agent is never asked for."""
+    known: set[str] = set()
+    for o in contract.get("outputs", []):
+        known.update(str(c) for c in o.get("columns", []) or [])
+        _names(o.get("schema") or {}, known)
+    for value in answer.values():  # graded values: keys of objects and records
+        _names(value if isinstance(value, dict | list) else {}, known)
+    for rel, text in files.items():
+        known.update(re.findall(r"\w+", rel + "\n" + text))
+    return [f for f in decision_fields(contract.get("decisions") or []) if f not in known]
+
+
 # ---- the checks ----------------------------------------------------------------------------
 
 
@@ -240,6 +297,11 @@ def hidden_answer(answer: dict[str, Any], contract: dict[str, Any]) -> dict[str,
         if o.get("format") == "state" and isinstance(answer.get(o.get("path")), dict):
             preds = answer[o["path"]].get("predicates") or []
             out[o["path"]] = [p.get("hidden", []) for p in preds if isinstance(p, dict)]
+        if o.get("format") == "report" and isinstance(answer.get(o.get("path")), dict):
+            # A report's criteria: the values its text must state are the answer; the fields
+            # and keys they name are what the contract's `covers` tells the agent to cover.
+            facts = answer[o["path"]].get("facts") or []
+            out[o["path"]] = [f.get("value") for f in facts if isinstance(f, dict)]
     return out
 
 
@@ -257,6 +319,18 @@ def check_leak(task_dir: Path) -> tuple[bool, str]:
     if leaks:
         return False, "answer values visible to the agent: " + "; ".join(leaks[:5])
     return True, "no non-trivial answer value appears in the instruction or contract"
+
+
+def check_decision_fields(task_dir: Path) -> tuple[bool, str]:
+    contract = json.loads((task_dir / "tests" / "contract.json").read_text())
+    answer = json.loads((task_dir / "tests" / "answer.json").read_text())
+    missing = undefined_decision_fields(contract, answer, workspace_files(task_dir))
+    if missing:
+        return False, (
+            f"the decisions define {', '.join(missing[:5])}, which no output holds: a rule for "
+            "nothing the agent writes (drop the rule or add the field)"
+        )
+    return True, "every field the decisions define is in some output"
 
 
 def workspace_files(task_dir: Path) -> dict[str, str]:
@@ -403,6 +477,7 @@ def verify_task(
 
         run("determinism", lambda: check_determinism(forged_row, task_dir, sandbox))
         run("leak", lambda: check_leak(task_dir))
+        run("decision_fields", lambda: check_decision_fields(task_dir))
         try:
             results = run_sandbox_checks(task_dir, sandbox)
         except (OSError, ValueError, ImportError) as exc:

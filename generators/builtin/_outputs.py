@@ -84,6 +84,65 @@ def contract_outputs(spec):
     ]
 
 
+class SummaryRule(str):
+    """A decision about the summary object alone: left out where no output holds a summary."""
+
+
+def summary_rule(text):
+    return SummaryRule(text)
+
+
+def has_summary():
+    return GENERATOR["output_format"] != "csv"
+
+
+def plus_summary(text):
+    """The instruction's words about the summary, where an output holds one."""
+    return text if has_summary() else ""
+
+
+def _significant(x):
+    text = repr(abs(float(x))).rstrip("0").rstrip(".") if "." in repr(float(x)) else str(x)
+    return len(text.replace(".", "").strip("0"))
+
+
+def forbidden_facts(spec, rows, summary, naive):
+    """What a report must not state: the values a reader who kept the out-of-scope rows would
+    give (rows of excluded entries, totals they change). Only numbers of 3+ significant digits
+    that no true row or figure shares, so an honest report never states one by chance."""
+    if not naive:
+        return []
+    tol = TOLERANCE["abs"] * 3 + 1e-9
+    key = spec["key"]
+    true_rows = {tuple(str(r[k]) for k in key): r for r in rows}
+    true_all = [abs(v) for v in summary.values() if _is_num(v)]
+    true_all += [abs(r[c]) for r in rows for c in spec["columns"] if _is_num(r.get(c))]
+    out = []
+    n_rows, n_summary = naive
+    for r in n_rows:
+        t = true_rows.get(tuple(str(r[k]) for k in key))
+        near = [abs(t[c]) for c in spec["columns"] if _is_num(t.get(c))] if t else []
+        for c in spec["columns"]:
+            v = r.get(c)
+            if c in key or not _is_num(v) or _significant(v) < 3:
+                continue
+            if any(abs(abs(v) - h) <= tol for h in near + true_all):
+                continue
+            out.append({"about": {k: r[k] for k in key}, "field": c, "value": v})
+    for f, v in n_summary.items():
+        if (
+            _is_num(v)
+            and _significant(v) >= 3
+            and not any(abs(abs(v) - h) <= tol for h in true_all)
+        ):
+            out.append({"about": {}, "field": f, "value": v})
+    return out
+
+
+def _is_num(v):
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
 def answer_of(spec, rows, summary):
     p, fmt = _paths(spec), GENERATOR["output_format"]
     rows = sorted(rows, key=lambda r: [str(r[k]) for k in spec["key"]])
@@ -150,12 +209,16 @@ def output_instruction(spec):
     return (
         "Write a short markdown report to output/report.md for a human reader, and put the facts it states "
         f"in output/report_facts.json: a list `{spec['collection']}` ({what}) and a `summary` object, as the "
-        "contract's schema says."
+        "contract's schema says. The report itself is graded too: it must state every fact the contract's "
+        "report entry lists, each row's values in the table row or sentence that names its key, and "
+        "nothing that is not so."
     )
 
 
-def finish(intro, files, spec, rows, summary, decisions):
-    """The dict build() returns: instruction, files, answer key, contract (no answer values)."""
+def finish(intro, files, spec, rows, summary, decisions, naive=None):
+    """The dict build() returns: instruction, files, answer key, contract (no answer values).
+    `naive` is (rows, summary) as computed with nobody out of scope: for a report, what its text
+    must not state (the facts it must state the contract validator takes from the sidecar)."""
     rounding = (
         "Round every computed non-integer number in the outputs to two decimal places, half up, "
         "as the last step; compute and compare with unrounded values unless a rule says otherwise."
@@ -167,13 +230,19 @@ def finish(intro, files, spec, rows, summary, decisions):
             "Only files under output/ are graded; do not change the input files.",
         ]
     )
+    answer = answer_of(spec, rows, summary)
+    paths = _paths(spec)
+    if "report" in paths:
+        forbidden = forbidden_facts(spec, rows, summary, naive)
+        answer[paths["report"]] = {"forbidden": forbidden} if forbidden else {}
+    rules = [str(d) for d in decisions if has_summary() or not isinstance(d, SummaryRule)]
     return {
         "instruction": instruction,
         "files": dict(sorted(files.items())),
-        "answer": answer_of(spec, rows, summary),
+        "answer": answer,
         "contract": {
             "outputs": contract_outputs(spec),
             "tolerance": dict(TOLERANCE),
-            "decisions": list(dict.fromkeys(list(decisions) + [rounding])),
+            "decisions": list(dict.fromkeys(rules + [rounding])),
         },
     }

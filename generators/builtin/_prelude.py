@@ -287,6 +287,13 @@ def in_scope(reg):
     return {k: v for k, v in reg.items() if v["status"] != V["excluded_status"]}
 
 
+def all_in_scope(reg):
+    """The registry as a careless reader takes it, nobody out of scope: what such a reader would
+    report is what a report must not state."""
+    live = next(s for s in V["statuses"] if s != V["excluded_status"])
+    return {k: dict(v, status=live) for k, v in reg.items()}
+
+
 def world_registry(world):
     return {
         e["id"]: {k: e[k] for k in ("name", "group", "category", "status")}
@@ -408,7 +415,7 @@ def emit_table(rng, path, rows, columns, value_cols, known_ids=()):
 
 
 def table_decisions(path, columns, value_cols, what, missing=True):
-    d, out = dirt(), []
+    d, out, what = dirt(), [], words(what)
     if d >= 1:
         out.append(f"In {path}, rows whose record_type is test are test entries: ignore them.")
         out.append("Files under archive/ are superseded copies: ignore them.")

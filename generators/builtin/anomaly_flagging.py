@@ -104,8 +104,8 @@ def build(seed):
     intro = (
         f"These are {V['title']} files. {_path()} holds {words(V['event'])} readings of {words(m)} in "
         f"{V['unit']}, each with a reading_id. Flag the readings of in-scope {ent_noun(True)} that are far "
-        f"from their {ent_noun()}'s usual level, with the {words(group_col())}, the median and the deviation, "
-        "plus a summary."
+        f"from their {ent_noun()}'s usual level, with the {words(group_col())}, the median and the deviation"
+        f"{plus_summary(', plus a summary')}."
     )
     decisions = (
         registry_decisions()
@@ -115,11 +115,15 @@ def build(seed):
             "their number is even), outliers included.",
             "A reading is anomalous when it differs from its median by more than half of the median "
             "(strictly); deviation_pct is (value - median) as a percentage of the median, negative below it.",
-            "List anomalous readings only, one row per reading_id. readings_checked counts the usable readings of "
-            f"in-scope {ent_noun(True)}; flagged counts the rows listed.",
+            "List anomalous readings only, one row per reading_id.",
+            summary_rule(
+                f"readings_checked counts the usable readings of in-scope {ent_noun(True)}; flagged "
+                "counts the rows listed."
+            ),
         ]
     )
-    return finish(intro, files, _spec(), rows, summary, decisions)
+    naive = _compute(all_in_scope(world_registry(world)), readings)
+    return finish(intro, files, _spec(), rows, summary, decisions, naive)
 
 
 def solve(workspace):

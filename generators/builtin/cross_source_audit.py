@@ -99,7 +99,8 @@ def build(seed):
         f"These are {V['title']} files. {_obs_path()} lists every {words(V['event'])} with the observed "
         f"{words(m)} in {V['unit']}; {_limits_path()} holds the maximum {words(m)} each {ent_noun()} declared. "
         f"Audit the observations against the declarations and list every {ent_noun()} that exceeded its "
-        f"declared maximum, with its {words(group_col())} and {words(V['category'])}, plus a summary."
+        f"declared maximum, with its {words(group_col())} and {words(V['category'])}"
+        f"{plus_summary(', plus a summary')}."
     )
     decisions = (
         registry_decisions()
@@ -112,11 +113,15 @@ def build(seed):
             f"A finding is an in-scope {ent_noun()} whose observed_peak is strictly greater than its declared_max; "
             "excess = observed_peak - declared_max. List findings only, one row per "
             f"{ent_noun()}, keyed by {ic}.",
-            f"entities_audited counts in-scope {ent_noun(True)} with at least one usable {words(V['event'])} row; "
-            "findings counts the rows listed; total_excess is the sum of their excess.",
+            summary_rule(
+                f"entities_audited counts in-scope {ent_noun(True)} with at least one usable "
+                f"{words(V['event'])} row; findings counts the rows listed; total_excess is the sum of "
+                "their excess."
+            ),
         ]
     )
-    return finish(intro, files, _spec(), rows, summary, decisions)
+    naive = _compute(all_in_scope(world_registry(world)), obs, limits)
+    return finish(intro, files, _spec(), rows, summary, decisions, naive)
 
 
 def solve(workspace):

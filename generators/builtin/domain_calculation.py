@@ -89,7 +89,8 @@ def build(seed):
         f"These are {V['title']} files. {_events_path()} logs each {words(V['event'])} with its "
         f"{words(m)} in {V['unit']}; {_factors_path()} gives a weighting factor per "
         f"{words(V['category'])}. For every {ent_noun()} in scope compute its total {words(m)}, the weighted "
-        f"total and its share of its {words(group_col())}'s weighted total, plus a summary."
+        f"total and its share of its {words(group_col())}'s weighted total"
+        f"{plus_summary(', plus a summary')}."
     )
     decisions = (
         registry_decisions()
@@ -100,13 +101,16 @@ def build(seed):
             f"(from the registry, looked up in {_factors_path()}).",
             f"share_of_group_pct is weighted_total as a percentage of the sum of weighted_total over the in-scope {ent_noun(True)} "
             f"of the same {words(group_col())}; use unrounded weighted totals.",
-            f"grand_weighted_total sums weighted_total over all in-scope {ent_noun(True)}. top_{V['entity']} is the "
-            f"{id_col()} with the largest weighted_total after rounding to two decimals; ties go to the "
-            f"alphabetically smallest {id_col()}.",
+            summary_rule(
+                f"grand_weighted_total sums weighted_total over all in-scope {ent_noun(True)}. "
+                f"top_{V['entity']} is the {id_col()} with the largest weighted_total after rounding to "
+                f"two decimals; ties go to the alphabetically smallest {id_col()}."
+            ),
             f"One row per in-scope {ent_noun()}, keyed by {id_col()}.",
         ]
     )
-    return finish(intro, files, _spec(), rows, summary, decisions)
+    naive = _compute(all_in_scope(world_registry(world)), events, factors)
+    return finish(intro, files, _spec(), rows, summary, decisions, naive)
 
 
 def solve(workspace):

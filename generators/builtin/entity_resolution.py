@@ -32,6 +32,19 @@ def _spec():
     )
 
 
+def _blank_rules():
+    """Dirtiness >= 2 blanks some measures: such a row is unusable as a whole (the rule says so
+    for every count, not only for the sums)."""
+    if dirt() < 2:
+        return []
+    m = V["measure"]
+    return [
+        f"An intake row whose {m} is blank is unusable: leave it out entirely, as if the file did "
+        "not hold it (it is not resolved, counts in no records and adds nothing to any total).",
+        summary_rule("Unusable rows count in none of matched, unmatched and intake_rows."),
+    ]
+
+
 def _norm(name):
     kept = "".join(ch for ch in name.lower() if ch.isalnum() or ch.isspace())
     return " ".join(kept.split())
@@ -125,23 +138,28 @@ def build(seed):
         f"These are {V['title']} files. {_path()} holds {words(V['event'])} intake rows typed by hand: they "
         f"name the {ent_noun()} in free text, not by id, with its {words(group_col())}. Resolve each row to a "
         f"registered {ent_noun()} and report, for every in-scope {ent_noun()}, how many rows resolved to it "
-        f"and their total {words(m)} in {V['unit']}, plus a summary of matched and unmatched rows."
+        f"and their total {words(m)} in {V['unit']}"
+        f"{plus_summary(', plus a summary of matched and unmatched rows')}."
     )
     decisions = (
         registry_decisions()
-        + table_decisions(_path(), _columns(), [m], V["event"])
+        + table_decisions(_path(), _columns(), [m], V["event"], missing=False)
+        + _blank_rules()
         + [
             f"A row matches a registered {ent_noun()} when its {group_col()} equals the {ent_noun()}'s "
             f"{words(group_col())} name and the names are equal after normalising: lower case, drop every character "
             "that is not a letter, digit or space, collapse runs of spaces, trim.",
-            f"Rows that match an out-of-scope {ent_noun()} are ignored entirely. Rows that match no registered "
-            f"{ent_noun()} are unmatched.",
+            f"Rows that match an out-of-scope {ent_noun()} are ignored entirely.",
+            summary_rule(f"Rows that match no registered {ent_noun()} are unmatched."),
             f"records counts the rows resolved to the {ent_noun()}; total sums their {m}. Every in-scope "
             f"{ent_noun()} gets a row (zero when nothing resolved to it), keyed by {id_col()}; name is the registry name.",
-            "intake_rows = matched + unmatched; matched counts rows resolved to in-scope entries.",
+            summary_rule(
+                "intake_rows = matched + unmatched; matched counts rows resolved to in-scope entries."
+            ),
         ]
     )
-    return finish(intro, files, _spec(), rows, summary, decisions)
+    naive = _compute(all_in_scope(world_registry(world)), intake)
+    return finish(intro, files, _spec(), rows, summary, decisions, naive)
 
 
 def solve(workspace):

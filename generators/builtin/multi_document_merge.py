@@ -143,7 +143,8 @@ def build(seed):
         f"These are {V['title']} files. Each JSON file under updates/ is a dated document that updates "
         f"some {ent_noun(True)}' {words(m)} (in {V['unit']}) and/or {words(cc)}. Merge them into the current "
         f"record of every in-scope {ent_noun()}, with its {words(group_col())}, the date it was last updated "
-        "and how many documents mention it, plus a summary."
+        "and how many documents mention it"
+        f"{plus_summary(', plus a summary')}."
     )
     decisions = registry_decisions() + [
         "Apply documents in order of their issued date; for documents with the same issued date, the one whose "
@@ -151,8 +152,8 @@ def build(seed):
         f"A record updates only the fields it carries; {m} and {cc} come from the documents alone.",
         "last_updated is the issued date of the latest document that mentions the "
         f"{ent_noun()}; documents counts the documents that mention it.",
-        f"One row per in-scope {ent_noun()} mentioned in at least one document, keyed by {ic}; entities counts "
-        f"them and total_{m} sums their current {m}.",
+        f"One row per in-scope {ent_noun()} mentioned in at least one document, keyed by {ic}.",
+        summary_rule(f"entities counts those rows and total_{m} sums their current {m}."),
     ]
     if d >= 1:
         decisions += [
@@ -173,7 +174,8 @@ def build(seed):
             + conversion_rule(),
             f"{ic} values may be lower case or padded with spaces; compare them trimmed and upper-cased.",
         ]
-    return finish(intro, files, _spec(), rows, summary, decisions)
+    naive = _compute(all_in_scope(world_registry(world)), docs)
+    return finish(intro, files, _spec(), rows, summary, decisions, naive)
 
 
 def _read_docs(ws):

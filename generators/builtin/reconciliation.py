@@ -111,7 +111,8 @@ def build(seed):
         f"{V['event'].replace('_', ' ')} with the {V['measure'].replace('_', ' ')} in {V['unit']}. "
         f"{_statement_path()} holds the total each {ent_noun()} reported for the same period. Reconcile them: for "
         f"every {ent_noun()} in scope give its {group_col().replace('_', ' ')}, the ledger total, the reported "
-        "total, the difference and whether they reconcile, plus a summary."
+        "total, the difference and whether they reconcile"
+        f"{plus_summary(', plus a summary')}."
     )
     decisions = (
         registry_decisions()
@@ -128,12 +129,15 @@ def build(seed):
             "with no usable ledger rows has a ledger_total of zero.",
             "difference = reported_total - ledger_total (positive when more was reported than logged).",
             "reconciled is true when reported_total and ledger_total are equal after rounding each to two decimals.",
-            "entities_checked counts the in-scope rows; unreconciled counts rows with reconciled false; "
-            "net_difference is the sum of the differences.",
+            summary_rule(
+                "entities_checked counts the in-scope rows; unreconciled counts rows with reconciled "
+                "false; net_difference is the sum of the differences."
+            ),
             f"One row per in-scope {ent_noun()}, keyed by {ic}.",
         ]
     )
-    return finish(intro, files, spec, rows, summary, decisions)
+    naive = _compute(all_in_scope(world_registry(world)), ledger, statement)
+    return finish(intro, files, spec, rows, summary, decisions, naive)
 
 
 def solve(workspace):

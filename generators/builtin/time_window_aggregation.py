@@ -58,8 +58,8 @@ def build(seed):
     intro = (
         f"These are {V['title']} files. {_events_path()} logs each {words(V['event'])} with its date and "
         f"{words(m)} in {V['unit']}. Aggregate the {words(V['event'])}s of in-scope {ent_noun(True)} per "
-        f"{words(group_col())} and calendar month (count, total and mean {words(m)}), and find the busiest "
-        "month overall."
+        f"{words(group_col())} and calendar month (count, total and mean {words(m)})"
+        f"{plus_summary(', and find the busiest month overall')}."
     )
     decisions = (
         registry_decisions()
@@ -68,11 +68,14 @@ def build(seed):
             f"A {words(V['event'])} belongs to the calendar month of its {date_col()}; month is written YYYY-MM.",
             f"One row per ({group_col()}, month) pair that has at least one usable {words(V['event'])}; "
             f"events counts them, total sums their {m}, mean = total / events.",
-            "busiest_month is the month with the largest total over all groups (rounded to two decimals; ties go "
-            "to the earlier month); peak_total is that month's total.",
+            summary_rule(
+                "busiest_month is the month with the largest total over all groups (rounded to two "
+                "decimals; ties go to the earlier month); peak_total is that month's total."
+            ),
         ]
     )
-    return finish(intro, files, _spec(), rows, summary, decisions)
+    naive = _compute(all_in_scope(world_registry(world)), events)
+    return finish(intro, files, _spec(), rows, summary, decisions, naive)
 
 
 def solve(workspace):

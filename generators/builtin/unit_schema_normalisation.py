@@ -114,7 +114,7 @@ def build(seed):
         f"These are {V['title']} files. {words(m).capitalize()} readings arrive from three sources with "
         f"different layouts: {_main_path()}, {_sheet_path()} and {_export_path()}. Normalise every reading of "
         f"an in-scope {ent_noun()} into one table in {V['unit']} with ISO dates and the "
-        f"{words(group_col())}, plus a summary."
+        f"{words(group_col())}{plus_summary(', plus a summary')}."
     )
     decisions = (
         registry_decisions()
@@ -125,11 +125,13 @@ def build(seed):
             f"{_export_path()}: a list of objects with rid = reading_id, who = {ic}, ts = date as YYYYMMDD, "
             f"qty = the {m} in the unit named by uom ({V['unit']} or {V['alt_unit']}).",
             conversion_rule(),
-            f"Output one row per usable reading of an in-scope {ent_noun()}, keyed by reading_id; date is YYYY-MM-DD. "
-            f"readings counts the rows; total_{m} sums their {m}.",
+            f"Output one row per usable reading of an in-scope {ent_noun()}, keyed by reading_id; date is "
+            "YYYY-MM-DD.",
+            summary_rule(f"readings counts the rows; total_{m} sums their {m}."),
         ]
     )
-    return finish(intro, files, _spec(), rows, summary, decisions)
+    naive = _compute(all_in_scope(world_registry(world)), readings)
+    return finish(intro, files, _spec(), rows, summary, decisions, naive)
 
 
 def _read_all(ws):

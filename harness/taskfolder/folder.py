@@ -282,6 +282,28 @@ def _render_output(o: OutputSpec) -> list[str]:
         lines.append(f"  - one row per: {', '.join(f'`{c}`' for c in o.key)}")
     if o.sidecar:
         lines.append(f"  - machine-checkable facts go in the sidecar JSON `{o.sidecar}`")
+    if o.covers:
+        lines.append(
+            "  - the report's text is graded on the facts it states (you compute the values):"
+        )
+        for c in o.covers:
+            fields = ", ".join(f"`{f}`" for f in c["fields"])
+            if c["per"]:
+                per = " and ".join(f"`{k}`" for k in c["per"])
+                lines.append(
+                    f"    - for each {per}: {fields}, stated in the table row or sentence that "
+                    f"names its {per}"
+                )
+            else:
+                lines.append(
+                    f"    - overall: {fields}, each stated next to its name (underscores may be "
+                    "spaces)"
+                )
+        lines.append(
+            "  - numbers in any common format (thousands separators, decimal comma, scientific), "
+            "within the numeric tolerance; write identifiers, dates and categories as the data "
+            "writes them; state nothing untrue (values of rows that are out of scope included)"
+        )
     if o.schema:
         schema = json.dumps(o.schema, indent=2, sort_keys=True)
         lines.append("  - JSON schema:\n\n```json\n" + schema + "\n```")

@@ -25,6 +25,7 @@ import io
 import json
 import math
 import os
+import re
 import stat
 import sys
 from typing import Any
@@ -332,6 +333,335 @@ def compare_json(
     return [_check(name, ok, "match" if ok else f"expected {_short(exp)}, got {_short(got)}")]
 
 
+# ---------------------------------------------------------------- free reports
+#
+# A report output is graded on its text too, against criteria the hidden answer key holds under
+# the report's path: {"facts": [...], "forbidden": [...]}. A fact is {"about": {key column:
+# value}, "field": name, "value": scalar} (a row's value: stated in a table row or sentence that
+# names the row's key) or {"about": {}, "field": name, "value": v} (an overall figure: stated
+# next to its name, or for a number anywhere outside the rows); "where": "anywhere" facts (items
+# of a plain list) may stand anywhere. A forbidden fact is one the report must not state (a
+# value an out-of-scope row would have had). Numbers are read in any common written form
+# (20,378.5 / 20 378,5 / 2.04e4 / twelve), by magnitude, within the contract's tolerance.
+# Without criteria in the key (older task folders) the facts come from the sidecar's answer.
+
+REPORT_MAX_BYTES = 1 << 20  # a report is for people: longer ones are not read
+MAX_NUMBERS_PER_KEY = 64  # a row stating more distinct numbers than this is a number dump
+MAX_LOOSE_NUMBERS = 256  # the same for the text outside the rows (overall figures)
+REPORT_WHERE = ("row", "named", "anywhere")
+_REPORT_NUMBER = re.compile(
+    r"(?<![\w.])("
+    r"\d+(?:\.\d+)?[eE][+-]?\d+"
+    r"|\d{1,3}(?:,\d{3})+(?:\.\d+)?"
+    r"|\d{1,3}(?:[ \u00a0\u202f]\d{3})+(?:[.,]\d+)?"
+    r"|\d+,\d+"
+    r"|\d+(?:\.\d+)?"
+    r")(?!\d|[.,]\d)"
+)
+_SMALL_WORDS = [
+    "zero",
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "ten",
+    "eleven",
+    "twelve",
+    "thirteen",
+    "fourteen",
+    "fifteen",
+    "sixteen",
+    "seventeen",
+    "eighteen",
+    "nineteen",
+    "twenty",
+]
+_NUMBER_WORD = re.compile(r"\b(" + "|".join(_SMALL_WORDS) + r")\b")
+_DATE = re.compile(r"(?<!\d)(?:\d{4}-\d{2}(?:-\d{2})?|\d{1,2}/\d{1,2}/\d{4})(?!\d)")
+_SENTENCE_END = re.compile(r"(?<=[.!?;])\s+")
+_TABLE_RULE = re.compile(r"^\|?\s*:?-{2,}")
+_WORD = re.compile(r"[a-z0-9]+")
+_NEGATION = r"(?:\bnot|\bnever|n't|\bfail(?:s|ed)?)"
+
+
+def number_readings(token: str) -> set[float]:
+    """The magnitudes a written number can mean: "20,378" is 20378 or 20.378; "12 345" is
+    12345 (or 12 and 345)."""
+    t = re.sub(r"[ \u00a0\u202f]", "", token)
+    texts = {t.replace(",", ""), t.replace(".", "").replace(",", ".")} if "," in t else {t}
+    if t != token:
+        texts |= set(re.split(r"[ \u00a0\u202f]", token.replace(",", ".")))
+    out = set()
+    for text in texts:
+        try:
+            v = abs(float(text))
+        except (ValueError, OverflowError):
+            continue
+        if math.isfinite(v):
+            out.add(v)
+    return out
+
+
+def text_numbers(text: str) -> set[float]:
+    """Every number `text` states (magnitudes), small number words included."""
+    found = {v for m in _REPORT_NUMBER.finditer(text) for v in number_readings(m.group(1))}
+    found |= {float(_SMALL_WORDS.index(w)) for w in _NUMBER_WORD.findall(text.lower())}
+    return found
+
+
+def _stem(word: str) -> str:
+    return word[:5]
+
+
+def _fact_label(field: str) -> list[str]:
+    return [_stem(w) for w in _WORD.findall(str(field).lower())]
+
+
+class _Span:
+    """A piece of report text: the terms it names, its numbers (terms and dates taken out), its
+    word stems, and the row key it is about (its own mention, else the one before it)."""
+
+    __slots__ = ("text", "terms", "numbers", "stems", "primary", "own")
+
+    def __init__(self, text: str, terms_rx: re.Pattern | None, primary: str | None, own: bool):
+        low = text.casefold()
+        self.text = low
+        self.terms = set(terms_rx.findall(low)) if terms_rx else set()
+        bare = terms_rx.sub(" ", low) if terms_rx else low
+        self.numbers = text_numbers(_DATE.sub(" ", bare))
+        self.stems = {_stem(w) for w in _WORD.findall(low)}
+        self.primary, self.own = primary, own
+
+
+def _terms_rx(terms: set[str]) -> re.Pattern | None:
+    terms = {t for t in terms if t}
+    if not terms:
+        return None
+    alts = "|".join(re.escape(t) for t in sorted(terms, key=lambda t: (-len(t), t)))
+    return re.compile(r"(?<![\w])(?:" + alts + r")(?![\w])")
+
+
+def _report_units(text: str) -> list[tuple[str, str]]:
+    """(kind, text): headings, table rows and rules whole, prose split into sentences."""
+    units = []
+    for line in text.splitlines():
+        s = line.strip()
+        if not s:
+            continue
+        if s.startswith("#"):
+            units.append(("heading", s))
+        elif _TABLE_RULE.match(s):
+            units.append(("rule", s))
+        elif s.startswith("|"):
+            units.append(("row", s))
+        else:
+            units += [("prose", p) for p in _SENTENCE_END.split(s) if p.strip()]
+    return units
+
+
+class ReportText:
+    """A report split for fact finding: units (sentences, table rows) and, within each, spans
+    that start at a row key's mention (the text before the first mention joins the first)."""
+
+    def __init__(self, text: str, primaries: set[str], terms: set[str]):
+        self.primaries_rx = _terms_rx(primaries)
+        self.terms_rx = _terms_rx(terms | primaries)
+        self.units: list[_Span] = []
+        self.by_key: dict[str, list[_Span]] = {}
+        carry: str | None = None
+        for kind, unit in _report_units(text):
+            low = unit.casefold()
+            starts = [m for m in self.primaries_rx.finditer(low)] if self.primaries_rx else []
+            self.units.append(_Span(unit, self.terms_rx, None, bool(starts)))
+            if not starts:
+                if kind in ("heading", "rule"):
+                    carry = None
+                elif carry is not None:
+                    self.by_key[carry].append(_Span(unit, self.terms_rx, carry, False))
+                continue
+            cuts = [0] + [m.start() for m in starts[1:]] + [len(unit)]
+            for m, a, b in zip(starts, cuts, cuts[1:], strict=False):
+                key = m.group(0)
+                self.by_key.setdefault(key, []).append(_Span(unit[a:b], self.terms_rx, key, True))
+            carry = starts[-1].group(0)
+        self.dumps = {
+            k
+            for k, spans in self.by_key.items()
+            if len(set().union(*(s.numbers for s in spans))) > MAX_NUMBERS_PER_KEY
+        }
+        loose = [u for u in self.units if not u.own]
+        self.loose = (
+            loose
+            if len(set().union(set(), *(u.numbers for u in loose))) <= (MAX_LOOSE_NUMBERS)
+            else []
+        )
+
+
+def _bool_claim(span: _Span, field: str) -> bool | None:
+    """What a span says of a boolean field: False on false, a cross or a negated field word
+    ("not reconciled", "unreconciled", "fails to reconcile"), True on true, yes, a tick or the
+    field word itself, None when it says neither."""
+    stems = _fact_label(field)
+    stem = re.escape(stems[-1]) if stems else "(?!)"
+    negated = (
+        r"\bfalse\b|[\u2717\u2718\u274c]|\b(?:un|non-?|in)"
+        + stem
+        + "|"
+        + _NEGATION
+        + r"\W+(?:\w+\W+){0,2}?"
+        + stem
+    )
+    if re.search(negated, span.text):
+        return False
+    if re.search(r"\btrue\b|\byes\b|[\u2713\u2714\u2705]|\b" + stem, span.text):
+        return True
+    return None
+
+
+def _states(span: _Span, fact: dict[str, Any], tol: dict[str, float]) -> bool:
+    exp = fact.get("value")
+    if isinstance(exp, bool):
+        return _bool_claim(span, str(fact.get("field", ""))) is exp
+    if isinstance(exp, int | float):
+        mag = -exp if exp < 0 else exp  # numbers are read as magnitudes ("a loss of 3.2")
+        return any(values_equal(mag, n, tol) for n in span.numbers)
+    return _term(exp) in span.terms
+
+
+def _term(v: Any) -> str:
+    return (key_text(v) if isinstance(v, bool) else str(v)).strip().casefold()
+
+
+def _about(fact: dict[str, Any]) -> list[str]:
+    about = fact.get("about") if isinstance(fact.get("about"), dict) else {}
+    return [_term(v) for v in about.values()]
+
+
+def find_fact(
+    report: ReportText, fact: dict[str, Any], tol: dict[str, float], strict: bool = False
+) -> bool:
+    """Whether the report states `fact` where it must: a row's value in a span about its key
+    naming the key's other parts; an overall figure in a unit naming it (a number also in any
+    unit outside the rows unless `strict`); an "anywhere" fact in any unit."""
+    about = _about(fact)
+    if about:
+        if about[0] in report.dumps:
+            return False
+        rest = set(about[1:])
+        return any(
+            rest <= s.terms and _states(s, fact, tol) for s in report.by_key.get(about[0], [])
+        )
+    if fact.get("where") == "anywhere":
+        return any(_states(u, fact, tol) for u in report.units)
+    label = set(_fact_label(str(fact.get("field", ""))))
+    if any(label <= u.stems and _states(u, fact, tol) for u in report.units):
+        return True
+    exp = fact.get("value")
+    numeric = isinstance(exp, int | float) and not isinstance(exp, bool)
+    return numeric and not strict and any(_states(u, fact, tol) for u in report.loose)
+
+
+def _fact_name(fact: dict[str, Any]) -> str:
+    about = fact.get("about") if isinstance(fact.get("about"), dict) else {}
+    where = ", ".join(f"{k} {key_text(v)}" for k, v in about.items())
+    return f"{fact.get('field')} of {where}" if where else str(fact.get("field"))
+
+
+def report_facts(value: Any, schema: Any, name: str = "", depth: int = 0) -> list[dict[str, Any]]:
+    """The facts a report must state, from its sidecar's answer: each record's fields next to
+    its key (lists of records by the schema's "key", keyed maps by their keys), each other value
+    next to its name; items of plain lists and of lists matched by position anywhere."""
+    schema = schema if isinstance(schema, dict) else {}
+    scalar = (str, int, float, bool)
+    facts: list[dict[str, Any]] = []
+    if depth > 8:
+        return facts
+
+    def fact(about: dict[str, Any], field: str, v: Any, where: str = "") -> None:
+        if isinstance(v, scalar) and not (isinstance(v, str) and not v.strip()):
+            facts.append(
+                {"about": about, "field": field, "value": v, **({"where": where} if where else {})}
+            )
+
+    if isinstance(value, dict):
+        props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+        each = schema.get("additionalProperties")
+        keyed = isinstance(each, dict) and not props
+        for k, v in value.items():
+            if keyed and isinstance(v, dict):
+                for f, x in v.items():
+                    fact({name or "key": k}, str(f), x)
+            elif keyed:
+                fact({name or "key": k}, name or "value", v)
+            elif isinstance(v, dict | list):
+                facts += report_facts(v, props.get(k, each), str(k), depth + 1)
+            else:
+                fact({}, str(k), v)
+    elif isinstance(value, list):
+        key = schema.get("key") if isinstance(schema.get("key"), list) else []
+        for item in value:
+            if isinstance(item, dict) and key and all(k in item for k in key):
+                about = {str(k): item[k] for k in key}
+                for f, x in item.items():
+                    if f not in key:
+                        fact(about, str(f), x)
+            elif isinstance(item, dict):
+                for f, x in item.items():
+                    fact({}, str(f), x, "anywhere")
+            else:
+                fact({}, name, item, "anywhere")
+    return facts
+
+
+def report_criteria(answer: dict[str, Any], o: dict[str, Any]) -> dict[str, Any]:
+    """The criteria for a report output: the key's, else the facts of its sidecar's answer."""
+    crit = answer.get(str(o.get("path", "")))
+    crit = dict(crit) if isinstance(crit, dict) else {}
+    if not isinstance(crit.get("facts"), list):
+        crit["facts"] = report_facts(answer.get(str(o.get("sidecar", ""))), o.get("schema"))
+    return crit
+
+
+def grade_report(path: str, text: str, crit: dict[str, Any], tol: dict[str, float]) -> list[Check]:
+    """One check per field the facts name (every fact of it stated) and one that no forbidden
+    fact is stated."""
+    facts = [f for f in crit.get("facts") or [] if isinstance(f, dict)]
+    forbidden = [f for f in crit.get("forbidden") or [] if isinstance(f, dict)]
+    primaries = {a[0] for f in facts + forbidden if (a := _about(f))}
+    terms = {t for f in facts + forbidden for t in _about(f)[1:]}
+    terms |= {_term(f["value"]) for f in facts + forbidden if isinstance(f.get("value"), str)}
+    report = ReportText(text, primaries, terms)
+    by_field: dict[str, list[str]] = {}
+    counts: dict[str, int] = {}
+    for f in facts:
+        label = str(f.get("field"))
+        counts[label] = counts.get(label, 0) + 1
+        if not find_fact(report, f, tol):
+            by_field.setdefault(label, []).append(
+                f"{_fact_name(f)} (expected {_short(f.get('value'))})"
+            )
+    checks = []
+    for label, n in counts.items():
+        bad = by_field.get(label, [])
+        detail = f"{len(bad)} of {n} not stated; first: {bad[0]}" if bad else f"{n} stated"
+        checks.append(_check(f"{path}: states {label}", not bad, detail))
+    if forbidden:
+        claimed = [_fact_name(f) for f in forbidden if find_fact(report, f, tol, strict=True)]
+        checks.append(
+            _check(
+                f"{path}: no forbidden claims",
+                not claimed,
+                f"states what is not so: {_short(claimed[:3])}" if claimed else "none",
+            )
+        )
+    return checks
+
+
 def _grade_output(
     o: dict[str, Any], answer: dict[str, Any], workspace: str, tol: dict[str, float]
 ) -> list[Check]:
@@ -347,12 +677,15 @@ def _grade_output(
         found = state.grade_state(o, answer.get(path), workspace, read_output, equal)
         return [_check(name, ok, detail) for name, ok, detail in found]
     if fmt == "report":
+        crit = report_criteria(answer, o)
         try:
-            text = read_output(workspace, path)
+            text = read_output(workspace, path, REPORT_MAX_BYTES)
             ok = bool(text.strip())
             checks.append(_check(f"{path}: report written", ok, "non-empty" if ok else "empty"))
         except OutputUnreadable as e:
+            text = ""
             checks.append(_check(f"{path}: report written", False, str(e)))
+        checks += grade_report(path, text, crit, tol)
         path = str(o.get("sidecar", ""))
     exp = answer.get(path)
     if fmt == "csv":

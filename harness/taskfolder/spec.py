@@ -27,6 +27,10 @@ class OutputSpec:
     # What the grader relaxes for this output (grader.LENIENCIES; default strict: columns in the
     # listed order and no others, no extra fields or keys, whole integers, true/false booleans).
     lenient: list[str] = field(default_factory=list)
+    # report: what its text must state, names only, never values: [{"per": [key columns],
+    # "fields": [...]}] (each row's fields next to its key; "per": [] = overall figures, each next
+    # to its name). The values to find are the hidden answer key's, under the report's path.
+    covers: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

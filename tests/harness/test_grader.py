@@ -234,8 +234,12 @@ def test_report_needs_text_and_sidecar(tmp_path: Path) -> None:
     answer = {"output/facts.json": {"flagged": 3, "worst": "HV-0012"}}
     put(tmp_path, "output/facts.json", json.dumps({"flagged": 3, "worst": "HV-0012"}))
     g = grade(contract, answer, str(tmp_path))
-    assert not g["passed"] and g["reward"] == 0.8  # all but "report written"
+    # the sidecar's 4 checks pass; "report written" and the report's two facts fail
+    assert not g["passed"] and g["reward"] == 4 / 7
     put(tmp_path, "output/report.md", "# Findings\nThree readings flagged.\n")
+    g = grade(contract, answer, str(tmp_path))
+    assert [c["name"] for c in g["checks"] if not c["passed"]] == ["output/report.md: states worst"]
+    put(tmp_path, "output/report.md", "# Findings\nThree readings flagged; the worst: HV-0012.\n")
     assert grade(contract, answer, str(tmp_path))["passed"]
 
 
