@@ -64,10 +64,10 @@ def test_trained_span_is_the_sampled_text_not_the_templates_rendering(tiny_token
     for rec, text in zip(turns, raw, strict=True):
         rec["raw_content"] = text
     samples, report = encode_episode(tok, _row(messages, turns), max_len=10_000)
-    assert report.turns_from_text == 3 and report.turns_dropped == 0
     spans = [span for s in samples for span in _trained(tok, s)]
     assert spans == [t + EOT for t in raw]
     assert all("<think>" not in s for s in spans)
+    assert report.turns_from_text == 3 and report.turns_dropped == 0
 
 
 def test_reasoning_content_is_trained_in_front_of_the_content(tiny_tokenizer):
@@ -90,11 +90,11 @@ def test_native_tool_calls_without_ids_are_dropped_and_counted(tiny_tokenizer):
     for rec, msg in zip(turns, [m for m in messages if m["role"] == "assistant"], strict=True):
         rec.update(raw_content=msg["content"], tool_calls_native=bool(msg.get("tool_calls")))
     samples, report = encode_episode(tiny_tokenizer, _row(messages, turns), max_len=10_000)
-    assert (report.turns_from_text, report.turns_dropped) == (1, 2)
-    assert any("parsed the tool calls" in n for n in report.notes)
     assert [span for s in samples for span in _trained(tiny_tokenizer, s)] == [
         "Done: total is 42." + EOT
     ]
+    assert (report.turns_from_text, report.turns_dropped) == (1, 2)
+    assert any("parsed the tool calls" in n for n in report.notes)
 
 
 def test_a_reply_cut_at_max_tokens_has_no_end_of_turn_token(tiny_tokenizer):
@@ -146,7 +146,6 @@ def test_a_template_that_ignores_tools_still_trains_the_tool_calls(tiny_model_di
     )
     messages = tool_messages()
     samples, report = encode_episode(tok, episode_row("t1", 0, 1.0), max_len=10_000)
-    assert report.turns_from_text == 3 and report.prompts_without_tools == 3
     spans = [span for s in samples for span in _trained(tok, s)]
     assert spans[0] == (
         'Let me look.\n<tool_call>\n{"name": "bash", "arguments": '
@@ -154,6 +153,7 @@ def test_a_template_that_ignores_tools_still_trains_the_tool_calls(tiny_model_di
         + "}\n</tool_call>"
         + EOT
     )
+    assert report.turns_from_text == 3 and report.prompts_without_tools == 3
 
 
 def test_a_recorded_prompt_text_is_used_and_a_broken_template_drops_the_turn(tiny_model_dir):
