@@ -214,7 +214,7 @@ def decision_fields(decisions: list[str]) -> list[str]:
     """The field names the decisions define, in order of first definition."""
     found: dict[str, None] = {}
     for d in decisions:
-        for m in [*_ASSIGNED.finditer(d), *_DEFINED.finditer(d)]:
+        for m in sorted([*_ASSIGNED.finditer(d), *_DEFINED.finditer(d)], key=lambda m: m.start()):
             if m.group(1) not in _NOT_FIELDS:
                 found.setdefault(m.group(1), None)
     return list(found)

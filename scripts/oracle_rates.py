@@ -7,6 +7,7 @@ solution passes its own verifier, and the untouched workspace never does. Docker
 the reason, when no engine answers.
 
     .venv/bin/python scripts/oracle_rates.py [--seeds 3] [--backends bwrap,docker] [--workers 2]
+        [--formats report] [--full]
 Exit status 0 only when both rates are 100% on every backend that ran.
 """
 
@@ -28,7 +29,9 @@ from clawloop.harness.sandbox.backend import docker_available  # noqa: E402
 from clawloop.harness.sandbox.base import SandboxConfig  # noqa: E402
 
 
-def candidates(n_seeds: int) -> tuple[list[dict], list[str]]:
+def candidates(
+    n_seeds: int, formats: tuple[str, ...] = OUTPUT_FORMATS
+) -> tuple[list[dict], list[str]]:
     """One candidate per capability x format x seed (difficulty knobs rotate with the seed)."""
     doms = domains()
     rows, problems = [], []
@@ -39,7 +42,7 @@ def candidates(n_seeds: int) -> tuple[list[dict], list[str]]:
         except Exception as exc:  # a broken built-in is a finding to print, not a crash
             problems.append(f"{cap}/{domain}: cannot render: {type(exc).__name__}: {exc}")
             continue
-        for fmt in OUTPUT_FORMATS:
+        for fmt in formats:
             for seed in range(n_seeds):
                 try:
                     code = render_generator(
@@ -53,14 +56,12 @@ def candidates(n_seeds: int) -> tuple[list[dict], list[str]]:
     return rows, problems
 
 
-def full_matrix() -> tuple[list[dict], list[str]]:
+def full_matrix(formats: tuple[str, ...] = OUTPUT_FORMATS) -> tuple[list[dict], list[str]]:
     """Every capability x every domain x all 16 multihop x dirtiness pairs x every format, one
     seed each (16,896 tasks: about 45 minutes at 2 cores)."""
     rows, problems = [], []
     knobs = list(itertools.product(range(4), range(4)))
-    for cap, domain, (m, d), fmt in itertools.product(
-        capabilities(), domains(), knobs, OUTPUT_FORMATS
-    ):
+    for cap, domain, (m, d), fmt in itertools.product(capabilities(), domains(), knobs, formats):
         try:
             code = render_generator(cap, domain, multihop=m, dirtiness=d, output_format=fmt)
             rows.append(candidate_row(code, 1000 + m * 4 + d, origin="builtin"))
@@ -98,12 +99,22 @@ def main() -> int:
         help="the whole matrix (every domain x 16 knob pairs x format) instead of the sample",
     )
     ap.add_argument("--backends", default="bwrap,docker", help="comma-separated: bwrap, docker")
+    ap.add_argument(
+        "--formats",
+        default=",".join(OUTPUT_FORMATS),
+        help="comma-separated output formats to take (e.g. report: the free-report matrix)",
+    )
     ap.add_argument("--workers", type=int, default=2, help="tasks forged+verified at once")
     args = ap.parse_args()
 
-    cands, problems = full_matrix() if args.full else candidates(args.seeds)
+    formats = tuple(f.strip() for f in args.formats.split(",") if f.strip())
+    unknown = sorted(set(formats) - set(OUTPUT_FORMATS))
+    if unknown:
+        ap.error(f"--formats: unknown {unknown}; known: {list(OUTPUT_FORMATS)}")
+    cands, problems = full_matrix(formats) if args.full else candidates(args.seeds, formats)
+    what = "every domain x 16 knob pairs" if args.full else f"{args.seeds} seeds"
     print(
-        f"{len(capabilities())} capabilities x {len(OUTPUT_FORMATS)} formats x {args.seeds} seeds "
+        f"{len(capabilities())} capabilities x {len(formats)} formats x {what} "
         f"= {len(cands)} tasks per backend"
     )
     for p in problems:

@@ -407,11 +407,19 @@ def number_readings(token: str) -> set[float]:
     return out
 
 
+def number_tokens(text: str) -> list[set[float]]:
+    """Each number `text` states, in order: the magnitudes it can mean (number words too)."""
+    found = [(m.start(), number_readings(m.group(1))) for m in _REPORT_NUMBER.finditer(text)]
+    found += [
+        (m.start(), {float(_SMALL_WORDS.index(m.group(1)))})
+        for m in _NUMBER_WORD.finditer(text.lower())
+    ]
+    return [r for _, r in sorted(found, key=lambda x: x[0]) if r]
+
+
 def text_numbers(text: str) -> set[float]:
     """Every number `text` states (magnitudes), small number words included."""
-    found = {v for m in _REPORT_NUMBER.finditer(text) for v in number_readings(m.group(1))}
-    found |= {float(_SMALL_WORDS.index(w)) for w in _NUMBER_WORD.findall(text.lower())}
-    return found
+    return set().union(set(), *number_tokens(text))
 
 
 def _stem(word: str) -> str:
@@ -426,14 +434,15 @@ class _Span:
     """A piece of report text: the terms it names, its numbers (terms and dates taken out), its
     word stems, and the row key it is about (its own mention, else the one before it)."""
 
-    __slots__ = ("text", "terms", "numbers", "stems", "primary", "own")
+    __slots__ = ("text", "terms", "tokens", "numbers", "stems", "primary", "own")
 
     def __init__(self, text: str, terms_rx: re.Pattern | None, primary: str | None, own: bool):
         low = text.casefold()
         self.text = low
         self.terms = set(terms_rx.findall(low)) if terms_rx else set()
         bare = terms_rx.sub(" ", low) if terms_rx else low
-        self.numbers = text_numbers(_DATE.sub(" ", bare))
+        self.tokens = number_tokens(_DATE.sub(" ", bare))
+        self.numbers = set().union(set(), *self.tokens)
         self.stems = {_stem(w) for w in _WORD.findall(low)}
         self.primary, self.own = primary, own
 
@@ -542,16 +551,46 @@ def _about(fact: dict[str, Any]) -> list[str]:
     return [_term(v) for v in about.values()]
 
 
+def _row_number(
+    report: ReportText, fact: dict[str, Any], tol: dict[str, float], used: set | None
+) -> bool:
+    """A row's number, found in its own written number: two fields of one row that share a
+    value must be stated twice (one wrong copy fails), so each number serves one fact."""
+    about = _about(fact)
+    exp = fact["value"]
+    mag = -exp if exp < 0 else exp
+    rest = set(about[1:])
+    for i, s in enumerate(report.by_key.get(about[0], [])):
+        if not rest <= s.terms:
+            continue
+        for j, readings in enumerate(s.tokens):
+            if (about[0], i, j) in (used or ()):
+                continue
+            if any(values_equal(mag, n, tol) for n in readings):
+                if used is not None:
+                    used.add((about[0], i, j))
+                return True
+    return False
+
+
 def find_fact(
-    report: ReportText, fact: dict[str, Any], tol: dict[str, float], strict: bool = False
+    report: ReportText,
+    fact: dict[str, Any],
+    tol: dict[str, float],
+    strict: bool = False,
+    used: set | None = None,
 ) -> bool:
     """Whether the report states `fact` where it must: a row's value in a span about its key
-    naming the key's other parts; an overall figure in a unit naming it (a number also in any
-    unit outside the rows unless `strict`); an "anywhere" fact in any unit."""
+    naming the key's other parts (a number not taken by another fact of the row, given `used`);
+    an overall figure in a unit naming it (a number also in any unit outside the rows unless
+    `strict`); an "anywhere" fact in any unit."""
     about = _about(fact)
     if about:
         if about[0] in report.dumps:
             return False
+        exp = fact.get("value")
+        if isinstance(exp, int | float) and not isinstance(exp, bool):
+            return _row_number(report, fact, tol, used)
         rest = set(about[1:])
         return any(
             rest <= s.terms and _states(s, fact, tol) for s in report.by_key.get(about[0], [])
@@ -638,10 +677,11 @@ def grade_report(path: str, text: str, crit: dict[str, Any], tol: dict[str, floa
     report = ReportText(text, primaries, terms)
     by_field: dict[str, list[str]] = {}
     counts: dict[str, int] = {}
+    used: set = set()
     for f in facts:
         label = str(f.get("field"))
         counts[label] = counts.get(label, 0) + 1
-        if not find_fact(report, f, tol):
+        if not find_fact(report, f, tol, used=used):
             by_field.setdefault(label, []).append(
                 f"{_fact_name(f)} (expected {_short(f.get('value'))})"
             )

@@ -106,3 +106,49 @@ def test_unknown_leniencies_are_refused():
         validate_build(d)
     d["contract"]["outputs"][0]["lenient"] = ["column_order"]
     assert validate_build(d).contract.outputs[0].lenient == ["column_order"]
+
+
+def _report_build(criteria: object = None, covers: object = None) -> dict:
+    d = good()
+    out = {"path": "output/r.md", "format": "report", "sidecar": "output/f.json", "schema": {}}
+    if covers is not None:
+        out["covers"] = covers
+    d["contract"]["outputs"] = [out]
+    d["answer"] = {"output/f.json": {"worst": "H-1", "total_kg": 30.5}}
+    if criteria is not None:
+        d["answer"]["output/r.md"] = criteria
+    return d
+
+
+def test_a_reports_criteria_come_from_its_sidecar_unless_given():
+    derived = validate_build(_report_build())
+    assert derived.answer["output/r.md"] == {
+        "facts": [
+            {"about": {}, "field": "worst", "value": "H-1"},
+            {"about": {}, "field": "total_kg", "value": 30.5},
+        ]
+    }
+    assert derived.contract.outputs[0].covers == [{"per": [], "fields": ["worst", "total_kg"]}]
+    own = [{"about": {"hive": "H-1"}, "field": "kg", "value": 30.5}]
+    no = [{"about": {"hive": "H-2"}, "field": "kg", "value": 99.5}]
+    given = validate_build(_report_build({"facts": own, "forbidden": no}))
+    assert given.answer["output/r.md"] == {"facts": own, "forbidden": no}
+    assert given.contract.outputs[0].covers == [{"per": ["hive"], "fields": ["kg"]}]
+
+
+@pytest.mark.parametrize(
+    "criteria, covers, message",
+    [
+        (["not", "a", "dict"], None, "facts"),
+        ({"facts": [], "hints": []}, None, "facts"),
+        ({"facts": [{"about": {}, "field": "x", "value": [1]}]}, None, "a string, number"),
+        ({"facts": [{"about": {}, "field": "", "value": 1}]}, None, "a string, number"),
+        ({"facts": [{"about": {}, "field": "x", "value": 1, "where": "?"}]}, None, "where"),
+        ({"facts": []}, None, "needs facts"),
+        (None, [{"per": [], "fields": ["worst"]}], r"covers does not name .*total_kg"),
+        (None, [{"per": "hive", "fields": ["worst"]}], "covers"),
+    ],
+)
+def test_bad_report_criteria_are_refused(criteria, covers, message):
+    with pytest.raises(ContractError, match=message):
+        validate_build(_report_build(criteria, covers))

@@ -13,6 +13,7 @@ import pytest
 from clawloop.generators import catalog, domains
 from clawloop.generators.contract import OUTPUT_FORMATS, validate_build
 from clawloop.generators.library import RenderError, list_builtin, render_generator
+from clawloop.generators.verify import undefined_decision_fields
 from clawloop.harness.taskfolder.grader import grade
 from clawloop.harness.taskfolder.probes import trivial_probes
 
@@ -78,6 +79,7 @@ def check_task(src: str, seed: int, tmp: Path) -> None:
     assert not leaked(b), f"answer values leak into instruction/contract: {leaked(b)[:5]}"
     ws = tmp / f"ws{seed}"
     write(ws, b["files"])
+    b = br.to_dict()  # graded as forge writes it: a report's criteria filled in
     assert grade(b["contract"], b["answer"], str(ws))["reward"] < 1.0, (
         "the untouched workspace passes"
     )
@@ -211,3 +213,69 @@ def test_rendered_file_runs_standalone_in_a_bare_interpreter(tmp_path: Path) -> 
     assert p.returncode == 0, p.stderr
     out = json.loads(p.stdout)
     assert out["answer"] == ["output/merged.csv", "output/summary.json"] and out["n"] > 5
+
+
+def _solved(capability: str, fmt: str, h: int, d: int, seed: int, ws: Path) -> dict[str, Any]:
+    ns = load(render_generator(capability, "apiculture", h, d, fmt))
+    task = validate_build(ns["build"](seed)).to_dict()
+    write(ws, task["files"])
+    ns["solve"](str(ws))
+    return task
+
+
+@pytest.mark.parametrize("capability", list(catalog.CAPABILITIES))
+def test_a_report_is_graded_on_its_text(capability: str, tmp_path: Path) -> None:
+    """The sidecar right and the report garbage, empty or off by one number: the task fails."""
+    task = _solved(capability, "report", 1, 2, 5, tmp_path)
+    report = tmp_path / "output" / "report.md"
+    honest = report.read_text()
+    assert grade(task["contract"], task["answer"], str(tmp_path))["passed"]
+    facts = task["answer"]["output/report.md"]["facts"]
+    row = next(f for f in facts if f["about"] and isinstance(f["value"], float))
+    line = next(x for x in honest.splitlines() if f"| {next(iter(row['about'].values()))} |" in x)
+    wrong = line.replace(f"| {row['value']} |", f"| {row['value'] + 1.5} |")
+    assert wrong != line
+    for text in ("x", "", honest.replace(line, wrong)):
+        report.write_text(text)
+        g = grade(task["contract"], task["answer"], str(tmp_path))
+        assert not g["passed"], text[:40]
+        assert all(c["passed"] for c in g["checks"] if "report_facts.json" in c["name"])
+
+
+@pytest.mark.parametrize("capability", list(catalog.CAPABILITIES))
+def test_every_field_the_decisions_define_is_in_some_output(capability: str) -> None:
+    """csv tasks hold no summary: their rules and instruction say nothing of one."""
+    for fmt in OUTPUT_FORMATS:
+        for h, d in COMBOS:
+            task = validate_build(
+                load(render_generator(capability, "amateur_radio", h, d, fmt))["build"](h + d)
+            ).to_dict()
+            c = task["contract"]
+            assert undefined_decision_fields(c, task["answer"], task["files"]) == [], (fmt, h, d)
+            if fmt == "csv":
+                assert "summary" not in task["instruction"]
+
+
+def test_entity_resolution_leaves_blank_rows_out_of_every_count(tmp_path: Path) -> None:
+    """Dirtiness 2 blanks some measures: the rule says such a row is left out entirely (not
+    only out of the sums), and the key agrees: records and matched skip it too."""
+    ns = load(render_generator("entity_resolution", "apiculture", 0, 2, "json"))
+    m = ns["V"]["measure"]
+    for seed in range(8):
+        task = ns["build"](seed)
+        rules = " ".join(task["contract"]["decisions"])
+        assert "leave it out entirely" in rules and "counts in no records" in rules
+        assert "out of every sum, mean, count" not in rules  # the old, ambiguous wording
+        ws = tmp_path / str(seed)
+        write(ws, task["files"])
+        reg = ns["load_registry"](str(ws))
+        intake = ns["read_table"](str(ws), ns["_path"](), ns["_columns"](), [m])
+        usable = [r for r in intake if r[m] is not None]
+        if len(usable) == len(intake):
+            continue
+        doc = task["answer"]["output/resolved.json"]
+        # the key is computed as if the file did not hold the blank rows
+        resolved = sorted(doc[ns["V"]["entities"]], key=lambda r: r[ns["id_col"]()])
+        assert (resolved, doc["summary"]) == ns["_compute"](reg, usable)
+        return
+    raise AssertionError("no seed blanked a measure")

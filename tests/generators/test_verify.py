@@ -8,12 +8,16 @@ from pathlib import Path
 
 import pytest
 
+from clawloop.generators.contract import validate_build
 from clawloop.generators.verify import (
     _probe_verdict,
+    decision_fields,
     find_leaks,
+    hidden_answer,
     is_revealing_string,
     prose_numbers,
     revealing_number,
+    undefined_decision_fields,
 )
 
 TOL = {"abs": 0.01, "rel": 0.0}
@@ -102,6 +106,66 @@ def test_revealing_numbers_and_string_rules() -> None:
     assert not is_revealing_string("N/A", "")
     assert is_revealing_string("HV-101", "")
     assert not is_revealing_string("HV-101", "HV-101,3\n")
+
+
+def _report_task(covers: list | None = None) -> dict:
+    out = {"path": "output/r.md", "format": "report", "sidecar": "output/f.json", "schema": {}}
+    if covers is not None:
+        out["covers"] = covers
+    return validate_build(
+        {
+            "instruction": "Report the busiest month.",
+            "files": {"data/log.csv": "date,kg\n2024-03-02,1.5\n"},
+            "answer": {"output/f.json": {"busiest_month": "2024-03", "peak_total_kg": 731.25}},
+            "contract": {"outputs": [out], "tolerance": TOL, "decisions": []},
+        }
+    ).to_dict()
+
+
+def _audit(task: dict) -> list[str]:
+    answer = hidden_answer(task["answer"], task["contract"])
+    texts = {"the contract": json.dumps(task["contract"]), "instruction.md": task["instruction"]}
+    return find_leaks(answer, texts, "\n".join(task["files"].values()), TOL)
+
+
+def test_a_reports_coverage_list_is_no_leak_but_a_value_in_it_is() -> None:
+    task = _report_task()
+    assert task["contract"]["outputs"][0]["covers"] == [
+        {"per": [], "fields": ["busiest_month", "peak_total_kg"]}
+    ]
+    assert "peak_total_kg" in json.dumps(task["contract"])
+    assert _audit(task) == []  # the names the report must cover tell nothing
+    told = _report_task([{"per": [], "fields": ["busiest_month", "peak_total_kg", "731.25"]}])
+    assert _audit(told) == ["'731.25' in the contract"]
+    hinted = _report_task()
+    hinted["instruction"] += " It peaks at 731,25 kg."
+    assert _audit(hinted) == ["'731.25' in instruction.md"]
+
+
+def test_decision_fields_are_named_by_definitions() -> None:
+    rules = [
+        "Ignore test rows; total sums the usable kg values.",
+        "share_pct = total / group total. top_hive is the hive with the largest total.",
+        "A reading is anomalous when it is far off; each is flagged. Date is DD/MM/YYYY.",
+    ]
+    assert decision_fields(rules) == ["total", "share_pct", "top_hive"]
+
+
+def test_a_decision_defining_a_field_no_output_holds_is_found() -> None:
+    """What csv tasks used to do: the rules define a summary that no output holds."""
+    contract = {
+        "outputs": [{"path": "o.csv", "format": "csv", "columns": ["hive_id", "total"]}],
+        "decisions": [
+            "total sums the kg values; kg = lb / factor.",
+            "grand_total sums total over all hives; top_hive is the largest.",
+        ],
+    }
+    answer = {"o.csv": [{"hive_id": "H-1", "total": 2.5}]}
+    files = {"data/log.csv": "hive_id,lb\nH-1,5\n", "reference/factor.csv": "kg\n2\n"}
+    assert undefined_decision_fields(contract, answer, files) == ["grand_total", "top_hive"]
+    contract["outputs"].append({"path": "s.json", "format": "json", "schema": {}})
+    answer["s.json"] = {"grand_total": 2.5, "top_hive": "H-1"}
+    assert undefined_decision_fields(contract, answer, files) == []
 
 
 def test_probe_verdicts() -> None:
