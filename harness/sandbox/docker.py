@@ -238,6 +238,9 @@ class DockerSandbox(Sandbox):
             self._fault(exc)
             self._release()
             raise
+        except BaseException:
+            self._release()
+            raise
         self._use = pool.note(self.host)
 
     def _fault(self, exc: BaseException) -> SandboxError:

@@ -177,6 +177,14 @@ def test_a_row_names_the_hosts_whose_sandboxes_gave_the_result():
     assert hosts.label() == B
 
 
+def test_a_bubblewrap_sandbox_is_recorded_as_bwrap():
+    from clawloop.harness.sandbox.backend import open_sandbox
+
+    with pool.hosts_used() as hosts:
+        open_sandbox(SandboxConfig(backend="bwrap"))
+    assert hosts.label() == "bwrap"
+
+
 def _sandbox(data: dict) -> object:
     from clawloop.tasks.config import parse_config
 
