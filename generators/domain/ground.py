@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import random
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from clawloop.generators.domain.model import Domain, Param, Skill, Tool
 from clawloop.generators.domain.taskgraph import Node, TaskGraph
 
 VARIANTS = 10  # grounded variants tried per abstract graph
+RECOVERY_TRIES = 8  # error-recovery guesses per write tool, run once per domain before grounding
 ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 CATEGORICAL = 12  # a field with at most this many distinct values can hold a condition or a literal
 Tables = dict[str, list[dict[str, Any]]]
@@ -294,31 +295,70 @@ def _unusual(ix: Index, table: str, rng: random.Random) -> dict[str, Any]:
     return rng.choice(rare if rare and rng.random() < 0.8 else rows)
 
 
-def _recover(domain: Domain, node: Node, ix: Index, rng: random.Random) -> list[Step]:
-    """A write that can fail, a fix on the same record, the write again."""
-    tools = [t for t in _writes(domain) if t.errors and key_params(t, ix)]
-    rng.shuffle(tools)
-    for w in tools:
-        _, t, kf = key_params(w, ix)[0]
+Recovery = tuple[Step, Step, Step]  # refused at first, the fix, the retry
+
+
+def refusal_candidates(
+    domain: Domain, tables: Tables, rng: random.Random, per_tool: int = RECOVERY_TRIES
+) -> list[Step]:
+    """Guesses at calls a rule refuses, to run before grounding: each write tool that can return
+    an error, on records likely to break a rule (most guesses are accepted: execution tells)."""
+    ix = Index.of(tables, domain.keys)
+    out: list[Step] = []
+    for w in _writes(domain):
+        keys = key_params(w, ix) if w.errors else []
+        for _ in range(per_tool if keys else 0):
+            params = fill(w, ix, rng, entity=(keys[0][1], _unusual(ix, keys[0][1], rng)))
+            if params is not None and Step(w.name, params, "error") not in out:
+                out.append(Step(w.name, params, "error"))
+    return out
+
+
+def mentioned(ix: Index, text: str, params: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """Records a refusal is about: those whose unique field value the error names or the call
+    passed (the member on hold, the batch not yet released)."""
+    values = {str(v) for v in params.values()}
+    out = []
+    for t, fields in sorted(ix.unique.items()):
+        for row in ix.tables[t]:
+            hit = any(
+                f in row
+                and len(str(row[f])) >= 3
+                and (str(row[f]) in values or str(row[f]) in text)
+                for f in fields
+            )
+            if hit:
+                out.append((t, row))
+    return out
+
+
+def recovery_candidates(
+    domain: Domain, tables: Tables, refused: list[tuple[Step, str]], rng: random.Random,
+    per_call: int = RECOVERY_TRIES,
+) -> list[Recovery]:  # fmt: skip
+    """For each refused call (and its error text): fixes to try, each another write on a record
+    the refusal is about, followed by the same call again."""
+    ix = Index.of(tables, domain.keys)
+    out: list[Recovery] = []
+    for call, error in refused:
         fixes = [
-            f
+            (f, (t, row))
+            for t, row in mentioned(ix, error, call.params)
             for f in _writes(domain)
-            if f.name != w.name and any(tt == t and ff == kf for _, tt, ff in key_params(f, ix))
+            if f.name != call.tool and any(tt == t for _, tt, _ in key_params(f, ix))
         ]
-        if not fixes:
-            continue
-        row = _unusual(ix, t, rng)
-        params = fill(w, ix, rng, entity=(t, row))
-        fix = rng.choice(fixes)
-        fix_params = fill(fix, ix, rng, entity=(t, row))
-        if params is None or fix_params is None:
-            continue
-        return [
-            Step(w.name, params, "error", node.id),  # refused at first
-            Step(fix.name, fix_params, "ok", node.id),  # the fix
-            Step(w.name, params, "ok", node.id),  # the retry
-        ]
-    return []
+        for f, entity in rng.sample(fixes, min(per_call, len(fixes))):
+            params = fill(f, ix, rng, entity=entity)
+            if params is not None:
+                out.append((call, Step(f.name, params), Step(call.tool, call.params)))
+    return out
+
+
+def _recover(node: Node, rng: random.Random, verified: list[Recovery]) -> list[Step]:
+    """One of the recoveries execution confirmed (refused, fixed, then accepted), for `node`."""
+    if not verified:
+        return []
+    return [replace(s, node=node.id) for s in rng.choice(verified)]
 
 
 def _condition(ix: Index, step: Step, domain: Domain, rng: random.Random) -> dict[str, Any] | None:
@@ -351,7 +391,9 @@ def _condition(ix: Index, step: Step, domain: Domain, rng: random.Random) -> dic
     return None
 
 
-def ground_once(domain: Domain, graph: TaskGraph, ix: Index, rng: random.Random) -> Grounded:
+def ground_once(
+    domain: Domain, graph: TaskGraph, ix: Index, rng: random.Random, recoveries: list[Recovery]
+) -> Grounded:
     g = Grounded(graph=graph, steps=[])
     lookups = [n for n in graph.nodes if n.kind == "lookup"]
     pos = {n.id: i for i, n in enumerate(lookups)}  # lookups run first, in graph order
@@ -361,9 +403,9 @@ def ground_once(domain: Domain, graph: TaskGraph, ix: Index, rng: random.Random)
         if node.kind in ("lookup", "branch"):
             continue
         if node.kind == "recover":
-            steps = _recover(domain, node, ix, rng)
+            steps = _recover(node, rng, recoveries)
             if not steps:
-                raise GroundingError("no write tool with errors and a fix on the same record")
+                raise GroundingError("no error-recovery path (refused, fixed, accepted) ran")
             acts += steps
             continue
         step = _act(domain, node, ix, rng, g, pos)
@@ -390,19 +432,22 @@ def ground_once(domain: Domain, graph: TaskGraph, ix: Index, rng: random.Random)
 
 
 def ground(
-    domain: Domain, graph: TaskGraph, tables: Tables, rng: random.Random, variants: int = VARIANTS
+    domain: Domain,
+    graph: TaskGraph,
+    tables: Tables,
+    rng: random.Random,
+    variants: int = VARIANTS,
+    recoveries: list[Recovery] | None = None,
 ) -> tuple[list[Grounded], list[str]]:
     """Up to `variants` groundings of one graph (other tools, entities, fixes) and why the others
-    failed."""
+    failed. A recover node takes one of `recoveries`: paths execution already confirmed."""
     ix = Index.of(tables, domain.keys)
     out, why = [], []
-    if any(n.kind == "recover" for n in graph.nodes):  # most draws do not hit a rule: try more
-        variants *= 3
     for _ in range(variants * 3):
         if len(out) == variants:
             break
         try:
-            out.append(ground_once(domain, graph, ix, rng))
+            out.append(ground_once(domain, graph, ix, rng, recoveries or []))
         except GroundingError as exc:
             why.append(str(exc))
     return out, why

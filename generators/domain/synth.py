@@ -23,9 +23,13 @@ from clawloop.generators.candidates import candidate_row
 from clawloop.generators.domain import execute
 from clawloop.generators.domain.ground import (
     Grounded,
+    Recovery,
+    Step,
     coverage_problems,
     every_write_plan,
     ground,
+    recovery_candidates,
+    refusal_candidates,
 )
 from clawloop.generators.domain.instruct import llm_instruction, write_instruction
 from clawloop.generators.domain.load import load_domain
@@ -106,6 +110,30 @@ def _plan_steps(g: Grounded, skills: dict[str, str]) -> list[dict[str, Any]]:
         {"skill": skills[s.tool], "tool": s.tool, "params": s.params, "expect": s.expect}
         for s in g.steps
     ]
+
+
+def _verified_recoveries(
+    domain: Domain, tables: execute.Tables, files: dict[str, str], sandbox: SandboxConfig,
+    rng: random.Random,
+) -> list[Recovery]:  # fmt: skip
+    """Error-recovery paths that ran as planned (refused, fixed, then accepted) on the snapshot,
+    found by execution before any graph is grounded: one sandbox run finds calls a rule refuses,
+    a second tries fixes on the records each refusal names."""
+    calls = refusal_candidates(domain, tables, rng)
+    if not calls:
+        return []
+    _, runs = execute.run_plans(files, [_plan(c) for c in calls], sandbox)
+    refused = [(c, str(r.trace[0].get("result", ""))) for c, r in zip(calls, runs, strict=True)
+               if r.ok and r.trace]  # fmt: skip
+    guesses = recovery_candidates(domain, tables, refused, rng)
+    if not guesses:
+        return []
+    _, runs = execute.run_plans(files, [_plan(*g) for g in guesses], sandbox)
+    return [g for g, r in zip(guesses, runs, strict=True) if r.ok]
+
+
+def _plan(*steps: Step) -> dict[str, Any]:
+    return Grounded(graph=TaskGraph(nodes=()), steps=list(steps)).plan()
 
 
 def plan_weight(g: Grounded, skills: dict[str, str], weights: dict[str, float]) -> float:
@@ -194,12 +222,15 @@ def synthesize_domain(
     files = workspace_files(domain, skills)
     by_tool = skill_of(skills)
     rng = random.Random(f"{domain.name}:{seed}")
+    recoveries = (
+        _verified_recoveries(domain, tables, files, sandbox, rng) if knobs.error_recovery else []
+    )
     tried: list[tuple[dict[str, Any], list[Grounded]]] = []
     for i in range(max(MIN_GRAPHS, n * GRAPH_DRAWS)):
         graph = sample_task_graph(rng, knobs)
         row = _graph_row(domain.name, i, graph, seed)
         out.graphs.append(row)
-        variants, why = ground(domain, graph, tables, rng)
+        variants, why = ground(domain, graph, tables, rng, recoveries=recoveries)
         fit = [v for v in variants if not coverage_problems(v, domain, skills)]
         if not fit:
             problems = [p for v in variants for p in coverage_problems(v, domain, skills)]
