@@ -155,8 +155,10 @@ TRAJECTORIES = pa.schema(
         # Per assistant turn: {"prompt_token_ids": [...] | null, "completion_token_ids": [...] | null,
         #   "logprobs": [...] | null (one per completion token), "needs_retokenize": bool,
         #   "finish_reason": str, "latency_s": float, "tool_calls_from_text": bool,
-        #   "raw_content": str (the reply's text when its tool calls were parsed out of it),
-        #   "tools": [{"name", "error", "duration_s"}]}
+        #   "raw_content": str (the reply's content exactly as the server returned it),
+        #   "reasoning_content": str | null, "tool_calls_native": bool (the server parsed the
+        #   calls out of the sample, so its text is unknown), "tools": [{"name", "error",
+        #   "duration_s"}]}
         ("turns_json", pa.string()),
         ("reward", pa.float64()),
         ("passed", pa.bool_()),
