@@ -256,6 +256,20 @@ def size(url: str) -> int:
         return int(fs.size(path))
 
 
+def version(url: str) -> str | None:
+    """An object's identity on an object store (ETag, size, modification time), which changes
+    whenever its bytes do; None elsewhere or when the store gives no ETag."""
+    if not is_object_store(url):
+        return None
+    with storage_errors(url, "look up"):
+        fs, path = resolve(url)
+        info = fs.info(path)
+    etag = info.get("ETag") or info.get("etag") or info.get("md5Hash")
+    if not etag:
+        return None
+    return f"{etag}:{info.get('size')}:{info.get('LastModified') or info.get('mtime') or ''}"
+
+
 def remove(url: str) -> None:
     """Delete a file if it exists."""
     with storage_errors(url, "delete"):

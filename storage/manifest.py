@@ -86,13 +86,23 @@ def sha256_json(obj: Any) -> str:
     return hashlib.sha256(blob).hexdigest()
 
 
+# (url, object version) -> sha256: an object store says when an object changed (its ETag), so
+# an unchanged object (a checkpoint checked by every stage that reads it) is downloaded once.
+_HASHED: dict[tuple[str, str], str] = {}
+
+
 def sha256_file(url: str, chunk: int = 1 << 20) -> str:
     """sha256 of a file's bytes, streamed (a checkpoint may not fit in memory)."""
+    ver = fs.version(url)
+    if ver is not None and (url, ver) in _HASHED:
+        return _HASHED[url, ver]
     f_sys, path = fs.resolve(url)
     h = hashlib.sha256()
     with fs.storage_errors(url, "read"), f_sys.open(path, "rb") as f:
         while block := f.read(chunk):
             h.update(block)
+    if ver is not None:
+        _HASHED[url, ver] = h.hexdigest()
     return h.hexdigest()
 
 

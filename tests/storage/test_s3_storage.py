@@ -92,6 +92,29 @@ def test_objects_changed_or_deleted_behind_its_back_are_found(s3):
     assert "things.parquet is missing" in why_incomplete(url, "k1")
 
 
+def test_an_unchanged_object_is_downloaded_once_to_check_it(s3, monkeypatch):
+    """A checkpoint is checked by every stage that reads it: hash it again only if it changed."""
+    import s3fs
+
+    url = fs.stage_url(s3.root, "r", 1, "s")
+    _commit(url)
+    opened: list[str] = []
+    real_open = s3fs.S3FileSystem._open
+    monkeypatch.setattr(
+        s3fs.S3FileSystem,
+        "_open",
+        lambda self, path, *a, **k: opened.append(path) or real_open(self, path, *a, **k),
+    )
+    for _ in range(3):
+        assert is_complete(url, "k1")
+    assert [p for p in opened if p.endswith("things.parquet")] == [
+        f"{s3.bucket}/runs/r/iter-1/s/things.parquet"
+    ]
+    key = "runs/r/iter-1/s/things.parquet"
+    s3.client.put_object(Bucket=s3.bucket, Key=key, Body=s3.get(key)[:-1] + b"!")
+    assert "corrupted" in why_incomplete(url, "k1")
+
+
 def test_listings_see_what_another_process_wrote(s3):
     """s3fs caches listings by default; a resumed run or `clawloop runs` must see the bucket."""
     assert fs.listdir(s3.root) == []
