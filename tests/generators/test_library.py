@@ -13,7 +13,7 @@ import pytest
 from clawloop.generators import catalog, domains
 from clawloop.generators.contract import OUTPUT_FORMATS, validate_build
 from clawloop.generators.library import RenderError, list_builtin, render_generator
-from clawloop.generators.verify import undefined_decision_fields
+from clawloop.generators.verify import hidden_answer, undefined_decision_fields
 from clawloop.harness.taskfolder.grader import grade
 from clawloop.harness.taskfolder.probes import trivial_probes
 
@@ -51,7 +51,7 @@ def leaked(build: dict[str, Any]) -> list[str]:
     text = build["instruction"] + "\n" + json.dumps(build["contract"], ensure_ascii=False)
     numbers = {float(t) for t in re.findall(r"-?\d+(?:\.\d+)?", text)}
     out = []
-    for v in leaves(build["answer"]):
+    for v in leaves(hidden_answer(build["answer"], build["contract"])):
         if isinstance(v, bool) or v is None:
             continue
         if isinstance(v, int | float):
