@@ -40,6 +40,10 @@ def solve(workspace: str) -> None:
 Grading is strict: CSV columns exactly as listed, in that order; JSON objects exactly the expected
 keys (a map keyed by entity: schema "additionalProperties"); every list of records needs a schema
 "key": [fields] (any order) or "ordered": true (by position); integers whole, booleans true/false.
+A report's text is graded too: it must state every value of its sidecar, each record's fields in the
+table row or sentence that names its key and each other value next to its name, so solve() writes
+such a report; answer[report path] may add {"forbidden": [facts it must not state]}.
+Every field a decision defines ("x = ...", "x counts ...") must be in some output.
 Rules: the answer keys equal the graded output paths; no answer value may appear in the instruction,
 the contract or the files; the untouched workspace must fail the verifier; solve() must pass it.
 multihop = how many sources must be joined (index file, per-entity files, cross-reference);
