@@ -57,6 +57,9 @@ STORE_ERROR_MODULES = ("botocore", "aiobotocore", "aiohttp", "google", "azure")
 class StorageError(OSError):
     """Artifact storage cannot be read or written (disk full, permission, missing bucket)."""
 
+    def __str__(self) -> str:  # the message alone, without OSError's "[Errno N]" prefix
+        return self.strerror if self.errno is not None and self.strerror else super().__str__()
+
 
 def protocol(url: str) -> str:
     """The URL's fsspec protocol ("file" for plain paths)."""
@@ -170,7 +173,8 @@ def explain(exc: BaseException, url: str, action: str) -> StorageError:
         hint = "the file system is read-only: point storage.root at a writable location"
     else:
         hint = f"{getattr(exc, 'strerror', None) or exc}"
-    err = StorageError(code, f"cannot {action} {url}: {hint}")
+    text = f"cannot {action} {url}: {hint}"
+    err = StorageError(code, text) if isinstance(code, int) else StorageError(text)
     err.__cause__ = exc
     return err
 

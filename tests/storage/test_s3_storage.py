@@ -158,6 +158,20 @@ def test_refused_credentials_say_which_variables_to_set(s3, monkeypatch):
     assert "access refused" in msg and "AWS_ACCESS_KEY_ID" in msg and s3.root in msg
 
 
+def test_no_credentials_at_all_say_which_variables_to_set(s3, monkeypatch):
+    from conftest import clear_s3fs_instances  # noqa: PLC0415 (tests/storage/conftest.py)
+
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")  # no instance-role lookup either
+    clear_s3fs_instances()
+    with pytest.raises(fs.StorageError) as err:
+        fs.check_root(s3.root)
+    msg = str(err.value)
+    assert msg.startswith(f"cannot reach storage.root {s3.root}: no credentials found"), msg
+    assert "AWS_ACCESS_KEY_ID" in msg and "AWS_PROFILE" in msg
+
+
 def test_nothing_answering_at_the_endpoint_is_a_clear_error(s3):
     from conftest import free_port  # noqa: PLC0415 (tests/storage/conftest.py)
 
