@@ -19,6 +19,7 @@ failed check with its reason, never a crash.
 from __future__ import annotations
 
 import argparse
+import bisect
 import csv
 import functools
 import io
@@ -434,7 +435,7 @@ class _Span:
     """A piece of report text: the terms it names, its numbers (terms and dates taken out), its
     word stems, and the row key it is about (its own mention, else the one before it)."""
 
-    __slots__ = ("text", "terms", "tokens", "numbers", "stems", "primary", "own")
+    __slots__ = ("text", "terms", "tokens", "numbers", "ordered", "stems", "primary", "own")
 
     def __init__(self, text: str, terms_rx: re.Pattern | None, primary: str | None, own: bool):
         low = text.casefold()
@@ -443,8 +444,16 @@ class _Span:
         bare = terms_rx.sub(" ", low) if terms_rx else low
         self.tokens = number_tokens(_DATE.sub(" ", bare))
         self.numbers = set().union(set(), *self.tokens)
+        self.ordered = sorted(self.numbers)
+
         self.stems = {_stem(w) for w in _WORD.findall(low)}
         self.primary, self.own = primary, own
+
+    def near(self, x: float, tol: dict[str, float]) -> bool:
+        """Whether some number here may be within the tolerance of `x` (a quick filter)."""
+        slack = tol.get("abs", 0.0) + tol.get("rel", 0.0) * abs(x) + 2 * EPS
+        i = bisect.bisect_left(self.ordered, x - slack)
+        return i < len(self.ordered) and self.ordered[i] <= x + slack
 
 
 def _terms_rx(terms: set[str]) -> re.Pattern | None:
@@ -561,7 +570,7 @@ def _row_number(
     mag = -exp if exp < 0 else exp
     rest = set(about[1:])
     for i, s in enumerate(report.by_key.get(about[0], [])):
-        if not rest <= s.terms:
+        if not rest <= s.terms or not s.near(float(mag), tol):
             continue
         for j, readings in enumerate(s.tokens):
             if (about[0], i, j) in (used or ()):
@@ -831,8 +840,11 @@ def _write(path: str, doc: dict[str, Any]) -> None:
 def write_result(out: str, details: str, result: dict[str, Any]) -> None:
     """Two files, details first so a reward never appears without them:
     `details` {"reward", "passed", "checks", "reason"} for clawloop and for people, and `out`
-    (reward.json) {"reward": float} — numbers only, since Harbor counts every value of
-    reward.json as a reward and fails a trial on any non-numeric one."""
+    (reward.json) {"reward": 1.0 | 0.0, "fraction": float} — numbers only, since Harbor counts
+    every value of reward.json as a reward and fails a trial on any non-numeric one. `reward` is
+    the outcome (the task passes or not: what a benchmark scores, so doing nothing never earns
+    partial credit for the checks it happens not to break); `fraction` is the share of checks
+    passed (the shaped reward, details' "reward")."""
     reward = float(result["reward"])
     _write(
         details,
@@ -843,7 +855,7 @@ def write_result(out: str, details: str, result: dict[str, Any]) -> None:
             "reason": _reason(result),
         },
     )
-    _write(out, {"reward": reward})
+    _write(out, {"reward": 1.0 if result.get("passed") else 0.0, "fraction": reward})
 
 
 def main(argv: list[str] | None = None) -> int:
