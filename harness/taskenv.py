@@ -92,7 +92,7 @@ def run_solution(sb: Sandbox, task_dir: Path, timeout: float | None = None) -> E
 
 
 def parse_reward(text: str | None, details: str | None = None) -> Grade:
-    """A Grade from reward.json's text (the reward) and details.json's (checks and reason);
+    """A Grade from reward.json's text (outcome and fraction) and details.json's (checks, reason);
     anything unusable in reward.json is reward 0 with the reason. Folders forged before
     details.json existed kept checks and error in reward.json itself: read there when details
     are missing. Details whose own reward disagrees with reward.json's are ignored (stale)."""
@@ -104,19 +104,28 @@ def parse_reward(text: str | None, details: str | None = None) -> Grade:
         return Grade(0.0, False, reason=f"reward.json is not JSON ({exc})")
     if not isinstance(doc, dict) or "reward" not in doc:
         return Grade(0.0, False, reason="reward.json has no 'reward' field")
-    reward = doc["reward"]
-    if isinstance(reward, bool) or not isinstance(reward, int | float) or not math.isfinite(reward):
-        return Grade(0.0, False, reason=f"reward {reward!r} is not a finite number")
-    reward = float(reward)
-    if not 0.0 <= reward <= 1.0:
-        return Grade(0.0, False, reason=f"reward {reward} is outside [0, 1]")
+    # Our verifier writes the outcome as `reward` and the share of checks passed as `fraction`;
+    # other Harbor tasks write `reward` alone (then it is both). Grade.reward is the fraction.
+    outcome, why = _unit_number(doc["reward"], "reward")
+    reward, why_f = _unit_number(doc.get("fraction", outcome), "fraction")
+    if why or why_f:
+        return Grade(0.0, False, reason=why or why_f)
+    passed = min(outcome, reward) >= 1.0
     info = _details(details, reward) or doc
     checks = info.get("checks") if isinstance(info.get("checks"), list) else []
-    passed = reward >= 1.0
     reason = str(info.get("error") or "") or (
         "" if passed else str(info.get("reason") or "")[:500] or _first_failed(checks)
     )
     return Grade(reward, passed, checks, reason=reason)
+
+
+def _unit_number(value: Any, name: str) -> tuple[float, str]:
+    """(value, "") for a finite number in [0, 1], else (0.0, why not)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return 0.0, f"{name} {value!r} is not a finite number"
+    if not 0.0 <= value <= 1.0:
+        return 0.0, f"{name} {value} is outside [0, 1]"
+    return float(value), ""
 
 
 def _details(text: str | None, reward: float) -> dict[str, Any] | None:

@@ -339,13 +339,14 @@ def test_cli_runs_as_a_standalone_stdlib_script(tmp_path: Path) -> None:
     ]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert p.returncode == 0, p.stderr
-    # reward.json: numbers only (Harbor's rule); the details beside it in details.json.
-    assert json.loads(out.read_text()) == {"reward": 1.0}
+    # reward.json: numbers only (Harbor's rule): the outcome and the share of checks passed;
+    # the details beside it in details.json.
+    assert json.loads(out.read_text()) == {"reward": 1.0, "fraction": 1.0}
     d = json.loads((logs / "details.json").read_text())
     assert d["passed"] is True and d["reward"] == 1.0 and d["reason"] == "" and d["checks"]
     (tests / "answer.json").write_text("{broken")
     subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=tmp_path)
-    assert json.loads(out.read_text()) == {"reward": 0.0}
+    assert json.loads(out.read_text()) == {"reward": 0.0, "fraction": 0.0}
     d = json.loads((logs / "details.json").read_text())
     assert d["passed"] is False and "JSONDecodeError" in d["checks"][0]["detail"]
     assert "JSONDecodeError" in d["reason"]

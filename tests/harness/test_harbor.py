@@ -1,7 +1,7 @@
 """Harbor 0.25 itself runs what `clawloop export harbor` writes: oracle 1.0, nop 0.0, per format.
 
 Forges one task per output format (json, csv, multi, report) from the rendered built-in
-generators, exports them with the real CLI verb, checks the untouched export with Harbor's own
+generators, plus a domain-grounded task (end-state predicates) and a SkillSynth task, exports them with the real CLI verb, checks the untouched export with Harbor's own
 task model (`Task.is_valid_dir`, `TaskConfig`: [task] name "clawloop/<task_id>",
 network_mode "no-network"), then runs `harbor run -p DATASET -a oracle` and `-a nop` on a local
 Docker engine: every oracle trial must score 1.0 and every nop trial 0.0, with no exception
@@ -42,6 +42,7 @@ HARBOR = HARBOR_HOME / "venv" / "bin" / "harbor"
 HARBOR_PY = HARBOR_HOME / "venv" / "bin" / "python"
 DOCKER_CONFIG = HARBOR_HOME / "docker-config"
 FORMATS = ("json", "csv", "multi", "report")
+KINDS = (*FORMATS, "domain", "skill_graph")  # + a domain-grounded and a SkillSynth task
 
 # Harbor's own view of a task folder, printed as JSON (runs in Harbor's venv, Python 3.12).
 INSPECT = r"""
@@ -98,6 +99,32 @@ def _forge_one_per_format() -> list[dict]:
             problems.append(f"{cap}/{fmt}: forge {row['error_kind']}: {row['error'][:200]}")
         else:
             pytest.fail(f"no built-in generator forges a {fmt} task: {problems}")
+    return rows + _forge_synthesized(sandbox)
+
+
+def _forge_synthesized(sandbox) -> list[dict]:  # noqa: ANN001 - SandboxConfig
+    """One domain-grounded task (end-state predicates over a JSON state, skill CLIs in the
+    workspace) and one SkillSynth task (the scripted Constructor's generator, as the skill_graph
+    source makes them), forged like any other."""
+    from doubles.skillsynth import generator
+
+    from clawloop.generators.candidates import candidate_row
+    from clawloop.generators.domain.load import builtin_domains
+    from clawloop.generators.domain.synth import synthesize_domain
+    from clawloop.generators.forge import forge_candidate
+
+    (apiary,) = [r for r in builtin_domains() if r.name == "apiary_coop"]
+    made = synthesize_domain(apiary, 1, 7, sandbox)
+    assert made.candidates, [g["reason"] for g in made.graphs]
+    cands = {
+        "domain": made.candidates[0],
+        "skill_graph": candidate_row(generator(asks=True), 5, origin="skill_graph"),
+    }
+    rows = []
+    for kind, cand in cands.items():
+        row = forge_candidate(cand, sandbox)
+        assert row["status"] == "ok", (kind, row["error"])
+        rows.append({**row, "output_format": kind})
     return rows
 
 
@@ -187,7 +214,7 @@ def test_harbor_runs_exported_tasks(tmp_path: Path) -> None:
     results = {a: _harbor_run(dataset, a, tmp_path / "jobs", overlay) for a in ("oracle", "nop")}
     took = time.perf_counter() - t0
     table = [f"{'task':<18} {'format':<7} {'capability':<24} {'oracle':>7} {'nop':>5}"]
-    for task_id, fmt in sorted(fmt_of.items(), key=lambda kv: FORMATS.index(kv[1])):
+    for task_id, fmt in sorted(fmt_of.items(), key=lambda kv: KINDS.index(kv[1])):
         o, n = results["oracle"].get(task_id, {}), results["nop"].get(task_id, {})
         table.append(
             f"{task_id:<18} {fmt:<7} {cap_of[task_id]:<24} {o.get('reward')!s:>7}"
@@ -206,12 +233,16 @@ def test_harbor_runs_exported_tasks(tmp_path: Path) -> None:
         for task_id, r in got.items():
             assert r["name"] == f"clawloop/{task_id}"
             assert not r["exception"], f"{agent} on {fmt_of[task_id]} task: {r['exception']}"
-            assert r["rewards"] == {"reward": want}, (agent, fmt_of[task_id], r["rewards"], report)
+            # reward is the outcome (a nop earns nothing for the guards it does not break);
+            # fraction, the share of checks passed, is a second named reward
+            assert set(r["rewards"]) == {"reward", "fraction"}, r["rewards"]
+            assert r["rewards"]["reward"] == want, (agent, fmt_of[task_id], r["rewards"], report)
+            assert (r["rewards"]["fraction"] == 1.0) is (want == 1.0), r["rewards"]
             # Harbor brings details.json back beside reward.json; clawloop's reader agrees.
             vdir = r["verifier_dir"]
             grade = parse_reward(
                 (vdir / "reward.json").read_text(), (vdir / "details.json").read_text()
             )
-            assert grade.reward == want and grade.passed is (want == 1.0), grade
-            assert grade.checks and all(c["passed"] is (want == 1.0) for c in grade.checks)
+            assert grade.reward == r["rewards"]["fraction"] and grade.passed is (want == 1.0)
+            assert grade.checks and all(c["passed"] for c in grade.checks) is (want == 1.0)
             assert (grade.reason == "") is (want == 1.0), grade.reason

@@ -80,6 +80,19 @@ def test_parse_reward_reads_details_beside_a_numeric_reward() -> None:
     assert g.reason == "expected 3, got 4"
 
 
+def test_reward_is_the_outcome_and_fraction_the_share_of_checks() -> None:
+    details = {"reward": 0.5, "passed": False, "checks": CHECKS, "reason": "out.json.total: bad"}
+    g = parse_reward('{"reward": 0.0, "fraction": 0.5}', json.dumps(details))
+    assert (g.reward, g.passed, g.checks) == (0.5, False, CHECKS)  # Grade.reward: the fraction
+    assert parse_reward('{"reward": 1.0, "fraction": 1.0}').passed
+    # an outcome the fraction contradicts does not pass; a foreign task's lone reward is both
+    assert not parse_reward('{"reward": 1.0, "fraction": 0.5}').passed
+    assert parse_reward('{"reward": 1}').passed and parse_reward('{"reward": 1}').reward == 1.0
+    for bad in ('{"reward": 0.0, "fraction": "0.5"}', '{"reward": 0.0, "fraction": 1.5}'):
+        g = parse_reward(bad)
+        assert (g.reward, g.passed) == (0.0, False) and "fraction" in g.reason
+
+
 def test_parse_reward_without_or_with_unusable_details() -> None:
     for details in (None, "{garbled", "[1, 2]", json.dumps({"reward": 1.0, "checks": CHECKS})):
         g = parse_reward('{"reward": 0.5}', details)  # missing, garbled, or about another reward
@@ -172,14 +185,14 @@ def test_test_sh_writes_numbers_only_and_details(row: dict, tmp_path: Path) -> N
     with open_task(folder, BWRAP) as sb:  # the untouched workspace: no outputs
         g = run_tests(sb, folder)
         reward, details = _verifier_files(sb)
-    assert reward == {"reward": g.reward} and g.reward < 1.0 and not g.passed
+    assert reward == {"reward": 0.0, "fraction": g.reward} and g.reward < 1.0 and not g.passed
     assert details["passed"] is False and details["checks"] == g.checks and g.checks
     assert g.reason == details["reason"] and g.reason
     with open_task(folder, BWRAP) as sb:
         assert run_solution(sb, folder).ok
         g = run_tests(sb, folder)
         reward, details = _verifier_files(sb)
-    assert reward == {"reward": 1.0} and g.passed and g.reason == ""
+    assert reward == {"reward": 1.0, "fraction": 1.0} and g.passed and g.reason == ""
     assert details["passed"] is True and details["checks"] == g.checks and g.checks
 
 
