@@ -3,6 +3,7 @@
     clawloop forge GENERATOR.py --seed N --out DIR [--backend auto|bwrap|docker]
     clawloop verify TASK_DIR [--json] [--backend ...]     exit 0 kept, 1 dropped, 2 error
     clawloop export harbor --tasks tasks.parquet --out DIR [--org ORG]   [task] name ORG/<task_id>
+    clawloop export trajectories|tasks --run ID --out DIR ...   HF datasets (flows/export_cli.py)
     clawloop import harbor DIR... --out tasks.parquet
 
 Errors are one line on stderr, never a traceback.
@@ -196,7 +197,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     _add_backend(p)
     p.set_defaults(func=_guard(cmd_verify))
 
-    p = sub.add_parser("export", help="export forged tasks to plain folders")
+    p = sub.add_parser("export", help="export tasks (Harbor folders, a dataset) or trajectories")
     fmt = p.add_subparsers(dest="format", required=True, metavar="FORMAT")
     h = fmt.add_parser("harbor", help="one Harbor task folder per forged task")
     h.add_argument("--tasks", required=True, help="a forge stage's tasks.parquet")
@@ -206,6 +207,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="org of each folder's [task] name, ORG/<task_id> (Harbor requires org/name)",
     )  # fmt: skip
     h.set_defaults(func=_guard(cmd_export))
+    from clawloop.flows import export_cli
+
+    export_cli.register_export(fmt)  # export trajectories | tasks: a run as HF datasets
 
     p = sub.add_parser("import", help="import plain task folders as forged-task rows")
     fmt = p.add_subparsers(dest="format", required=True, metavar="FORMAT")
