@@ -3,6 +3,9 @@
     clawloop rollout TASK_DIR --base-url http://127.0.0.1:8000/v1 --model policy -n 8 --json
     clawloop rollout TASK_DIR --serve-tiny -n 2       # build + serve the tiny offline model
 
+TASK_DIR may be any Harbor task folder, not only one clawloop made: a foreign task whose
+Dockerfile needs a build is built offline on the Docker backend first (harness/taskfolder/foreign.py)
+and refused on bubblewrap with the reason; it is graded by its own tests (reward.json or reward.txt).
 Prints the pass count (`passes`), the rewards, end reasons, and where the trajectories
 (trajectories.parquet, band.parquet) were written. Registered into flows/cli.py.
 """
@@ -27,6 +30,7 @@ from clawloop.harness.rollout import (
 )
 from clawloop.harness.sandbox.base import SandboxConfig
 from clawloop.harness.serve import ServeError
+from clawloop.harness.taskfolder.folder import TaskFolderError
 from clawloop.training.tiny_model import TinyModelError
 
 
@@ -94,8 +98,8 @@ def run(args: argparse.Namespace) -> int:
     )
     try:
         rows = _rollout(args, task_dir, cfg)
-    except (ServeError, TinyModelError) as exc:
-        return _fail(str(exc))
+    except (ServeError, TinyModelError, TaskFolderError) as exc:
+        return _fail(str(exc))  # TaskFolderError: a foreign task this backend cannot run
     band = band_filter(rows, cfg.n, cfg.band_lo, cfg.band_hi)
     paths = write_rollout_tables(out, rows, band, pass_rates(rows, band))
     result = {
@@ -123,7 +127,16 @@ def run(args: argparse.Namespace) -> int:
 
 def _rollout(args: argparse.Namespace, task_dir: Path, cfg: RolloutConfig) -> list[dict]:
     """Run the episodes, first starting the tiny local model server when asked to."""
+    from clawloop.harness import owned
+    from clawloop.harness.taskfolder.foreign import prepare_task
+
     with ExitStack() as stack:
+        # A foreign Harbor task runs from a prepared copy (its workspace laid out, its image
+        # built on Docker); before the policy server starts, so a refusal costs nothing.
+        work = Path(stack.enter_context(owned.temp_dir("clawloop-rollout-")))
+        prepared = prepare_task(task_dir, SandboxConfig(backend=args.backend), work)
+        if prepared.note:
+            print(f"clawloop rollout: {task_dir}: {prepared.note}", file=sys.stderr)
         base_url, model, tokenizer = args.base_url, args.model, args.tokenizer
         if args.serve_tiny:
             from clawloop.harness.serve import local_policy_server
@@ -137,11 +150,11 @@ def _rollout(args: argparse.Namespace, task_dir: Path, cfg: RolloutConfig) -> li
             base_url=base_url, model=model, api_key_env=args.api_key_env, tokenizer=tokenizer
         )
         return rollout_task(
-            task_dir,
+            prepared.task_dir,
             task_row_from_folder(task_dir),
             policy,
             args.n,
-            SandboxConfig(backend=args.backend),
+            prepared.sandbox,
             args.concurrency,
             cfg,
         )

@@ -4,7 +4,8 @@
     clawloop verify TASK_DIR [--json] [--backend ...]     exit 0 kept, 1 dropped, 2 error
     clawloop export harbor --tasks tasks.parquet --out DIR [--org ORG]   [task] name ORG/<task_id>
     clawloop export trajectories|tasks --run ID --out DIR ...   HF datasets (flows/export_cli.py)
-    clawloop import harbor DIR... --out tasks.parquet
+    clawloop import harbor DIR... --out tasks.parquet    task folders (ours or foreign Harbor
+                                                         ones) or dataset folders of them
 
 Errors are one line on stderr, never a traceback.
 """
@@ -139,16 +140,21 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from clawloop.harness.taskfolder.folder import TaskFolderError, import_folder
+    from clawloop.harness.taskfolder.folder import TaskFolderError
+    from clawloop.harness.taskfolder.foreign import import_task_folder, task_folders
     from clawloop.storage.artifacts import SchemaError, parquet_bytes
     from clawloop.storage.schemas import FORGED
 
     rows = []
     for d in args.dirs:
-        try:
-            rows.append(import_folder(Path(d)))
+        try:  # a task folder, ours or foreign, or a dataset folder of them
+            rows += [import_task_folder(t) for t in task_folders(Path(d))]
         except TaskFolderError as exc:
             raise CliError(str(exc)) from exc
+    ids = [r["task_id"] for r in rows]
+    dup = sorted({i for i in ids if ids.count(i) > 1})
+    if dup:
+        raise CliError(f"task id {dup[0]} is imported twice; each task's [task] name must differ")
     try:
         data, n = parquet_bytes(rows, FORGED, where="import harbor")
     except SchemaError as exc:
@@ -161,6 +167,9 @@ def cmd_import(args: argparse.Namespace) -> int:
         f.write(data)
     os.replace(tmp, out)
     print(f"imported {n} task folder(s) into {out}")
+    for r in rows:
+        if r["build_log"].startswith("imported foreign"):  # say what running it needs
+            print(f"  {r['task_id']}: {r['build_log'].partition('; ')[2]}")
     return EXIT_KEPT
 
 
@@ -213,7 +222,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("import", help="import plain task folders as forged-task rows")
     fmt = p.add_subparsers(dest="format", required=True, metavar="FORMAT")
-    h = fmt.add_parser("harbor", help="Harbor task folders written by clawloop")
-    h.add_argument("dirs", nargs="+", help="task folders")
+    h = fmt.add_parser("harbor", help="Harbor task folders (clawloop's or any Harbor task's)")
+    h.add_argument("dirs", nargs="+", help="task folders, or dataset folders of task folders")
     h.add_argument("--out", required=True, help="Parquet file to write (FORGED schema)")
     h.set_defaults(func=_guard(cmd_import))

@@ -35,6 +35,8 @@ from clawloop.harness.sandbox.scratch import scratch
 from clawloop.harness.taskfolder.folder import read_task_header
 
 REWARD_FILE = f"{VERIFIER_LOGS}/reward.json"  # {"reward": float}: numbers only (Harbor's rule)
+# Harbor's other reward file: one number as text; read only when reward.json is absent (as Harbor).
+REWARD_TEXT_FILE = f"{VERIFIER_LOGS}/reward.txt"
 DETAILS_FILE = f"{VERIFIER_LOGS}/details.json"  # {"reward", "passed", "checks", "reason"}
 MAX_REWARD_BYTES = 1024 * 1024
 MAX_DETAILS_BYTES = 8 * 1024 * 1024  # one entry per check, each detail capped by the grader
@@ -97,7 +99,7 @@ def parse_reward(text: str | None, details: str | None = None) -> Grade:
     details.json existed kept checks and error in reward.json itself: read there when details
     are missing. Details whose own reward disagrees with reward.json's are ignored (stale)."""
     if text is None:
-        return Grade(0.0, False, reason="the verifier wrote no reward.json")
+        return Grade(0.0, False, reason="the verifier wrote no reward.json or reward.txt")
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -145,10 +147,28 @@ def _details(text: str | None, reward: float) -> dict[str, Any] | None:
     return doc
 
 
+def parse_reward_text(text: str) -> Grade:
+    """A Grade from reward.txt (Harbor: the file holds one number); unusable text is reward 0."""
+    try:
+        reward = float(text.strip())
+    except ValueError:
+        return Grade(0.0, False, reason=f"reward.txt holds {text.strip()[:80]!r}, not a number")
+    if not math.isfinite(reward) or not 0.0 <= reward <= 1.0:
+        return Grade(0.0, False, reason=f"reward {reward} in reward.txt is not in [0, 1]")
+    passed = reward >= 1.0  # as a lone reward.json: the verifier's output is the Grade's log
+    return Grade(reward, passed, reason="" if passed else "reward below 1.0")
+
+
 def read_grade(sb: Sandbox) -> Grade:
-    """The verifier's outcome in a sandbox: /logs/verifier/reward.json and details.json."""
+    """The verifier's outcome in a sandbox: /logs/verifier/reward.json and details.json, else
+    (as Harbor reads them) reward.txt."""
+    text = read_remote_text(sb, REWARD_FILE)
+    if text is None:
+        plain = read_remote_text(sb, REWARD_TEXT_FILE)
+        if plain is not None:
+            return parse_reward_text(plain)
     details = read_remote_text(sb, DETAILS_FILE, cap=MAX_DETAILS_BYTES)
-    return parse_reward(read_remote_text(sb, REWARD_FILE), details)
+    return parse_reward(text, details)
 
 
 def _first_failed(checks: list[Any]) -> str:
