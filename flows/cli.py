@@ -1,8 +1,8 @@
 """The `clawloop` command line: one console script, a subcommand per verb.
 
-Each verb group is a module here (run_cli, task_cli, rollout_cli, train_cli) with a
-`register(subparsers)`; this module only parses, dispatches, and turns expected errors into one
-clear line on stderr (exit 2) instead of a traceback.
+Each verb group is a module here (run_cli, report_cli, task_cli + export_cli, rollout_cli,
+train_cli, ...) with a `register(subparsers)`; this module only parses, dispatches, and turns
+expected errors into one clear line on stderr (exit 2) instead of a traceback.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ def make_parser() -> argparse.ArgumentParser:
     from clawloop.flows import (
         domain_cli,
         generators_cli,
+        report_cli,
         rollout_cli,
         run_cli,
         skills_cli,
@@ -34,6 +35,7 @@ def make_parser() -> argparse.ArgumentParser:
 
     for verbs in (
         run_cli,
+        report_cli,
         task_cli,
         generators_cli,
         rollout_cli,

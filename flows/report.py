@@ -1,12 +1,16 @@
 """Human-readable views of a run: per-stage table/markdown (Prefect artifacts) and the CLI summary.
 
-Pure functions from engine outcomes and run listings to rows, markdown and rich tables.
+Pure functions from engine outcomes and run listings to rows, markdown and rich tables; and the
+whole run's per-iteration figures (`RunFigures`, gathered by flows/report_cli.py) as report.md, a
+terminal table and one PNG.
 """
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -138,3 +142,268 @@ def stages_table(run: RunInfo, order: Sequence[str]) -> Table:
                 s.reason[:120],
             )
     return t
+
+
+# ---- the whole run at a glance: `clawloop report` ----------------------------------------------
+
+
+@dataclass
+class IterationFigures:
+    """One iteration's key numbers, read from its stages' manifests and small tables (None: the
+    stage did not commit, or wrote nothing to measure)."""
+
+    iteration: int
+    candidates: int | None = None  # synthesize: candidate tasks
+    forged: int | None = None  # forge: built (status ok)
+    forge_failed: int | None = None
+    verified: int | None = None  # verify: kept (train + eval)
+    verified_train: int | None = None
+    rollout_tasks: int | None = None  # rollout: train tasks rolled out
+    episodes: int | None = None
+    rollout_passed: int | None = None
+    band_kept: int | None = None  # band filter: tasks kept for training
+    train_status: str | None = None  # trained | nothing_to_train
+    train_steps: int | None = None
+    losses: list[tuple[str, int, float]] = field(default_factory=list)  # (phase, step, loss)
+    eval_episodes: int | None = None  # diagnose: held-out episodes graded
+    heldout: dict[str, tuple[int, int]] = field(default_factory=dict)  # capability: (passed, n)
+    external_pass_rate: float | None = None  # an external eval set's, when diagnose has one
+    external: dict[str, float] = field(default_factory=dict)  # per capability, when given
+    missing: list[str] = field(default_factory=list)  # stages with no committed output
+
+    @property
+    def band_yield(self) -> float | None:
+        """Share of the rolled-out tasks the band filter kept."""
+        if self.band_kept is None or not self.rollout_tasks:
+            return None
+        return self.band_kept / self.rollout_tasks
+
+    def mean_loss(self, phase: str) -> float | None:
+        vals = [loss for p, _, loss in self.losses if p == phase and loss == loss]  # not NaN
+        return sum(vals) / len(vals) if vals else None
+
+    @property
+    def heldout_pass_rate(self) -> float | None:
+        n = sum(e for _, e in self.heldout.values())
+        return sum(p for p, _ in self.heldout.values()) / n if n else None
+
+    def capability_rate(self, capability: str) -> float | None:
+        passed, n = self.heldout.get(capability, (0, 0))
+        return passed / n if n else None
+
+
+@dataclass
+class RunFigures:
+    run_id: str
+    k: int  # iterations the run was configured for
+    iterations: list[IterationFigures]
+
+    @property
+    def capabilities(self) -> list[str]:
+        return sorted({c for it in self.iterations for c in it.heldout})
+
+    @property
+    def has_external(self) -> bool:
+        return any(it.external_pass_rate is not None for it in self.iterations)
+
+
+def _n(v: int | str | None) -> str:
+    return "-" if v is None else str(v)
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{100 * v:.1f}%"
+
+
+def _loss(v: float | None) -> str:
+    return "-" if v is None else f"{v:.4f}"
+
+
+REPORT_COLUMNS = (
+    "iter",
+    "candidates",
+    "forged",
+    "verified kept",
+    "kept train",
+    "rolled out",
+    "band kept",
+    "band yield",
+    "episodes passed",
+    "train",
+    "sft loss",
+    "grpo loss",
+    "held-out pass",
+)
+
+
+def iteration_row(it: IterationFigures, external: bool) -> list[str]:
+    """One iteration's cells, in REPORT_COLUMNS order (+ the external pass rate when any)."""
+    passed = "-" if it.episodes is None else f"{_n(it.rollout_passed)}/{it.episodes}"
+    train = it.train_status if it.train_status is None else f"{it.train_status} ({it.train_steps})"
+    cells = [
+        str(it.iteration),
+        _n(it.candidates),
+        _n(it.forged),
+        _n(it.verified),
+        _n(it.verified_train),
+        _n(it.rollout_tasks),
+        _n(it.band_kept),
+        _pct(it.band_yield),
+        passed,
+        _n(train),
+        _loss(it.mean_loss("sft")),
+        _loss(it.mean_loss("grpo")),
+        _pct(it.heldout_pass_rate),
+    ]
+    return cells + ([_pct(it.external_pass_rate)] if external else [])
+
+
+def _columns(figures: RunFigures) -> list[str]:
+    return list(REPORT_COLUMNS) + (["external pass"] if figures.has_external else [])
+
+
+def run_report_markdown(figures: RunFigures, png_name: str = "report.png") -> str:
+    """report.md: the per-iteration table, held-out pass rate per capability, the figure."""
+    its = figures.iterations
+    lines = [
+        f"# Run `{figures.run_id}`: {len(its)} of {figures.k} iterations",
+        "",
+        f"![per-iteration figures]({png_name})",
+        "",
+        "## Per iteration",
+        "",
+        "Kept tasks per stage, the band filter's yield (kept / rolled out), the rollout's passed",
+        "episodes, train's status (logged steps) and mean SFT / GRPO loss over its logged steps,",
+        "and diagnose's held-out pass rate (passed / graded eval episodes, every capability).",
+        "",
+    ]
+    cols = _columns(figures)
+    lines += ["| " + " | ".join(cols) + " |", "|" + "---:|" * len(cols)]
+    lines += ["| " + " | ".join(iteration_row(it, figures.has_external)) + " |" for it in its]
+    caps = figures.capabilities
+    if caps:
+        lines += ["", "## Held-out pass rate per capability", ""]
+        head = ["capability"] + [f"iter {it.iteration}" for it in its]
+        lines += ["| " + " | ".join(head) + " |", "|---|" + "---:|" * len(its)]
+        for c in caps:
+            cells = [
+                "-"
+                if c not in it.heldout
+                else f"{_pct(it.capability_rate(c))} ({it.heldout[c][0]}/{it.heldout[c][1]})"
+                for it in its
+            ]
+            lines.append("| " + " | ".join([c, *cells]) + " |")
+    ext = sorted({c for it in its for c in it.external})
+    if ext:
+        lines += ["", "## External eval pass rate per capability", ""]
+        head = ["capability"] + [f"iter {it.iteration}" for it in its]
+        lines += ["| " + " | ".join(head) + " |", "|---|" + "---:|" * len(its)]
+        lines += [
+            "| " + " | ".join([c] + [_pct(it.external.get(c)) for it in its]) + " |" for c in ext
+        ]
+    gaps = [f"iteration {it.iteration}: {', '.join(it.missing)}" for it in its if it.missing]
+    if gaps:
+        lines += ["", "Stages without committed output (shown as -): " + "; ".join(gaps) + "."]
+    return "\n".join(lines) + "\n"
+
+
+def run_report_table(figures: RunFigures) -> Table:
+    """The per-iteration table for the terminal."""
+    t = Table(title=f"run {figures.run_id}: {len(figures.iterations)} of {figures.k} iterations")
+    for col in _columns(figures):
+        t.add_column(col, justify="left" if col == "train" else "right")
+    for it in figures.iterations:
+        t.add_row(*iteration_row(it, figures.has_external))
+    return t
+
+
+def capability_table(figures: RunFigures) -> Table:
+    """Held-out pass rate per capability (rows) over iterations (columns)."""
+    t = Table(title="held-out pass rate per capability")
+    t.add_column("capability")
+    for it in figures.iterations:
+        t.add_column(f"iter {it.iteration}", justify="right")
+    for c in figures.capabilities:
+        t.add_row(c, *[_pct(it.capability_rate(c)) for it in figures.iterations])
+    return t
+
+
+def run_report_png(figures: RunFigures) -> bytes:
+    """One PNG, four panels: kept tasks per stage, yield and pass rates, SFT / GRPO loss over
+    the run's steps, held-out pass rate per capability. Agg canvas: no display, no global state."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    its = figures.iterations
+    ks = [it.iteration for it in its]
+    fig = Figure(figsize=(13, 9), dpi=100)
+    FigureCanvasAgg(fig)
+    (a, b), (c, d) = fig.subplots(2, 2)
+    fig.suptitle(f"clawloop run {figures.run_id}")
+
+    stages = (
+        ("candidates", [it.candidates for it in its]),
+        ("forged", [it.forged for it in its]),
+        ("verified kept", [it.verified for it in its]),
+        ("rolled out", [it.rollout_tasks for it in its]),
+        ("band kept", [it.band_kept for it in its]),
+    )
+    width = 0.8 / len(stages)
+    for i, (label, vals) in enumerate(stages):
+        xs = [k - 0.4 + width * (i + 0.5) for k in ks]
+        a.bar(xs, [v or 0 for v in vals], width, label=label)
+    a.set(title="kept tasks per stage", xlabel="iteration", ylabel="tasks", xticks=ks)
+    a.legend(fontsize=8)
+
+    def line(ax: Any, values: list[float | None], label: str, **kw: Any) -> None:
+        pts = [(k, v) for k, v in zip(ks, values, strict=True) if v is not None]
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label, **kw)
+
+    line(b, [it.band_yield for it in its], "band-filter yield")
+    line(b, [it.heldout_pass_rate for it in its], "held-out pass rate")
+    if figures.has_external:
+        line(b, [it.external_pass_rate for it in its], "external pass rate", linestyle="--")
+    b.set(title="yield and pass rates", xlabel="iteration", ylim=(-0.05, 1.05), xticks=ks)
+    if b.get_lines():
+        b.legend(fontsize=8)
+
+    offset, labelled = 0, set()
+    for it in its:
+        n = 0
+        for phase, color in (("sft", "tab:blue"), ("grpo", "tab:orange")):
+            pts = [v for p, _, v in it.losses if p == phase]
+            if pts:
+                c.plot(
+                    [offset + n + i + 1 for i in range(len(pts))],
+                    pts,
+                    color=color,
+                    marker=".",
+                    label=phase if phase not in labelled else None,
+                )
+                labelled.add(phase)
+                n += len(pts)
+        if n and offset:
+            c.axvline(offset + 0.5, color="grey", linewidth=0.5)
+        if n:
+            c.annotate(f"iter {it.iteration}", (offset + 1, 1.0), xycoords=("data", "axes fraction"),
+                       va="top", fontsize=8, color="grey")  # fmt: skip
+        offset += n
+    c.set(title="SFT / GRPO loss (logged steps, run order)", xlabel="logged step", ylabel="loss")
+    if any(it.losses for it in its):
+        c.legend(fontsize=8)
+    else:
+        c.text(0.5, 0.5, "nothing trained", ha="center", va="center", transform=c.transAxes)
+
+    for cap in figures.capabilities:
+        line(d, [it.capability_rate(cap) for it in its], cap)
+    d.set(title="held-out pass rate per capability", xlabel="iteration", xticks=ks)
+    d.set_ylim(-0.05, 1.05)
+    if figures.capabilities:
+        d.legend(fontsize=8)
+    else:
+        d.text(0.5, 0.5, "no held-out episodes", ha="center", va="center", transform=d.transAxes)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return buf.getvalue()

@@ -166,6 +166,7 @@ def make_trainer(
 
     from clawloop.training.batching import SampleCollator, SampleDataset
     from clawloop.training.grpo import GRPOGroupTrainer, freeze_old_logprobs
+    from clawloop.training.progress import progress_callbacks
     from clawloop.training.sft import MaskedSFTTrainer
     from clawloop.training.trainer_base import load_policy, training_arguments
 
@@ -181,6 +182,7 @@ def make_trainer(
         "train_dataset": SampleDataset(samples),
         "data_collator": SampleCollator(tokenizer.pad_token_id, with_rl=phase == "grpo"),
         "processing_class": tokenizer,
+        "callbacks": progress_callbacks(phase),  # a bar on a terminal's stderr, else none
     }
     if phase == "sft":
         return MaskedSFTTrainer(**common)

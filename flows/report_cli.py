@@ -1,0 +1,160 @@
+"""`clawloop report --run ID [--root R]`: the whole run at a glance (registered in flows/cli.py).
+
+Reads every iteration's committed stages (manifests, and the small tables: train's metrics,
+diagnose's pass rates), prints the per-iteration table and the held-out pass rate per capability,
+and writes `<root>/<run_id>/report.md` and `<root>/<run_id>/report.png` beside the run (any
+storage root, object stores included). Nothing is re-run; a stage that did not commit shows "-".
+
+An external held-out eval set (diagnose rolling out a Harbor dataset beside our own eval split)
+is shown when diagnose's manifest summary has its pass rate: a number under `external_pass_rate`
+or `eval_tasks_pass_rate`, or a dict under `external` / `eval_tasks` / `external_eval` with
+`pass_rate` (and optionally `per_capability: {capability: rate}`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from typing import Any
+
+from clawloop.flows.report import IterationFigures, RunFigures
+from clawloop.storage import fs
+
+REPORT_MD, REPORT_PNG = "report.md", "report.png"
+EXTERNAL_NUMBERS = ("external_pass_rate", "eval_tasks_pass_rate")
+EXTERNAL_DICTS = ("external", "eval_tasks", "external_eval")
+
+
+class ReportError(Exception):
+    """No such run: one line, exit 2."""
+
+
+def _rate(v: Any) -> float | None:
+    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+        return None
+    return float(v)
+
+
+def external_figures(summary: dict[str, Any]) -> tuple[float | None, dict[str, float]]:
+    """(pass rate, per capability) of an external eval set in a diagnose summary, if any."""
+    for key in EXTERNAL_NUMBERS:
+        if _rate(summary.get(key)) is not None:
+            return _rate(summary[key]), {}
+    for key in EXTERNAL_DICTS:
+        doc = summary.get(key)
+        if isinstance(doc, dict) and _rate(doc.get("pass_rate")) is not None:
+            per = doc.get("per_capability") if isinstance(doc.get("per_capability"), dict) else {}
+            caps = {str(c): r for c, v in per.items() if (r := _rate(v)) is not None}
+            return _rate(doc["pass_rate"]), caps
+    return None, {}
+
+
+def _int(v: Any) -> int | None:
+    return int(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+
+def iteration_figures(root: str, run_id: str, k: int) -> IterationFigures:
+    """One iteration's figures from its committed stages."""
+    from clawloop.storage import artifacts
+    from clawloop.storage.manifest import read_manifest
+
+    it = IterationFigures(iteration=k)
+
+    def manifest(stage: str):
+        m = read_manifest(fs.stage_url(root, run_id, k, stage))
+        if m is None:
+            it.missing.append(stage)
+        return m
+
+    if (m := manifest("synthesize")) is not None:
+        it.candidates = m.rows.get("candidates.parquet")
+    if (m := manifest("forge")) is not None:
+        it.forged, it.forge_failed = _int(m.summary.get("forged")), _int(m.summary.get("failed"))
+    if (m := manifest("verify")) is not None:
+        it.verified = _int(m.summary.get("kept"))
+        it.verified_train = _int(m.summary.get("kept_train"))
+    if (m := manifest("rollout")) is not None:
+        s = m.summary
+        it.rollout_tasks, it.episodes = _int(s.get("tasks")), _int(s.get("episodes"))
+        it.rollout_passed, it.band_kept = _int(s.get("passed")), _int(s.get("kept_tasks"))
+    if (m := manifest("train")) is not None:
+        it.train_status = str(m.summary.get("status", "")) or None
+        it.train_steps = _int(m.summary.get("steps"))
+        if "metrics.parquet" in m.rows:
+            url = fs.stage_url(root, run_id, k, "train")
+            it.losses = [
+                (str(r["phase"]), int(r["step"]), float(r["loss"]))
+                for r in artifacts.read_rows(url, "metrics")
+            ]
+    if (m := manifest("diagnose")) is not None:
+        it.eval_episodes = _int(m.summary.get("eval_episodes"))
+        if "pass_rates.parquet" in m.rows:
+            url = fs.stage_url(root, run_id, k, "diagnose")
+            for r in artifacts.read_rows(url, "pass_rates"):
+                if int(r["iteration"]) == k:
+                    it.heldout[str(r["capability"])] = (int(r["n_passed"]), int(r["n_episodes"]))
+        it.external_pass_rate, it.external = external_figures(m.summary)
+    return it
+
+
+def run_figures(root: str, run_id: str) -> RunFigures:
+    """Every iteration of the run: 1..K from run.json, and any further iteration folder."""
+    run_url = fs.join(root, run_id)
+    if not fs.exists(fs.join(run_url, "run.json")):
+        raise ReportError(f"no run {run_id!r} under {root}: list runs with `clawloop runs`")
+    doc = json.loads(fs.read_bytes(fs.join(run_url, "run.json")))
+    k = int((doc.get("config") or {}).get("iterations") or 0)
+    found = {
+        int(n.removeprefix("iter-"))
+        for n in fs.listdir(run_url)
+        if n.startswith("iter-") and n.removeprefix("iter-").isdigit()
+    }
+    ks = sorted(found | set(range(1, k + 1)))
+    its = [iteration_figures(root, run_id, i) for i in ks]
+    while its and len(its[-1].missing) == len(STAGE_NAMES) and its[-1].iteration > 1:
+        its.pop()  # iterations the run has not reached: no row
+    return RunFigures(run_id=run_id, k=k, iterations=its)
+
+
+STAGE_NAMES = ("synthesize", "forge", "verify", "rollout", "train", "diagnose")
+
+
+def write_report(root: str, figures: RunFigures) -> tuple[str, str]:
+    """report.md and report.png beside the run; returns their URLs."""
+    from clawloop.flows.report import run_report_markdown, run_report_png
+
+    md = fs.join(root, figures.run_id, REPORT_MD)
+    png = fs.join(root, figures.run_id, REPORT_PNG)
+    fs.write_bytes_atomic(png, run_report_png(figures))
+    fs.write_bytes_atomic(md, run_report_markdown(figures, REPORT_PNG).encode())
+    return md, png
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from clawloop.flows.report import capability_table, run_report_table
+
+    try:
+        figures = run_figures(args.root, args.run)
+    except ReportError as exc:
+        print(f"clawloop report: {exc}", file=sys.stderr)
+        return 2
+    md, png = write_report(args.root, figures)
+    console = Console(width=None if sys.stdout.isatty() else 200)  # a pipe: no 80-column wrap
+    console.print(run_report_table(figures))
+    if figures.capabilities:
+        console.print(capability_table(figures))
+    print(f"wrote {md}\nwrote {png}")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "report", help="a run's per-iteration figures: printed, and report.md + report.png"
+    )
+    p.add_argument("--run", required=True, help="run id (see `clawloop runs`)")
+    p.add_argument("--root", default="runs", help="storage root the run is under (default: runs)")
+    p.set_defaults(func=_cmd_report)

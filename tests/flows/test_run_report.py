@@ -1,0 +1,222 @@
+"""`clawloop report` over a hand-written K=2 run (manifests and the small tables it reads): one
+row per iteration with the manifests' numbers, the held-out pass rate per capability from
+diagnose's pass_rates, mean SFT / GRPO loss from train's metrics, an external eval pass rate when
+diagnose's summary has one; report.md and report.png beside the run. And the train stage's
+progress bar (the one long stage without one)."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from PIL import Image
+from rich.console import Console
+
+from clawloop.flows.cli import main
+from clawloop.flows.report_cli import external_figures, run_figures
+from clawloop.storage import artifacts, fs, schemas
+from clawloop.training.progress import TrainProgress, progress_callbacks
+
+RUN = "rep"
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def commit(root: Path, k: int, stage: str, tables: dict, summary: dict) -> None:
+    url = fs.stage_url(str(root), RUN, k, stage)
+    files = [artifacts.write_table(url, n, rows, schema) for n, (schema, rows) in tables.items()]
+    artifacts.commit_stage(
+        url,
+        stage=stage,
+        iteration=k,
+        run_id=RUN,
+        inputs_hash="x",
+        code_version="x",
+        upstream={},
+        files=files,
+        started_at=time.time(),
+        summary=summary,
+    )
+
+
+def candidate(i: int) -> dict:
+    return artifacts.empty_row(schemas.CANDIDATES, task_id=f"c{i}", capability="tally")
+
+
+def metric(phase: str, step: int, loss: float) -> dict:
+    return artifacts.empty_row(schemas.TRAIN_METRICS, phase=phase, step=step, loss=loss)
+
+
+def rate(k: int, cap: str, passed: int, n: int) -> dict:
+    return {
+        "iteration": k,
+        "capability": cap,
+        "n_episodes": n,
+        "n_passed": passed,
+        "n_tasks": n,
+        "pass_rate": passed / n,
+    }
+
+
+# per iteration: candidates, forged ok/failed, verify kept/kept_train, rollout tasks/episodes/
+# passed/band kept, losses (phase, loss...), held-out (capability, passed, n), external summary
+ITERATIONS = {
+    1: dict(
+        cands=6, forge=(5, 1), verify=(4, 3), rollout=(3, 6, 2, 2),
+        losses={"sft": [2.0, 1.0], "grpo": [0.5]},
+        heldout=[("tally", 1, 2), ("audit", 0, 1)], external={},
+    ),
+    2: dict(
+        cands=8, forge=(8, 0), verify=(6, 4), rollout=(4, 8, 5, 3),
+        losses={"sft": [0.75], "grpo": [0.25, 0.125]},
+        heldout=[("tally", 2, 2), ("audit", 1, 2)],
+        external={"external": {"pass_rate": 0.25, "per_capability": {"tally": 0.5}}},
+    ),
+}  # fmt: skip
+
+
+def write_run(root: Path) -> None:
+    (root / RUN).mkdir(parents=True)
+    (root / RUN / "run.json").write_text(json.dumps({"run_id": RUN, "config": {"iterations": 2}}))
+    for k, it in ITERATIONS.items():
+        commit(
+            root,
+            k,
+            "synthesize",
+            {"candidates": (schemas.CANDIDATES, [candidate(i) for i in range(it["cands"])])},
+            {},
+        )  # noqa: E501
+        commit(root, k, "forge", {}, {"forged": it["forge"][0], "failed": it["forge"][1]})
+        commit(root, k, "verify", {}, {"kept": it["verify"][0], "kept_train": it["verify"][1]})
+        tasks, episodes, passed, kept = it["rollout"]
+        summary = {"tasks": tasks, "episodes": episodes, "passed": passed, "kept_tasks": kept}
+        commit(root, k, "rollout", {}, summary)
+        rows = [metric(p, s + 1, v) for p, vs in it["losses"].items() for s, v in enumerate(vs)]
+        steps = len(rows)
+        commit(
+            root,
+            k,
+            "train",
+            {"metrics": (schemas.TRAIN_METRICS, rows)},
+            {"status": "trained", "steps": steps},
+        )  # noqa: E501
+        rates = [rate(k, c, p, n) for c, p, n in it["heldout"]]
+        summary = {
+            "eval_episodes": sum(n for *_, n in it["heldout"]),
+            "eval_tasks": 3,
+            **it["external"],
+        }  # noqa: E501
+        commit(root, k, "diagnose", {"pass_rates": (schemas.PASS_RATES, rates)}, summary)
+
+
+def table(md: str, heading: str) -> list[list[str]]:
+    """The data rows of the markdown table under `heading`."""
+    lines = md.split(heading, 1)[1].splitlines()
+    rows = [ln for ln in lines[lines.index(next(ln for ln in lines if ln.startswith("|"))) :]]
+    rows = rows[: next((i for i, ln in enumerate(rows) if not ln.startswith("|")), len(rows))]
+    return [[c.strip() for c in ln.strip("|").split("|")] for ln in rows[2:]]
+
+
+def test_report_one_row_per_iteration_with_the_manifests_numbers(tmp_path, capsys):
+    root = tmp_path / "runs"
+    write_run(root)
+    assert main(["report", "--run", RUN, "--root", str(root)]) == 0
+    printed = capsys.readouterr().out
+    md = (root / RUN / "report.md").read_text()
+    png = (root / RUN / "report.png").read_bytes()
+    assert png.startswith(PNG_MAGIC)
+    with Image.open(io.BytesIO(png)) as img:
+        assert img.format == "PNG" and img.size == (1300, 900)
+    assert "![per-iteration figures](report.png)" in md
+    assert f"wrote {root / RUN / 'report.md'}" in printed and "held-out pass rate" in printed
+
+    rows = table(md, "## Per iteration")
+    assert [r[0] for r in rows] == ["1", "2"]
+    for row, (k, it) in zip(rows, ITERATIONS.items(), strict=True):
+        tasks, episodes, passed, kept = it["rollout"]
+        n_eval = sum(n for *_, n in it["heldout"])
+        n_pass = sum(p for _, p, _ in it["heldout"])
+        mean = {p: sum(v) / len(v) for p, v in it["losses"].items()}
+        ext = it["external"].get("external", {}).get("pass_rate")
+        assert row == [
+            str(k),
+            str(it["cands"]),
+            str(it["forge"][0]),
+            str(it["verify"][0]),
+            str(it["verify"][1]),
+            str(tasks),
+            str(kept),
+            f"{100 * kept / tasks:.1f}%",
+            f"{passed}/{episodes}",
+            f"trained ({sum(len(v) for v in it['losses'].values())})",
+            f"{mean['sft']:.4f}",
+            f"{mean['grpo']:.4f}",
+            f"{100 * n_pass / n_eval:.1f}%",
+            "-" if ext is None else f"{100 * ext:.1f}%",
+        ], row
+    caps = {r[0]: r[1:] for r in table(md, "## Held-out pass rate per capability")}
+    assert caps == {
+        "audit": ["0.0% (0/1)", "50.0% (1/2)"],
+        "tally": ["50.0% (1/2)", "100.0% (2/2)"],
+    }
+    ext = {r[0]: r[1:] for r in table(md, "## External eval pass rate per capability")}
+    assert ext == {"tally": ["-", "50.0%"]}
+
+
+def test_unfinished_run_shows_dashes_and_missing_stages(tmp_path, capsys):
+    root = tmp_path / "runs"
+    (root / RUN).mkdir(parents=True)
+    (root / RUN / "run.json").write_text(json.dumps({"run_id": RUN, "config": {"iterations": 3}}))
+    commit(root, 1, "forge", {}, {"forged": 2, "failed": 0})
+    figures = run_figures(str(root), RUN)
+    assert [it.iteration for it in figures.iterations] == [1]  # 2 and 3 never started
+    assert figures.iterations[0].missing == ["synthesize", "verify", "rollout", "train", "diagnose"]
+    assert main(["report", "--run", RUN, "--root", str(root)]) == 0
+    md = (root / RUN / "report.md").read_text()
+    assert table(md, "## Per iteration") == [["1", "-", "2"] + ["-"] * 10]
+    assert "iteration 1: synthesize, verify, rollout, train, diagnose" in md
+    assert (root / RUN / "report.png").read_bytes().startswith(PNG_MAGIC)
+    capsys.readouterr()
+    assert main(["report", "--run", "nope", "--root", str(root)]) == 2
+    assert "no run 'nope'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("summary", "want"),
+    [
+        ({"eval_tasks": 3}, (None, {})),  # our own eval task count is not a rate
+        ({"external_pass_rate": 0.5}, (0.5, {})),
+        ({"eval_tasks": {"pass_rate": 0.2, "per_capability": {"a": 1}}}, (0.2, {"a": 1.0})),
+        ({"external_pass_rate": math.nan}, (None, {})),
+    ],
+)
+def test_external_pass_rate_shapes(summary, want):
+    assert external_figures(summary) == want
+
+
+def test_train_progress_bar_counts_steps_and_shows_the_loss():
+    assert progress_callbacks("sft") == []  # pytest's stderr is no terminal
+    (cb,) = progress_callbacks("sft", enabled=True)
+    assert isinstance(cb, TrainProgress)
+    out = io.StringIO()
+    bar = TrainProgress("grpo", Console(file=out, force_terminal=True, width=120))
+    state = SimpleNamespace(is_world_process_zero=True, max_steps=3, global_step=0)
+    bar.on_train_begin(None, state, None)
+    for step in (1, 2):
+        state.global_step = step
+        bar.on_log(None, state, None, logs={"loss": 1.0 / step})
+        bar.on_step_end(None, state, None)
+    bar.on_train_end(None, state, None)
+    text = out.getvalue()
+    assert "train grpo" in text and "2/3" in text and "loss 0.5000" in text
+    # other ranks draw nothing
+    quiet = io.StringIO()
+    other = TrainProgress("sft", Console(file=quiet, force_terminal=True))
+    other.on_train_begin(None, SimpleNamespace(is_world_process_zero=False, max_steps=3), None)
+    other.on_step_end(None, state, None)
+    other.on_train_end(None, state, None)
+    assert quiet.getvalue() == ""
