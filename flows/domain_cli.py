@@ -2,6 +2,7 @@
 
     clawloop domain graph DIR           # tools, their tables and skills, as a table
     clawloop domain graph DIR --json    # the fixed JSON shape checks rely on
+    clawloop domain graph DIR --json --base-url URL --model M   # + the LLM's reading of each tool
 
 One function per subcommand (`_cmd_<verb>`), each registered in `register`; a domain folder that
 breaks the contract prints the DomainError (file, what is wrong, what to do) and exits 2.
@@ -34,8 +35,15 @@ def _cmd_graph(args: argparse.Namespace) -> int:
         domain = load_domain(Path(args.dir))
     except DomainError as exc:
         return _contract_error(exc)
+    analysis = None
+    if args.base_url:
+        if not args.model:
+            return _contract_error(ValueError("--base-url needs --model (the served model name)"))
+        domain, analysis = _llm_refined(domain, args)
     skills = cluster_skills(domain)
     shape = graph_json(domain, skills)
+    if analysis is not None:
+        shape["llm_analysis"] = analysis
     if args.json:
         print(json.dumps(shape, indent=2))
         return 0
@@ -59,12 +67,29 @@ def _cmd_graph(args: argparse.Namespace) -> int:
     return 0
 
 
+def _llm_refined(domain, args: argparse.Namespace):  # noqa: ANN001, ANN202 - Domain in, out
+    """The domain with the LLM's reading of each tool added to the AST's edges (cached)."""
+    from clawloop.generators.domain.llm_analysis import refine_with_llm
+    from clawloop.harness.llm import LLMEndpoint, endpoint_chat
+
+    chat = endpoint_chat(
+        LLMEndpoint(args.base_url, args.model, args.api_key_env), max_tokens=600, temperature=0.0
+    )
+    cache = Path(args.cache_dir).expanduser()
+    return refine_with_llm(domain, chat, cache, args.model)
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("domain", help="executable domains: their tool/table graph and skills")
     verbs = p.add_subparsers(dest="verb", required=True, metavar="VERB")
     v = verbs.add_parser("graph", help="tools, parameters, returns, tables read/written, skills")
     v.add_argument("dir", help="an executable-domain folder (domain.toml, tools/, state)")
     v.add_argument("--json", action="store_true", help="print the graph as JSON")
+    v.add_argument("--base-url", help="an OpenAI-compatible endpoint: the LLM reads each tool too")
+    v.add_argument("--model", help="served model name")
+    v.add_argument("--api-key-env", default="OPENAI_API_KEY", help="variable holding the API key")
+    v.add_argument("--cache-dir", default="~/.cache/clawloop/domain-analysis",
+                   help="the LLM's readings, by source hash and model")  # fmt: skip
     v.set_defaults(func=_cmd_graph)
     from clawloop.flows.domain_synth_cli import register_synth
 

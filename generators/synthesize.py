@@ -129,9 +129,11 @@ class SynthesizeConfig(BaseModel):
     )
     skill_path_len: tuple[int, int] = Field((2, 4), description="[min, max] skills per path")
     skill_max_repairs: int = Field(3, ge=0, le=10, description="Constructor repairs per path")
-    skill_cache_dir: str = Field(
-        "~/.cache/clawloop/skill-graphs",
-        description="skill graphs (one per corpus hash and scenario source) and scenario replies",
+    cache_dir: str = Field(
+        "~/.cache/clawloop",
+        description="LLM-derived synthesis caches: skill graphs (one per corpus hash and scenario "
+        "source) and scenario replies under skill-graphs/, domain tool analyses under "
+        "domain-analysis/",
     )
 
     @field_validator("skill_path_len")

@@ -100,6 +100,9 @@ def add_domain_tasks(
         if w
         else None
     )
+    if chat is not None:
+        chat.model = w.model  # type: ignore[attr-defined]  # the analysis cache key's model
+    cache = Path(s.cache_dir).expanduser() / "domain-analysis"
     knobs = Knobs(s.domain_max_nodes, s.domain_subgoals, s.domain_error_recovery)
     asks = [n // len(roots) + (i < n % len(roots)) for i in range(len(roots))]
     shift = (ctx.iteration - 1) % len(roots)  # iterations take turns at the remainder
@@ -112,7 +115,8 @@ def add_domain_tasks(
         try:
             seed = _seed(ctx.config.seed, ctx.iteration, root.name)
             out = synthesize_domain(root, k, seed, sandbox, knobs, chat,
-                                    skill_weights=weights.get(load_domain(root).name))  # fmt: skip
+                                    skill_weights=weights.get(load_domain(root).name),
+                                    analysis_cache=cache)  # fmt: skip
         except DomainError as exc:
             raise StageError(f"synthesize: executable domain {root}: {exc}") from exc
         except (SandboxError, ExecutionError) as exc:

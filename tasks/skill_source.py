@@ -2,7 +2,7 @@
 folders (`synthesize.skills_dirs`) through the scenario-mediated skill graph.
 
 Per iteration: the graph (generators/skillgraph) is built once per corpus hash and scenario
-source and cached under `synthesize.skill_cache_dir`; paths are sampled by inverse visit
+source and cached under `synthesize.cache_dir`/skill-graphs; paths are sampled by inverse visit
 frequency with the visit counts carried from the previous iteration's `skill_visits` table, skills
 whose tasks the policy failed in the previous rollout weighted up; each path is planned,
 constructed, forged, verified and judged (up to `skill_max_repairs` repairs) in its own task run.
@@ -97,7 +97,7 @@ def cached_graph(
 ) -> tuple[nx.MultiDiGraph, bool]:
     """(graph, was cached). Built at most once per key; written to a temp folder and renamed
     into place, so a killed build leaves no half graph and two runs may race safely."""
-    cache = Path(s.skill_cache_dir).expanduser()
+    cache = Path(s.cache_dir).expanduser() / "skill-graphs"
     records = load_corpus(s.skills_dirs)
     by = model if chat is not None else "heuristic"
     where = cache / graph_key(corpus_sha256(records), by)

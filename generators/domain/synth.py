@@ -32,6 +32,7 @@ from clawloop.generators.domain.ground import (
     refusal_candidates,
 )
 from clawloop.generators.domain.instruct import llm_instruction, write_instruction
+from clawloop.generators.domain.llm_analysis import refine_with_llm
 from clawloop.generators.domain.load import load_domain
 from clawloop.generators.domain.model import Domain, Skill
 from clawloop.generators.domain.predicates import diff, goal, literals, predicates
@@ -61,6 +62,7 @@ class DomainSynth:
     graphs: list[dict[str, Any]] = field(default_factory=list)  # one row per abstract graph
     skills: list[Skill] = field(default_factory=list)
     seconds: float = 0.0
+    analysis: list[dict[str, Any]] = field(default_factory=list)  # the LLM's additions per tool
 
     @property
     def dropped(self) -> list[dict[str, Any]]:
@@ -78,7 +80,9 @@ class DomainSynth:
             "dropped": len(self.dropped),
             "features": covered,
             "seconds_per_task": round(self.seconds / max(1, len(self.candidates)), 3),
-        }
+            **({"llm_added_edges": sum(len(r["added_reads"]) + len(r["added_writes"])
+                                       for r in self.analysis)} if self.analysis else {}),
+        }  # fmt: skip
 
 
 def passes(preds: list[dict[str, Any]], tables: execute.Tables) -> bool:
@@ -134,6 +138,11 @@ def _verified_recoveries(
 
 def _plan(*steps: Step) -> dict[str, Any]:
     return Grounded(graph=TaskGraph(nodes=()), steps=list(steps)).plan()
+
+
+def _model_of(chat: ChatFn) -> str:
+    """The model a ChatFn names (writer_chat and the stage set `.model`), for cache keys."""
+    return str(getattr(chat, "model", ""))
 
 
 def plan_weight(g: Grounded, skills: dict[str, str], weights: dict[str, float]) -> float:
@@ -206,19 +215,25 @@ def synthesize_domain(
     chat: ChatFn | None = None,
     split: str = "train",
     skill_weights: dict[str, float] | None = None,
+    analysis_cache: Path | None = None,
 ) -> DomainSynth:
     """Up to n candidate rows from one domain folder; DomainError if the folder breaks the
     contract, SandboxError/ExecutionError if the reference executor cannot run at all.
 
     `skill_weights` (skill -> weight, 1 = neutral; the loop passes 1 + the failure rate of the
     policy's episodes on tasks that used the skill) orders the grounded graphs before the first n
-    are kept: graphs whose plans use the skills the policy fails are made first."""
+    are kept: graphs whose plans use the skills the policy fails are made first. With `chat`, the
+    LLM also reads each tool's source for edges the AST missed (llm_analysis.py, cached in
+    `analysis_cache`) and writes the instructions."""
     start = time.monotonic()
     knobs = knobs or Knobs()
     domain = load_domain(root)
+    analysis: list[dict[str, Any]] = []
+    if chat is not None:
+        domain, analysis = refine_with_llm(domain, chat, analysis_cache, _model_of(chat))
     tables = load_tables(domain)
     skills = cluster_skills(domain)
-    out = DomainSynth(domain=domain.name, skills=skills)
+    out = DomainSynth(domain=domain.name, skills=skills, analysis=analysis)
     files = workspace_files(domain, skills)
     by_tool = skill_of(skills)
     rng = random.Random(f"{domain.name}:{seed}")

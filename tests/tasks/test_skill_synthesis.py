@@ -44,7 +44,7 @@ def _cfg(tmp_path: Path, base_url: str | None, **synth) -> object:
                 "skills_dirs": [str(SKILLS)],
                 "skill_scenarios": "heuristic",
                 "skill_path_len": [2, 2],
-                "skill_cache_dir": str(tmp_path / "cache"),
+                "cache_dir": str(tmp_path / "cache"),
                 **synth,
             },
         }  # fmt: skip
