@@ -100,8 +100,10 @@ def roll_out(
     policy: PolicyConfig,
     cfg: RolloutConfig,
     workers: int,
+    sandbox: SandboxConfig | None = None,
 ) -> list[dict[str, Any]]:
-    """`cfg.n` episodes of every task through `ctx.map`, ordered by task then attempt."""
+    """`cfg.n` episodes of every task through `ctx.map`, ordered by task then attempt, in
+    `sandbox` (default: the run's sandbox config, checked)."""
     jobs: list[Job] = [(d, row, a) for d, row in tasks for a in range(cfg.n)]
     t0 = time.monotonic()
     rows = ctx.map(
@@ -111,7 +113,7 @@ def roll_out(
         workers=workers,
         policy=policy,
         client=make_client(policy.endpoint()),
-        sandbox=sandbox_for(ctx),
+        sandbox=sandbox or sandbox_for(ctx),
         cfg=cfg,
         count_tokens=chat_token_counter(policy.tokenizer, TOOLS) if policy.tokenizer else None,
     )

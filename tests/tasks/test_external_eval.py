@@ -1,0 +1,175 @@
+"""An external held-out eval set (`diagnose.eval_tasks`, issue 14 item 3): a Harbor dataset folder
+of foreign tasks is rolled out by the diagnose stage every iteration beside our own held-out
+split, graded by the tasks' own tests, and its pass rate is tracked per iteration apart from ours
+(external_pass_rates, external_trajectories, the report's section, the stage summary).
+
+The loop runs K=2 with stub synthesize/forge/verify/train stages (one own eval task: the
+hive_totals fixture) and the real diagnose stage, on bubblewrap, against a routed fake policy: it
+solves the own task and external task A every time, and external task B only from iteration 2
+on (the stub train stage says which iteration it is), so the external pass rate goes 0.5 -> 1.0.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from doubles.fake_openai import FakeOpenAI, first_user_text, solution_steps, wrong_steps
+
+from clawloop.flows import engine, runs
+from clawloop.harness.taskfolder.folder import forged_row, pack_dir
+from clawloop.storage import schemas
+from clawloop.storage.artifacts import empty_row
+from clawloop.tasks import diagnose
+from clawloop.tasks.config import parse_config
+from clawloop.tasks.mapping import thread_mapper
+
+HIVE = Path(__file__).parents[1] / "fixtures" / "tasks" / "hive_totals"
+pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
+
+
+def _foreign():
+    """tests/harness/test_foreign_harbor.py's writer of a foreign Harbor task (loaded by path:
+    test folders are not packages)."""
+    path = Path(__file__).parents[1] / "harness" / "test_foreign_harbor.py"
+    spec = importlib.util.spec_from_file_location("foreign_harbor_tasks", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _stub(name: str, tables: dict, on_run=None) -> engine.StageSpec:
+    def run(ctx):
+        if on_run:
+            on_run(ctx)
+        return engine.StageResult(tables)
+
+    return engine.StageSpec(name, run, lambda c, k: {})
+
+
+def _stages(state: dict) -> list[engine.StageSpec]:
+    own = forged_row(
+        {"task_id": "fixture-hive-totals", "capability": "aggregation", "split": "eval"},
+        status="ok",
+        task_tar=pack_dir(HIVE),
+    )
+    verdict = empty_row(
+        schemas.VERDICTS, task_id=own["task_id"], kept=True, capability="aggregation", split="eval"
+    )
+    candidate = empty_row(schemas.CANDIDATES, task_id=own["task_id"], capability="aggregation")
+    checkpoint = empty_row(schemas.CHECKPOINT, kind="base")  # the policy: the endpoint's model
+    return [
+        _stub("synthesize", {"candidates": (schemas.CANDIDATES, [candidate])}),
+        _stub("forge", {"tasks": (schemas.FORGED, [own])}),
+        _stub("verify", {"verdicts": (schemas.VERDICTS, [verdict])}),
+        _stub(
+            "train",
+            {"checkpoint": (schemas.CHECKPOINT, [checkpoint])},
+            on_run=lambda ctx: state.update(iteration=ctx.iteration),
+        ),
+        diagnose.STAGE,
+    ]
+
+
+def _dataset(tmp_path: Path) -> Path:
+    foreign = _foreign()
+    dataset = tmp_path / "acme-bench"
+    for name in ("count-a", "count-b"):
+        task = foreign.write_foreign_task(dataset / name, name)
+        with (task / "instruction.md").open("a") as f:
+            f.write(f"\nTask {name}.\n")
+    return dataset
+
+
+def _cfg(tmp_path: Path, base_url: str, eval_tasks: list[str]) -> object:
+    return parse_config(
+        {
+            "iterations": 2,
+            "storage": {"root": str(tmp_path / "runs")},
+            "sandbox": {"backend": "bwrap"},
+            "rollout": {"max_turns": 10},
+            "llm": {"base_url": base_url, "model": "fake-policy"},
+            "diagnose": {"embedder": "hashed", "eval_tasks": eval_tasks},
+        }
+    )
+
+
+def test_external_eval_set_is_rolled_out_every_iteration_and_tracked_apart(tmp_path):
+    dataset = _dataset(tmp_path)
+    state = {"iteration": 0}
+
+    def route(messages):
+        text = first_user_text(messages)
+        if "Task count-a." in text:
+            return solution_steps(dataset / "count-a")
+        if "Task count-b." in text:  # learnt in iteration 2
+            solve = state["iteration"] >= 2
+            return (solution_steps if solve else wrong_steps)(dataset / "count-b")
+        return solution_steps(HIVE)  # the own held-out task
+
+    with FakeOpenAI("routed", router=route) as fake:
+        cfg = _cfg(tmp_path, fake.base_url, [str(dataset)])
+        out = runs.run_loop(cfg, "r", _stages(state), thread_mapper(False))
+    assert out.ok, [o.error for o in out.outcomes if o.error]
+
+    stage = [tmp_path / f"runs/r/iter-{k}/diagnose" for k in (1, 2)]
+    ext = [pd.read_parquet(s / "external_pass_rates.parquet") for s in stage]
+    whole = [e[e["capability"] == "*"].iloc[0] for e in ext]
+    assert [(w["iteration"], w["eval_set"], w["n_tasks"], w["n_episodes"]) for w in whole] == [
+        (1, "acme-bench", 2, 2),
+        (2, "acme-bench", 2, 2),
+    ]
+    assert [w["pass_rate"] for w in whole] == [0.5, 1.0]
+    assert all(e["external"].all() for e in ext)
+    assert set(ext[0]["capability"]) == {"*", "file-operations"}  # [metadata] category
+
+    # graded by their own tests, recorded as external episodes
+    traj = pd.read_parquet(stage[0] / "external_trajectories.parquet")
+    assert set(traj["split"]) == {"external"}
+    graded = dict(zip(traj["task_id"], traj["passed"], strict=True))
+    assert graded == {"count-a": True, "count-b": False}
+    log = json.loads(traj.set_index("task_id").loc["count-b", "checks_json"])["log"]
+    assert "FAILED test_count_is_the_number_of_words" in log
+
+    # never mixed with the own held-out split: its pass rates and episodes hold only its task
+    for s in stage:
+        own = pd.read_parquet(s / "pass_rates.parquet")
+        assert list(own["capability"]) == ["aggregation"] and list(own["pass_rate"]) == [1.0]
+        assert list(pd.read_parquet(s / "eval_trajectories.parquet")["task_id"]) == [
+            "fixture-hive-totals"
+        ]
+
+    # per iteration in the stage summary and in the report (with its plot)
+    summaries = [o.manifest.summary for o in out.outcomes if o.stage == "diagnose"]
+    assert [(s["external_tasks"], s["external_pass_rate"]) for s in summaries] == [
+        (2, 0.5),
+        (2, 1.0),
+    ]
+    assert summaries[1]["external_pass_rates"] == {"acme-bench": 1.0}
+    report = (stage[1] / "report.md").read_text()
+    section = report[report.index("## External held-out eval") :]
+    assert "| 1 | acme-bench | 2 | 2 | 1 | 50% |" in section
+    assert "| 2 | acme-bench | 2 | 2 | 2 | 100% |" in section
+    assert (stage[1] / "external_pass_rates.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_an_external_task_bubblewrap_cannot_run_stops_diagnose_before_any_episode(tmp_path):
+    foreign = _foreign()
+    dataset = tmp_path / "bench"
+    foreign.write_foreign_task(dataset / "ok")
+    foreign.write_foreign_task(
+        dataset / "needs-build", "needs-build", dockerfile=foreign.DOCKERFILE_BUILD, root="/app"
+    )
+    with FakeOpenAI("routed", router=lambda m: "no") as fake:
+        cfg = _cfg(tmp_path, fake.base_url, [str(dataset)])
+        out = runs.run_loop(cfg, "r", _stages({"iteration": 0}), thread_mapper(False))
+        assert not fake.requests  # no episode ran, own or external
+    assert not out.ok
+    [failed] = [o for o in out.outcomes if o.status == "failed"]
+    assert failed.stage == "diagnose"
+    assert "diagnose.eval_tasks: 1 external task(s) cannot run here" in failed.error
+    assert "task needs-build" in failed.error and "cannot run on bubblewrap" in failed.error
