@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 export DOCKER_HOST ?= unix:///var/run/docker.sock
 
-.PHONY: setup system python run test test-slow test-harbor lint format bench
+.PHONY: setup system python run test test-slow test-work-pool test-harbor lint format bench
 
 setup: system python
 
@@ -24,6 +24,10 @@ test: setup
 
 test-slow: setup
 	$(BIN)/pytest -m slow
+
+# prefect.yaml on a process work pool with two workers, a rerun triggered through the API (~2 min).
+test-work-pool: setup
+	$(BIN)/pytest -m "slow or not slow" tests/flows/test_work_pool.py
 
 # Exported task folders run by Harbor 0.25 itself (oracle 1.0, nop 0.0 per output format).
 test-harbor: setup

@@ -19,11 +19,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.prefect,
-    pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap for the sandboxes"),
-]
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "work-pool.sh"
 RUN_ID = "pool-run"
@@ -97,6 +92,48 @@ def _kill_recorded(state_dir: Path) -> None:
             os.killpg(int(entry["pid"]), signal.SIGKILL)
 
 
+def test_the_pull_step_works_in_clawloop_home_else_in_this_checkout(tmp_path):
+    from clawloop.flows.server import CHECKOUT, checkout_directory
+
+    assert CHECKOUT == ROOT and (CHECKOUT / "prefect.yaml").is_file()
+    assert checkout_directory("") == {"directory": str(ROOT)}
+    assert checkout_directory(str(tmp_path)) == {"directory": str(tmp_path.resolve())}
+    with pytest.raises(FileNotFoundError, match="CLAWLOOP_HOME='/nonexistent/checkout'"):
+        checkout_directory("/nonexistent/checkout")
+
+
+def test_stop_ends_the_recorded_workers_and_their_flow_runs_but_not_a_reused_pid(tmp_path):
+    from clawloop.flows.server import _alive, _descendants, _record, stop_pool
+
+    # A "worker" whose child starts its own session, as Prefect's flow-run processes do.
+    worker = subprocess.Popen(["bash", "-c", "setsid sleep 300 & wait"], start_new_session=True)
+    stranger = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    try:
+        below = _wait_for("the worker's child", lambda: _descendants(worker.pid), 10, pause=0.05)
+        reused = {**_record(stranger.pid), "start": "0", "name": "old", "log": ""}
+        state = {
+            "pool": "p",
+            "server": None,
+            "workers": [_record(worker.pid, name="w1", log=""), reused],
+        }
+        (tmp_path / "state.json").write_text(json.dumps(state))
+        assert stop_pool(tmp_path) == [
+            f"worker w1 (pid {worker.pid})",
+            f"flow-run process {below[0]['pid']}",
+        ]
+        assert not _alive(below[0]) and worker.wait(timeout=10) is not None
+        assert stranger.poll() is None, "a pid whose start time differs is not ours to stop"
+        assert not (tmp_path / "state.json").exists()
+    finally:
+        for p in (worker, stranger):
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+
+
+@pytest.mark.slow
+@pytest.mark.prefect
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap for the sandboxes")
 def test_rerun_stage_triggered_through_the_api_runs_on_one_of_two_pool_workers(tmp_path):
     port = _free_port()
     api = f"http://127.0.0.1:{port}/api"
@@ -146,6 +183,9 @@ def test_rerun_stage_triggered_through_the_api_runs_on_one_of_two_pool_workers(t
         assert nightly["parameters"]["config_path"] == str(config)
         rerun = deployments["rerun-stage"]
         assert rerun["parameters"]["root"] == str(runs_root)
+        # CLAWLOOP_HOME was unset when deploying: each worker's own is read at run time.
+        step = {"clawloop.flows.server.checkout_directory": {"directory": "{{ $CLAWLOOP_HOME }}"}}
+        assert all(d["pull_steps"] == [step] for d in deployments.values())
 
         manifest_path = runs_root / RUN_ID / "iter-1" / "verify" / "manifest.json"
         before = json.loads(manifest_path.read_text())
