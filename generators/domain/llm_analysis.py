@@ -3,7 +3,7 @@
 The AST analysis (analysis.py) is exact where the code is plain and silent where it is not: a
 table chosen at run time (`state[TABLES[kind]]`), a helper in a library the host does not parse.
 With an endpoint, each tool's source goes to the LLM with the domain's tables and fields; its
-answer ({"reads", "writes", "returns"}, JSON) is validated (only tables the state holds), the
+answer ({"reads", "writes", "returns"}, JSON, read by generators/llm_json.py) is validated (only tables the state holds), the
 error fed back on a malformed reply, and cached by the source's hash, the model and the prompt
 version. The answer only *adds* to the AST's edges, never removes one: execution stays the
 arbiter (a write the LLM imagines changes nothing when the reference plan runs, so a task built
@@ -15,7 +15,6 @@ on it is dropped).
 from __future__ import annotations
 
 import hashlib
-import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from clawloop.generators.domain.model import Domain, Tool
 from clawloop.generators.domain.state import table_fields
+from clawloop.generators.llm_json import ReplyError, ask_json
 from clawloop.harness.llm import ChatFn, LLMError
 
 PROMPT_VERSION = "domain-analysis-v1"
@@ -68,15 +68,12 @@ def prompt(domain: Domain, tool: Tool) -> list[dict[str, str]]:
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
 
 
-def parse_reading(text: str, tables: tuple[str, ...]) -> ToolReading:
-    """Validate one reply; ValueError with the reason (not JSON, wrong shape, unknown table)."""
-    m = re.search(r"\{.*\}", text, re.DOTALL)
-    if m is None:
-        raise ValueError("no JSON object in the reply")
+def check_reading(value: Any, tables: tuple[str, ...]) -> ToolReading:
+    """A parsed reply as a ToolReading; ValueError with the reason (wrong shape, unknown table)."""
     try:
-        reading = ToolReading.model_validate_json(m.group(0))
+        reading = ToolReading.model_validate(value)
     except ValidationError as exc:
-        raise ValueError("; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}"
+        raise ValueError("; ".join(f"{'.'.join(map(str, e['loc'])) or '(top)'}: {e['msg']}"
                                    for e in exc.errors()[:4])) from exc  # fmt: skip
     unknown = sorted(set(reading.reads + reading.writes) - set(tables))
     if unknown:
@@ -86,27 +83,14 @@ def parse_reading(text: str, tables: tuple[str, ...]) -> ToolReading:
 
 def ask(domain: Domain, tool: Tool, chat: ChatFn) -> tuple[ToolReading | None, str]:
     """(reading, "") or (None, why) after the first answer and MAX_REPAIRS re-asks."""
-    messages = prompt(domain, tool)
-    problem = ""
-    for _ in range(1 + MAX_REPAIRS):
-        try:
-            text = chat(messages)
-        except LLMError as exc:
-            return None, f"LLM call failed ({exc.kind}): {str(exc)[:200]}"
-        try:
-            return parse_reading(text, domain.tables), ""
-        except ValueError as exc:
-            problem = str(exc)
-        messages = [
-            *messages,
-            {"role": "assistant", "content": text},
-            {
-                "role": "user",
-                "content": f"That answer is invalid: {problem}. Answer again with "
-                "the JSON object only.",
-            },  # fmt: skip
-        ]
-    return None, f"replies invalid after {MAX_REPAIRS} repairs: {problem}"
+    try:
+        reading = ask_json(chat, prompt(domain, tool), lambda v: check_reading(v, domain.tables),
+                           MAX_REPAIRS, f"the reading of {tool.name}")  # fmt: skip
+    except LLMError as exc:
+        return None, f"LLM call failed ({exc.kind}): {str(exc)[:200]}"
+    except ReplyError as exc:
+        return None, str(exc)
+    return reading, ""
 
 
 def _cached(path: Path | None) -> ToolReading | None:

@@ -16,9 +16,11 @@ import hashlib
 import re
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
+from clawloop.generators.llm_json import ReplyError, ask_json, parse_json_reply
 from clawloop.generators.skillgraph.model import Scenarios, SkillRecord
 from clawloop.harness.llm import ChatFn, LLMError
 
@@ -259,18 +261,9 @@ def scenario_prompt(skill: SkillRecord) -> list[dict[str, str]]:
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
 
 
-def _json_object(text: str) -> str:
-    """The reply's JSON object: fenced ```json blocks and chatter around it are dropped."""
-    fence = re.search(r"```(?:json)?\s*(\{.*?\})\s*```", text, re.DOTALL)
-    if fence:
-        return fence.group(1)
-    start, end = text.find("{"), text.rfind("}")
-    return text[start : end + 1] if 0 <= start < end else text
-
-
 def parse_reply(text: str) -> ScenarioReply:
-    """Validate one reply; raises ValidationError (or ValueError for non-JSON) with the reason."""
-    return ScenarioReply.model_validate_json(_json_object(text))
+    """Validate one reply; ValueError (a ValidationError or ReplyError) with the reason."""
+    return _validated(parse_json_reply(text))
 
 
 def cache_key(skill: SkillRecord, model: str) -> str:
@@ -304,29 +297,21 @@ def _write_cache(path: Path, reply: ScenarioReply) -> None:
     tmp.replace(path)  # atomic: a killed build never leaves half an entry
 
 
+def _validated(value: Any) -> ScenarioReply:
+    try:
+        return ScenarioReply.model_validate(value)
+    except ValidationError as exc:
+        raise ValueError(_short_error(exc)) from exc
+
+
 def ask_scenarios(skill: SkillRecord, chat: ChatFn) -> tuple[ScenarioReply | None, str]:
     """(validated reply, "") or (None, why it failed) after the first answer and MAX_REPAIRS."""
-    messages = scenario_prompt(skill)
-    problem = ""
-    for _ in range(1 + MAX_REPAIRS):
-        try:
-            text = chat(messages)
-        except LLMError as exc:
-            return None, f"LLM call failed ({exc.kind}): {str(exc)[:200]}"
-        try:
-            return parse_reply(text), ""
-        except (ValidationError, ValueError) as exc:
-            problem = _short_error(exc)
-        messages = [
-            *messages,
-            {"role": "assistant", "content": text},
-            {
-                "role": "user",
-                "content": f"That answer is invalid: {problem}\nAnswer again with the JSON object "
-                "only, exactly in the schema given.",
-            },
-        ]
-    return None, f"LLM replies invalid after {MAX_REPAIRS} repairs: {problem}"
+    try:
+        return ask_json(chat, scenario_prompt(skill), _validated, MAX_REPAIRS, skill.name), ""
+    except LLMError as exc:
+        return None, f"LLM call failed ({exc.kind}): {str(exc)[:200]}"
+    except ReplyError as exc:
+        return None, f"LLM replies invalid after {MAX_REPAIRS} repairs: {exc}"
 
 
 def _short_error(exc: Exception) -> str:

@@ -12,7 +12,7 @@ import pytest
 from doubles.fake_openai import FakeOpenAI
 
 from clawloop.flows.cli import main
-from clawloop.generators.domain.llm_analysis import parse_reading, refine_with_llm
+from clawloop.generators.domain.llm_analysis import check_reading, refine_with_llm
 from clawloop.generators.domain.load import load_domain
 from clawloop.harness.llm import LLMEndpoint, endpoint_chat
 
@@ -81,15 +81,15 @@ def test_the_llm_adds_what_the_ast_missed_and_caches_it(tmp_path: Path) -> None:
 
 def test_replies_name_only_the_states_tables() -> None:
     tables = ("flights", "crew")
-    assert parse_reading('{"reads": ["crew"], "writes": []}', tables).reads == ["crew"]
+    assert check_reading({"reads": ["crew"], "writes": []}, tables).reads == ["crew"]
     for bad, why in (
-        ("no json here", "no JSON object"),
-        ('{"reads": ["pilots"], "writes": []}', "unknown tables"),
-        ('{"reads": "crew", "writes": []}', "reads"),
-        ('{"reads": [], "writes": [], "deletes": []}', "deletes"),
+        ({"reads": ["pilots"], "writes": []}, "unknown tables"),
+        ({"reads": "crew", "writes": []}, "reads"),
+        ({"reads": [], "writes": [], "deletes": []}, "deletes"),
+        (["crew"], "ToolReading"),
     ):
         with pytest.raises(ValueError, match=why):
-            parse_reading(bad, tables)
+            check_reading(bad, tables)
 
 
 def test_domain_graph_cli_with_an_endpoint(tmp_path: Path, capsys) -> None:

@@ -80,7 +80,7 @@ def test_llm_malformed_reply_is_repaired_then_cached(tmp_path: Path) -> None:
         assert len(srv.requests) == 2
         repair = srv.requests[1]["messages"][-1]["content"]
         assert (
-            "invalid" in repair and "pdf-to-markdown" in srv.requests[0]["messages"][1]["content"]
+            "not valid" in repair and "pdf-to-markdown" in srv.requests[0]["messages"][1]["content"]
         )
         second = infer_scenarios(skill, chat, tmp_path, model="m")
         assert len(srv.requests) == 2  # cache hit: nothing asked
