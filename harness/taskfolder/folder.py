@@ -506,7 +506,10 @@ def export_rows(rows: list[dict[str, Any]], out_dir: Path, org: str = DEFAULT_OR
             raise TaskFolderError(f"task_id {task_id!r} cannot be used as a folder name")
         name = harbor_name(task_id, org)
         folder = unpack_tar(row["task_tar"], out_dir / task_id)
-        set_task_name(folder, name)
+        doc = _load_task_toml(folder / "task.toml")
+        # A foreign Harbor task (no [metadata.clawloop]) keeps the org/name it came with.
+        if _table(doc, "metadata", "clawloop") or "/" not in str(_table(doc, "task").get("name")):
+            set_task_name(folder, name)
         written.append(folder)
     return written
 

@@ -234,6 +234,12 @@ def test_import_harbor_takes_a_foreign_dataset_folder_as_it_is(tmp_path, capsys)
     assert rows[0]["task_tar"] == pack_dir(dataset / "word-count")
     back = unpack_tar(rows[0]["task_tar"], tmp_path / "back")
     assert (back / "tests/test.sh").read_text() == TEST_SH
+    # exported again, each folder is the one imported (its own org/name kept)
+    code, _, err = run(capsys, "export", "harbor", "--tasks", str(parquet), "--out",
+                       str(tmp_path / "out"))  # fmt: skip
+    assert code == 0, err
+    for name in ("word-count", "word-count-app"):
+        assert pack_dir(tmp_path / "out" / name) == pack_dir(dataset / name)
 
     (dataset / "word-count/tests/test.sh").unlink()
     code, _, err = run(
