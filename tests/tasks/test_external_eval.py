@@ -7,6 +7,7 @@ The loop runs K=2 with stub synthesize/forge/verify/train stages (one own eval t
 hive_totals fixture) and the real diagnose stage, on bubblewrap, against a routed fake policy: it
 solves the own task and external task A every time, and external task B only from iteration 2
 on (the stub train stage says which iteration it is), so the external pass rate goes 0.5 -> 1.0.
+On Docker, count-b has its own image (built offline) and works in /app.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from clawloop.tasks.config import parse_config
 from clawloop.tasks.mapping import thread_mapper
 
 HIVE = Path(__file__).parents[1] / "fixtures" / "tasks" / "hive_totals"
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
+needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
 
 
 def _foreign():
@@ -75,22 +76,29 @@ def _stages(state: dict) -> list[engine.StageSpec]:
     ]
 
 
-def _dataset(tmp_path: Path) -> Path:
+def _dataset(tmp_path: Path, build_b: bool = False) -> Path:
+    """count-a on the sandbox base image; count-b too, or (build_b) with its own image and /app."""
     foreign = _foreign()
     dataset = tmp_path / "acme-bench"
     for name in ("count-a", "count-b"):
-        task = foreign.write_foreign_task(dataset / name, name)
+        own = build_b and name == "count-b"
+        task = foreign.write_foreign_task(
+            dataset / name,
+            name,
+            dockerfile=foreign.DOCKERFILE_BUILD if own else foreign.DOCKERFILE_BASE,
+            root="/app" if own else "/workspace",
+        )
         with (task / "instruction.md").open("a") as f:
             f.write(f"\nTask {name}.\n")
     return dataset
 
 
-def _cfg(tmp_path: Path, base_url: str, eval_tasks: list[str]) -> object:
+def _cfg(tmp_path: Path, base_url: str, eval_tasks: list[str], backend: str = "bwrap") -> object:
     return parse_config(
         {
             "iterations": 2,
             "storage": {"root": str(tmp_path / "runs")},
-            "sandbox": {"backend": "bwrap"},
+            "sandbox": {"backend": backend},
             "rollout": {"max_turns": 10},
             "llm": {"base_url": base_url, "model": "fake-policy"},
             "diagnose": {"embedder": "hashed", "eval_tasks": eval_tasks},
@@ -98,8 +106,26 @@ def _cfg(tmp_path: Path, base_url: str, eval_tasks: list[str]) -> object:
     )
 
 
-def test_external_eval_set_is_rolled_out_every_iteration_and_tracked_apart(tmp_path):
-    dataset = _dataset(tmp_path)
+def _docker_or_skip() -> None:
+    from clawloop.harness.sandbox.backend import docker_available
+
+    why = docker_available() or docker_available("clawloop-rootfs:bookworm")
+    if why:
+        pytest.skip(f"docker not usable: {why}")
+
+
+@pytest.mark.parametrize(
+    "backend",
+    [
+        pytest.param("bwrap", marks=needs_bwrap),
+        # count-b has its own image (built offline), count-a and the own task the base image
+        pytest.param("docker", marks=pytest.mark.docker),
+    ],
+)
+def test_external_eval_set_is_rolled_out_every_iteration_and_tracked_apart(tmp_path, backend):
+    if backend == "docker":
+        _docker_or_skip()
+    dataset = _dataset(tmp_path, build_b=backend == "docker")
     state = {"iteration": 0}
 
     def route(messages):
@@ -112,7 +138,7 @@ def test_external_eval_set_is_rolled_out_every_iteration_and_tracked_apart(tmp_p
         return solution_steps(HIVE)  # the own held-out task
 
     with FakeOpenAI("routed", router=route) as fake:
-        cfg = _cfg(tmp_path, fake.base_url, [str(dataset)])
+        cfg = _cfg(tmp_path, fake.base_url, [str(dataset)], backend)
         out = runs.run_loop(cfg, "r", _stages(state), thread_mapper(False))
     assert out.ok, [o.error for o in out.outcomes if o.error]
 
@@ -157,6 +183,7 @@ def test_external_eval_set_is_rolled_out_every_iteration_and_tracked_apart(tmp_p
     assert (stage[1] / "external_pass_rates.png").read_bytes().startswith(b"\x89PNG")
 
 
+@needs_bwrap
 def test_an_external_task_bubblewrap_cannot_run_stops_diagnose_before_any_episode(tmp_path):
     foreign = _foreign()
     dataset = tmp_path / "bench"
