@@ -10,8 +10,9 @@ schemas the policy was offered as a JSON string (what TRL's dataset-format guide
 Arrow would otherwise merge the schemas of different tools into one struct), beside `reward`,
 `passed`, `task_id`, `capability`, `policy` and where each episode came from. `SFTTrainer` takes
 `load_dataset(DIR)["train"]` as it is. The rollout stage's episodes (train tasks) are the `train`
-split, diagnose's held-out episodes the `test` split; episodes that ended in an infrastructure
-fault (INFRA_END_REASONS) say nothing about the policy and are left out.
+split, diagnose's held-out episodes the `test` split, its episodes on external eval sets
+(diagnose.eval_tasks) the `external` split; episodes that ended in an infrastructure fault
+(INFRA_END_REASONS) say nothing about the policy and are left out.
 
 `hf` writes the layout of a dataset repository on the Hub: `DIR/data/<split>-00000-of-00001.parquet`
 and a `DIR/README.md` dataset card whose `configs` name the files, so `load_dataset(DIR)` (or
@@ -43,8 +44,9 @@ from clawloop.storage.schemas import INFRA_END_REASONS
 TRAJECTORY_SOURCES = (
     ("rollout", "trajectories", "train"),
     ("diagnose", "eval_trajectories", "test"),
+    ("diagnose", "external_trajectories", "external"),  # diagnose.eval_tasks' episodes
 )
-SPLITS = ("train", "test")
+SPLITS = ("train", "test", "external")
 
 
 class ExportError(Exception):
@@ -239,9 +241,10 @@ TRAJECTORY_CARD = """\
 Episodes of the clawloop run `{run_id}` ({iterations}), in TRL's conversational tool-calling
 format: `messages` (OpenAI chat messages; assistant turns carry `tool_calls`, tool results are
 `tool` messages) and `tools` (the tool schemas offered, as a JSON string). `reward` is the
-verifier's fraction of checks passed, `passed` whether every check passed; `policy` is the model
-that was served. `train`: the rollout stage's episodes on train tasks; `test`: diagnose's
-held-out episodes. {counts}
+verifier's reward in [0, 1] as recorded, `passed` whether the episode passed; `policy` is the
+model that was served. `train`: the rollout stage's episodes on train tasks; `test`: diagnose's
+held-out episodes; `external`: diagnose's episodes on external eval sets (diagnose.eval_tasks).
+{counts}
 
 ```python
 from datasets import load_dataset

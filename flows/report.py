@@ -168,7 +168,7 @@ class IterationFigures:
     eval_episodes: int | None = None  # diagnose: held-out episodes graded
     heldout: dict[str, tuple[int, int]] = field(default_factory=dict)  # capability: (passed, n)
     external_pass_rate: float | None = None  # an external eval set's, when diagnose has one
-    external: dict[str, float] = field(default_factory=dict)  # per capability, when given
+    external: dict[str, float] = field(default_factory=dict)  # per eval set (/ capability)
     missing: list[str] = field(default_factory=list)  # stages with no committed output
 
     @property
@@ -295,8 +295,8 @@ def run_report_markdown(figures: RunFigures, png_name: str = "report.png") -> st
             lines.append("| " + " | ".join([c, *cells]) + " |")
     ext = sorted({c for it in its for c in it.external})
     if ext:
-        lines += ["", "## External eval pass rate per capability", ""]
-        head = ["capability"] + [f"iter {it.iteration}" for it in its]
+        lines += ["", "## External eval pass rate per eval set and capability", ""]
+        head = ["eval set / capability"] + [f"iter {it.iteration}" for it in its]
         lines += ["| " + " | ".join(head) + " |", "|---|" + "---:|" * len(its)]
         lines += [
             "| " + " | ".join([c] + [_pct(it.external.get(c)) for it in its]) + " |" for c in ext
@@ -319,7 +319,8 @@ def run_report_table(figures: RunFigures) -> Table:
 
 def capability_table(figures: RunFigures) -> Table:
     """Held-out pass rate per capability (rows) over iterations (columns)."""
-    t = Table(title="held-out pass rate per capability")
+    title = "held-out pass rate per capability"
+    t = Table(title=title, min_width=len(title) + 4)
     t.add_column("capability")
     for it in figures.iterations:
         t.add_column(f"iter {it.iteration}", justify="right")

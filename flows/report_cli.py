@@ -5,10 +5,10 @@ diagnose's pass rates), prints the per-iteration table and the held-out pass rat
 and writes `<root>/<run_id>/report.md` and `<root>/<run_id>/report.png` beside the run (any
 storage root, object stores included). Nothing is re-run; a stage that did not commit shows "-".
 
-An external held-out eval set (diagnose rolling out a Harbor dataset beside our own eval split)
-is shown when diagnose's manifest summary has its pass rate: a number under `external_pass_rate`
-or `eval_tasks_pass_rate`, or a dict under `external` / `eval_tasks` / `external_eval` with
-`pass_rate` (and optionally `per_capability: {capability: rate}`).
+An external held-out eval set (`diagnose.eval_tasks`: Harbor dataset folders rolled out beside our
+own eval split) shows as its own column and table: diagnose's summary `external_pass_rate` (all
+sets) and `external_pass_rates` ({eval set: rate}), and per capability the stage's
+external_pass_rates.parquet (one row per iteration, eval set and capability; "*" the whole set).
 """
 
 from __future__ import annotations
@@ -23,8 +23,7 @@ from clawloop.flows.report import IterationFigures, RunFigures
 from clawloop.storage import fs
 
 REPORT_MD, REPORT_PNG = "report.md", "report.png"
-EXTERNAL_NUMBERS = ("external_pass_rate", "eval_tasks_pass_rate")
-EXTERNAL_DICTS = ("external", "eval_tasks", "external_eval")
+WHOLE_SET = "*"  # tasks/diagnose.py: an external_pass_rates row about the whole eval set
 
 
 class ReportError(Exception):
@@ -37,18 +36,21 @@ def _rate(v: Any) -> float | None:
     return float(v)
 
 
-def external_figures(summary: dict[str, Any]) -> tuple[float | None, dict[str, float]]:
-    """(pass rate, per capability) of an external eval set in a diagnose summary, if any."""
-    for key in EXTERNAL_NUMBERS:
-        if _rate(summary.get(key)) is not None:
-            return _rate(summary[key]), {}
-    for key in EXTERNAL_DICTS:
-        doc = summary.get(key)
-        if isinstance(doc, dict) and _rate(doc.get("pass_rate")) is not None:
-            per = doc.get("per_capability") if isinstance(doc.get("per_capability"), dict) else {}
-            caps = {str(c): r for c, v in per.items() if (r := _rate(v)) is not None}
-            return _rate(doc["pass_rate"]), caps
-    return None, {}
+def external_figures(
+    summary: dict[str, Any], rows: list[dict[str, Any]] = ()
+) -> tuple[float | None, dict[str, float]]:
+    """(pass rate over every external eval set, {label: rate}) from diagnose's summary and its
+    external_pass_rates rows; a label is the eval set's name, or "set / capability"."""
+    per: dict[str, float] = {}
+    sets = summary.get("external_pass_rates")
+    for name, v in sets.items() if isinstance(sets, dict) else []:
+        if (r := _rate(v)) is not None:
+            per[str(name)] = r
+    for row in rows:
+        if (r := _rate(row.get("pass_rate"))) is not None:
+            cap = str(row["capability"])
+            per[str(row["eval_set"]) + ("" if cap == WHOLE_SET else f" / {cap}")] = r
+    return _rate(summary.get("external_pass_rate")), per
 
 
 def _int(v: Any) -> int | None:
@@ -95,7 +97,13 @@ def iteration_figures(root: str, run_id: str, k: int) -> IterationFigures:
             for r in artifacts.read_rows(url, "pass_rates"):
                 if int(r["iteration"]) == k:
                     it.heldout[str(r["capability"])] = (int(r["n_passed"]), int(r["n_episodes"]))
-        it.external_pass_rate, it.external = external_figures(m.summary)
+        ext = []
+        if "external_pass_rates.parquet" in m.rows:
+            url = fs.stage_url(root, run_id, k, "diagnose")
+            ext = [
+                r for r in artifacts.read_rows(url, "external_pass_rates") if r["iteration"] == k
+            ]
+        it.external_pass_rate, it.external = external_figures(m.summary, ext)
     return it
 
 

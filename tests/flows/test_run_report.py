@@ -20,6 +20,7 @@ from rich.console import Console
 from clawloop.flows.cli import main
 from clawloop.flows.report_cli import external_figures, run_figures
 from clawloop.storage import artifacts, fs, schemas
+from clawloop.tasks.diagnose import EXTERNAL_PASS_RATES
 from clawloop.training.progress import TrainProgress, progress_callbacks
 
 RUN = "rep"
@@ -62,6 +63,15 @@ def rate(k: int, cap: str, passed: int, n: int) -> dict:
     }
 
 
+def external(k: int, cap: str, passed: int, n: int) -> dict:
+    return {
+        **rate(k, cap, passed, n),
+        "eval_set": "bench",
+        "mean_reward": passed / n,
+        "external": True,
+    }
+
+
 # per iteration: candidates, forged ok/failed, verify kept/kept_train, rollout tasks/episodes/
 # passed/band kept, losses (phase, loss...), held-out (capability, passed, n), external summary
 ITERATIONS = {
@@ -74,7 +84,7 @@ ITERATIONS = {
         cands=8, forge=(8, 0), verify=(6, 4), rollout=(4, 8, 5, 3),
         losses={"sft": [0.75], "grpo": [0.25, 0.125]},
         heldout=[("tally", 2, 2), ("audit", 1, 2)],
-        external={"external": {"pass_rate": 0.25, "per_capability": {"tally": 0.5}}},
+        external={"external_pass_rate": 0.25, "external_pass_rates": {"bench": 0.25}},
     ),
 }  # fmt: skip
 
@@ -110,7 +120,11 @@ def write_run(root: Path) -> None:
             "eval_tasks": 3,
             **it["external"],
         }  # noqa: E501
-        commit(root, k, "diagnose", {"pass_rates": (schemas.PASS_RATES, rates)}, summary)
+        tables = {"pass_rates": (schemas.PASS_RATES, rates)}
+        if it["external"]:  # diagnose.eval_tasks: one external set, "bench"
+            ext = [external(k, "*", 1, 4), external(k, "tally", 1, 2), external(k, "audit", 0, 2)]
+            tables["external_pass_rates"] = (EXTERNAL_PASS_RATES, ext)
+        commit(root, k, "diagnose", tables, summary)
 
 
 def table(md: str, heading: str) -> list[list[str]]:
@@ -141,7 +155,7 @@ def test_report_one_row_per_iteration_with_the_manifests_numbers(tmp_path, capsy
         n_eval = sum(n for *_, n in it["heldout"])
         n_pass = sum(p for _, p, _ in it["heldout"])
         mean = {p: sum(v) / len(v) for p, v in it["losses"].items()}
-        ext = it["external"].get("external", {}).get("pass_rate")
+        ext = it["external"].get("external_pass_rate")
         assert row == [
             str(k),
             str(it["cands"]),
@@ -163,8 +177,12 @@ def test_report_one_row_per_iteration_with_the_manifests_numbers(tmp_path, capsy
         "audit": ["0.0% (0/1)", "50.0% (1/2)"],
         "tally": ["50.0% (1/2)", "100.0% (2/2)"],
     }
-    ext = {r[0]: r[1:] for r in table(md, "## External eval pass rate per capability")}
-    assert ext == {"tally": ["-", "50.0%"]}
+    ext = {r[0]: r[1:] for r in table(md, "## External eval pass rate per eval set and capability")}
+    assert ext == {
+        "bench": ["-", "25.0%"],
+        "bench / tally": ["-", "50.0%"],
+        "bench / audit": ["-", "0.0%"],
+    }
 
 
 def test_unfinished_run_shows_dashes_and_missing_stages(tmp_path, capsys):
@@ -186,16 +204,24 @@ def test_unfinished_run_shows_dashes_and_missing_stages(tmp_path, capsys):
 
 
 @pytest.mark.parametrize(
-    ("summary", "want"),
+    ("summary", "rows", "want"),
     [
-        ({"eval_tasks": 3}, (None, {})),  # our own eval task count is not a rate
-        ({"external_pass_rate": 0.5}, (0.5, {})),
-        ({"eval_tasks": {"pass_rate": 0.2, "per_capability": {"a": 1}}}, (0.2, {"a": 1.0})),
-        ({"external_pass_rate": math.nan}, (None, {})),
+        ({"eval_tasks": 3}, [], (None, {})),  # our own eval task count is not a rate
+        (
+            {"external_pass_rate": 0.5, "external_pass_rates": {"a": 0.5, "b": None}},
+            [],
+            (0.5, {"a": 0.5}),
+        ),
+        ({"external_pass_rate": None}, [external(1, "x", 1, 2)], (None, {"bench / x": 0.5})),
+        (
+            {"external_pass_rate": math.nan},
+            [{**external(1, "*", 0, 1), "pass_rate": math.nan}],
+            (None, {}),
+        ),
     ],
 )
-def test_external_pass_rate_shapes(summary, want):
-    assert external_figures(summary) == want
+def test_external_pass_rate_shapes(summary, rows, want):
+    assert external_figures(summary, rows) == want
 
 
 def test_train_progress_bar_counts_steps_and_shows_the_loss():
