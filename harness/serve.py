@@ -11,13 +11,19 @@ training tokens from text) and parses hermes-style tool calls for Qwen-family mo
     # (after temperature), which GRPO's importance ratio needs; vLLM's default is raw logprobs.
     # then: clawloop rollout TASK_DIR --base-url http://HOST:8000/v1 --model policy
 
-Local (CPU) — `transformers serve` on a model folder, offline:
+Local (CPU) — clawloop's own small server (`harness/local_server.py`) on a model folder, offline:
 
-    HF_HUB_OFFLINE=1 transformers serve /path/to/model --device cpu --host 127.0.0.1 --port 8000
+    python -m clawloop.harness.local_server /path/to/model --host 127.0.0.1 --port 8000
 
-It parses tool calls but returns no logprobs and refuses `return_token_ids` (HTTP 422; the client
-then asks without it), so its trajectories are marked `needs_retokenize`. With the project's tiny offline model this exercises the plumbing (HTTP, tool
-calls, sandboxes, verifier, artifacts) — not skill: the tiny model solves nothing.
+It answers like vLLM: the prompt's token ids, the sampled ids and their logprobs (`return_token_ids`,
+`logprobs`), hermes tool calls parsed out of the sampled text, `reasoning_content` for think
+blocks. So local turns are trained from the sampled ids and GRPO's ratio is against the sampling
+policy, as on vLLM. `local_policy_server(model_dir)` starts it on a free loopback port.
+`transformers serve` (`local_policy_server(..., server="transformers")`) also works, but returns
+no logprobs and refuses `return_token_ids` (HTTP 422; the client then asks without it), so its
+trajectories are marked `needs_retokenize` and trained from their text. With the project's tiny
+offline model this exercises the plumbing (HTTP, tool calls, sandboxes, verifier, artifacts) —
+not skill: the tiny model solves nothing.
 
 Any other OpenAI-compatible URL works too; the API key is read from the environment variable
 named in the policy config and never written into artifacts.
@@ -194,6 +200,24 @@ def transformers_serve_argv(model_dir: Path, port: int) -> list[str]:
     ]
 
 
+def local_server_argv(model_dir: Path, port: int) -> list[str]:
+    """argv for clawloop's own server (`harness.local_server`) on a local folder, bound to loopback;
+    the served model name is the folder path, as `tasks.policy` asks for it."""
+    return [
+        sys.executable,
+        "-m",
+        "clawloop.harness.local_server",
+        str(model_dir),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+    ]
+
+
+SERVERS = {"clawloop": local_server_argv, "transformers": transformers_serve_argv}
+
+
 def wait_healthy(base: str, proc: subprocess.Popen | None, timeout_s: float) -> None:
     """Poll `<base>/health` (then `/v1/models`) until it answers 200, the process dies, or time's up."""
     deadline = time.monotonic() + timeout_s
@@ -226,20 +250,28 @@ def _die_with_parent() -> None:
 
 
 @contextmanager
-def local_policy_server(model_dir: Path, startup_timeout_s: float = 180.0) -> Iterator[str]:
-    """Serve `model_dir` with `transformers serve` on a free port; yields the /v1 base URL."""
+def local_policy_server(
+    model_dir: Path, startup_timeout_s: float = 180.0, server: str = "clawloop"
+) -> Iterator[str]:
+    """Serve `model_dir` on a free loopback port; yields the /v1 base URL.
+
+    server: "clawloop" (`harness.local_server`: token ids + logprobs, the local profile's) or
+    "transformers" (`transformers serve`: neither)."""
     model_dir = Path(model_dir)
     if not (model_dir / "config.json").is_file():
         raise ServeError(f"{model_dir} has no config.json: not a model folder")
+    if server not in SERVERS:
+        raise ServeError(f"unknown local server {server!r}: one of {sorted(SERVERS)}")
     port = free_port()
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     log.warning(
-        "serving %s with `transformers serve` on CPU: this exercises the plumbing, not skill",
+        "serving %s locally (%s server, CPU): this exercises the plumbing, not skill",
         model_dir,
+        server,
     )
     with tempfile.TemporaryFile(prefix="clawloop-serve-") as out:
         proc = subprocess.Popen(
-            transformers_serve_argv(model_dir, port),
+            SERVERS[server](model_dir, port),
             env=env,
             stdout=out,
             stderr=subprocess.STDOUT,

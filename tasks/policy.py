@@ -2,7 +2,8 @@
 
 The policy of iteration k is the checkpoint that train wrote in iteration k-1 (iteration 1: the
 configured base model, or the tiny offline model). Without `llm.base_url` the policy folder is
-served locally by `transformers serve` for the duration of the stage. With it (vLLM, cluster) a
+served locally by clawloop's own server (harness/local_server.py: token ids and logprobs, like
+vLLM) for the duration of the stage. With it (vLLM, cluster) a
 server someone else runs answers, and `llm.reload` says how it gets the new checkpoint: `lora`
 loads train's adapter at runtime and asks for it by name, `restart` stops the stage until the
 server serves the checkpoint folder (vLLM's /v1/models `root`), `none` keeps the old weights and
@@ -298,7 +299,7 @@ def serve_policy(ctx: StageContext, after_iteration: int) -> Iterator[tuple[Poli
                 policy_id=str(model_dir),
                 tokenizer=str(model_dir),
             ),
-            f"policy: {model_dir}, served locally by transformers serve",
+            f"policy: {model_dir}, served locally (harness.local_server: token ids + logprobs)",
         )
 
 

@@ -302,7 +302,9 @@ def test_rollout_against_transformers_serve_on_the_tiny_model(tmp_path):
     model_dir = ensure_tiny_model(tmp_path / "models")
     cfg = RolloutConfig(n=3, max_turns=2, max_tokens=32, context_len=8192, episode_timeout_s=120)
     policy_kw = {"model": str(model_dir), "tokenizer": str(model_dir)}
-    with local_policy_server(model_dir) as base_url:
+    # transformers serve on purpose (the local profile serves harness/local_server.py, tested in
+    # test_local_server.py): the path of a server without token ids.
+    with local_policy_server(model_dir, server="transformers") as base_url:
         rows = rollout_task(TASK, ROW, PolicyConfig(base_url, **policy_kw), 3, BWRAP, 1, cfg)
         # The exact budget counter agrees with the server's own prompt count.
         messages = initial_messages((TASK / "instruction.md").read_text())
