@@ -15,10 +15,11 @@ split, diagnose's held-out episodes the `test` split, its episodes on external e
 (INFRA_END_REASONS) say nothing about the policy and are left out.
 
 `hf` writes the layout of a dataset repository on the Hub: `DIR/data/<split>-00000-of-00001.parquet`
-and a `DIR/README.md` dataset card whose `configs` name the files, so `load_dataset(DIR)` (or
-`load_dataset("parquet", data_files=...)`) reads it, and `huggingface-cli upload` publishes it
-unchanged. `jsonl` writes `DIR/<split>.jsonl`, one JSON object per line (`load_dataset(DIR)` reads
-that too).
+(the `datasets` features stored in the file) and a `DIR/README.md` dataset card, so
+`load_dataset(DIR)` (or `load_dataset("parquet", data_files=...)`) reads it and
+`huggingface-cli upload` publishes it unchanged. `jsonl` writes
+`DIR/data/<split>-00000-of-00001.jsonl`, one JSON object per line (`load_dataset(DIR)` reads that
+too).
 
 Tasks go out like Harbor's Parquet task datasets: one row per task, `path` (the folder name),
 `task_binary` (the Harbor task folder as `export harbor` writes it, tar.gz) and metadata columns.
@@ -204,12 +205,12 @@ def trajectory_records(
     return out, infra
 
 
-def _card(title: str, splits: dict[str, str], body: str) -> str:
-    """A dataset card whose YAML `configs` tell `load_dataset(DIR)` which file is which split."""
-    lines = ["---", "configs:", "- config_name: default", "  data_files:"]
-    for split, pattern in splits.items():
-        lines += [f"  - split: {split}", f"    path: {pattern}"]
-    return "\n".join([*lines, "---", "", f"# {title}", "", body.strip(), ""])
+def _card(title: str, body: str) -> str:
+    """The dataset card. No `configs` block: the file names say the splits, and `datasets` (5.x)
+    caches a local folder whose card names its files by the card alone, so a second export with
+    the same card would load the first one's rows; without it the files' mtimes key the cache."""
+    head = ["---", f"pretty_name: {json.dumps(title)}", "tags:", "- clawloop", "---"]
+    return "\n".join([*head, "", f"# {title}", "", body.strip(), ""])
 
 
 def _prepare_out(out: Path) -> None:
@@ -218,23 +219,23 @@ def _prepare_out(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
 
 
+def _split_file(out: Path, split: str, ext: str) -> Path:
+    """`DIR/data/<split>-00000-of-00001.<ext>`: the Hub's sharded names, which `load_dataset(DIR)`
+    reads as split <split> for any split name (train, test, external)."""
+    (out / "data").mkdir(parents=True, exist_ok=True)
+    return out / "data" / f"{split}-00000-of-00001.{ext}"
+
+
 def _write_parquet_splits(
     by_split: dict[str, list[dict[str, Any]]], out: Path, features: Any
-) -> dict[str, str]:
-    """`DIR/data/<split>-00000-of-00001.parquet` per non-empty split (the Hub's file names);
-    returns {split: path pattern} for the card."""
+) -> None:
+    """One Parquet file per non-empty split, typed by `features` (stored in the file)."""
     from datasets import Dataset
 
-    (out / "data").mkdir(parents=True, exist_ok=True)
-    patterns = {}
     for split, rows in by_split.items():
-        if not rows:
-            continue
-        Dataset.from_list(rows, features=features).to_parquet(
-            str(out / "data" / f"{split}-00000-of-00001.parquet")
-        )
-        patterns[split] = f"data/{split}-*.parquet"
-    return patterns
+        if rows:
+            path = _split_file(out, split, "parquet")
+            Dataset.from_list(rows, features=features).to_parquet(str(path))
 
 
 TRAJECTORY_CARD = """\
@@ -279,11 +280,11 @@ def export_trajectories(
     if fmt == "jsonl":
         for split, rows in by_split.items():
             if rows:
-                with (out / f"{split}.jsonl").open("w", encoding="utf-8") as f:
+                with _split_file(out, split, "jsonl").open("w", encoding="utf-8") as f:
                     for r in rows:
                         f.write(json.dumps(r, ensure_ascii=False) + "\n")
         return counts, infra
-    patterns = _write_parquet_splits(by_split, out, _features())
+    _write_parquet_splits(by_split, out, _features())
     its = f"iteration {iteration}" if iteration is not None else "every iteration"
     body = TRAJECTORY_CARD.format(
         run_id=run_id,
@@ -291,7 +292,7 @@ def export_trajectories(
         out=out,
         counts=", ".join(f"{s}: {n} episodes" for s, n in counts.items()) + ".",
     )
-    (out / "README.md").write_text(_card(f"clawloop trajectories: {run_id}", patterns, body))
+    (out / "README.md").write_text(_card(f"clawloop trajectories: {run_id}", body))
     return counts, infra
 
 
@@ -433,7 +434,7 @@ def export_tasks(
             + ("" if include_dropped else " (--include-dropped adds the ones verify dropped)")
         )
     _prepare_out(out)
-    patterns = _write_parquet_splits(by_split, out, _task_features())
+    _write_parquet_splits(by_split, out, _task_features())
     which = "kept by verify" if not include_dropped else "every forged task"
     body = TASK_CARD.format(
         run_id=run_id,
@@ -441,7 +442,7 @@ def export_tasks(
         out=out,
         counts=", ".join(f"{s}: {n} tasks" for s, n in counts.items()) + ".",
     )
-    (out / "README.md").write_text(_card(f"clawloop tasks: {run_id}", patterns, body))
+    (out / "README.md").write_text(_card(f"clawloop tasks: {run_id}", body))
     return counts
 
 
@@ -501,7 +502,7 @@ def register_export(formats: argparse._SubParsersAction) -> None:
     _run_args(t)
     t.add_argument(
         "--format", dest="fmt", choices=("hf", "jsonl"), default="hf",
-        help="hf: Parquet + dataset card, load_dataset(DIR); jsonl: <split>.jsonl",
+        help="hf: Parquet + dataset card; jsonl: a JSON object per line; load_dataset(DIR) both",
     )  # fmt: skip
     t.add_argument(
         "--passed-only", action="store_true", help="only episodes that passed (SFT data)"

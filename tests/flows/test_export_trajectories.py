@@ -106,7 +106,7 @@ def test_trajectories_load_with_datasets_and_train_one_sftrainer_step(run_root, 
     out = tmp_path / "traj"
     assert export("trajectories", "--run", RUN, "--root", str(run_root), "--out", str(out)) == 0
     assert "1 infrastructure-fault episodes left out" in capsys.readouterr().out
-    assert (out / "README.md").read_text().startswith("---\nconfigs:")
+    assert "# clawloop trajectories: exp" in (out / "README.md").read_text()
     data = load_dataset(str(out))
     assert set(data) == {"train", "test"}
     train, test = data["train"], data["test"]
@@ -162,8 +162,9 @@ def test_jsonl_one_object_per_line_passed_only_and_one_iteration(run_root, tmp_p
     out = tmp_path / "jl"
     argv = ["--run", RUN, "--root", str(run_root), "--out", str(out), "--format", "jsonl"]
     assert export("trajectories", *argv, "--iteration", "1", "--passed-only") == 0
-    assert sorted(p.name for p in out.iterdir()) == ["train.jsonl"]  # the eval episode failed
-    lines = (out / "train.jsonl").read_text().splitlines()
+    files = sorted(p.name for p in (out / "data").iterdir())
+    assert files == ["train-00000-of-00001.jsonl"]  # the eval episode failed
+    lines = (out / "data" / files[0]).read_text().splitlines()
     assert len(lines) == 1
     obj = json.loads(lines[0])
     assert obj["episode_id"] == "t1-0" and obj["passed"] is True and obj["iteration"] == 1
@@ -240,3 +241,16 @@ def test_tasks_as_a_hub_dataset_of_harbor_folders(run_root, tmp_path):
     data = load_dataset(str(both))
     assert data["test"]["path"] == ["hive-b"] and data["test"]["kept"] == [False]
     assert data["test"]["verify_reason"] == ["noop passed"]
+
+
+def test_two_exports_of_the_same_name_load_their_own_rows(run_root, tmp_path):
+    """`datasets` caches a local folder by its card when the card names its files: the export's
+    card does not, so a second export under the same folder name is read, not the first's cache."""
+    from datasets import load_dataset
+
+    base = ["trajectories", "--run", RUN, "--root", str(run_root)]
+    for sub, it in (("a", "1"), ("b", "2")):
+        assert export(*base, "--iteration", it, "--out", str(tmp_path / sub / "traj")) == 0
+    first = load_dataset(str(tmp_path / "a" / "traj"), split="train")
+    second = load_dataset(str(tmp_path / "b" / "traj"), split="train")
+    assert first["episode_id"] == ["t1-0", "t1-1"] and second["episode_id"] == ["t3-0"]
