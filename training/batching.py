@@ -33,7 +33,8 @@ class SampleDataset(Dataset):
 
 @dataclass
 class SampleCollator:
-    """Right-pads a list of samples; `with_rl` adds advantages and sampling logprobs for GRPO."""
+    """Right-pads a list of samples; `with_rl` adds advantages, sampling logprobs and (KL) the
+    reference logprobs for GRPO."""
 
     pad_token_id: int
     with_rl: bool = False
@@ -57,4 +58,11 @@ class SampleCollator:
             batch["action_mask"] = mask
             batch["old_logprobs"] = old
             batch["advantages"] = torch.tensor([s.advantage for s in samples], dtype=torch.float32)
+            if any(s.ref_logprobs for s in samples):
+                ref = torch.full((len(samples), n), math.nan, dtype=torch.float32)
+                for i, s in enumerate(samples):
+                    ref[i, : len(s.ref_logprobs)] = torch.tensor(
+                        s.ref_logprobs, dtype=torch.float32
+                    )
+                batch["ref_logprobs"] = ref
         return batch

@@ -10,7 +10,8 @@ rollout's advantage. The per-token objective is PPO's clipped surrogate,
 where logp_sampling is the sampler's recorded logprob (importance correction for data produced by
 an older or differently-quantised policy) or, when the server recorded none, the phase's start
 model's logprob, computed once before the first step and kept fixed (`freeze_old_logprobs`), so
-the ratio moves as the policy does and clipping engages. An optional KL penalty to a reference model uses the
+the ratio moves as the policy does and clipping engages. An optional KL penalty to the phase's start
+model (its logprobs taken in the same pass; a continued LoRA adapter is part of that start) uses the
 k3 estimator exp(ref - logp) - (ref - logp) - 1. The loss is the mean over all action tokens of the
 optimizer step (summed here, divided by the Trainer's action-token count across micro-batches).
 """
@@ -126,11 +127,15 @@ def grpo_loss(
     return per_token.sum() / mask.sum().clamp(min=1.0)
 
 
-def freeze_old_logprobs(model, samples: list[TokenSample], device) -> int:
-    """Fill every action token's unknown sampling logprob (NaN: the server returned none) with
-    the phase's start model's, in one no-grad pass before the first step, and keep them: the
-    ratio then moves as training moves the policy, across steps and epochs, and clipping can
-    engage. Recorded logprobs (vLLM) are kept as they are. Returns the tokens filled."""
+def freeze_old_logprobs(model, samples: list[TokenSample], device, with_ref: bool = False) -> int:
+    """One no-grad pass of the phase's start model before the first step.
+
+    Fills every action token's unknown sampling logprob (NaN: the server returned none) with the
+    start model's and keeps it: the ratio then moves as training moves the policy, across steps
+    and epochs, and clipping can engage. Recorded logprobs (vLLM, the local server) are kept as
+    they are. `with_ref` (KL): every sample's `ref_logprobs` are the start model's too, so the KL
+    reference is exactly the phase's start (a continued LoRA adapter included) and no second copy
+    of the model is held. Returns the old-logprob tokens filled."""
     filled = 0
     was_training = model.training
     model.eval()
@@ -142,13 +147,17 @@ def freeze_old_logprobs(model, samples: list[TokenSample], device) -> int:
                     for j in range(1, len(s.input_ids))
                     if s.action_mask[j] and not math.isfinite(s.old_logprobs[j])
                 ]
-                if not missing:
+                if not missing and not with_ref:
                     continue
                 ids = torch.tensor([s.input_ids], device=device)
-                logp = next_token_logprobs(model(input_ids=ids).logits.float(), ids)[0]
+                logp = next_token_logprobs(model(input_ids=ids).logits.float(), ids)[0].tolist()
                 for j in missing:
                     s.old_logprobs[j] = float(logp[j - 1])
                 filled += len(missing)
+                if with_ref:
+                    s.ref_logprobs = [math.nan] + [
+                        float(x) if s.action_mask[j + 1] else math.nan for j, x in enumerate(logp)
+                    ]
     finally:
         model.train(was_training)
     return filled
@@ -211,23 +220,22 @@ def grpo_samples(
 class GRPOGroupTrainer(MetricsMixin, Trainer):
     """Trainer whose loss is the clipped GRPO objective over the batch's action tokens."""
 
-    def __init__(self, *args, cfg: TrainConfig, kept_groups: int, ref_model=None, **kwargs):
+    def __init__(self, *args, cfg: TrainConfig, kept_groups: int, **kwargs):
         super().__init__(*args, **kwargs)
         self.cfg = cfg
-        self.ref_model = ref_model
         self._init_metrics("grpo", kept_groups)
 
-    def _ref_logprobs(self, model, ids: torch.Tensor, attn: torch.Tensor) -> torch.Tensor | None:
+    def _ref_logprobs(self, inputs, logp: torch.Tensor) -> torch.Tensor | None:
+        """The KL reference's logprobs: the phase's start model's, frozen before the first step."""
         if self.cfg.kl_beta <= 0:
             return None
-        with torch.no_grad():
-            if self.ref_model is not None:
-                logits = self.ref_model(input_ids=ids, attention_mask=attn).logits
-            else:  # LoRA: the reference is the same network with its adapter switched off
-                unwrapped = self.accelerator.unwrap_model(model)
-                with unwrapped.disable_adapter():
-                    logits = model(input_ids=ids, attention_mask=attn).logits
-            return next_token_logprobs(logits, ids)
+        if "ref_logprobs" not in inputs:
+            raise ValueError(
+                "kl_beta > 0 but the batch has no reference logprobs: call "
+                "freeze_old_logprobs(model, samples, device, with_ref=True) before training"
+            )
+        ref = inputs["ref_logprobs"][:, 1:].to(logp.dtype)
+        return torch.where(torch.isfinite(ref), ref, logp.detach())
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         self._count(inputs)
@@ -241,7 +249,7 @@ class GRPOGroupTrainer(MetricsMixin, Trainer):
             inputs["advantages"],
             mask,
             self.cfg.clip_eps,
-            self._ref_logprobs(model, ids, attn),
+            self._ref_logprobs(inputs, logp),
             self.cfg.kl_beta,
         )
         if num_items_in_batch is not None:

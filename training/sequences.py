@@ -4,7 +4,7 @@ Training must see exactly what the policy saw and produced. Each assistant turn 
 (prompt ids P_t, completion ids C_t), and C_t is always what the policy sampled, never a chat
 template's re-rendering of the reply:
 
-- **from ids** (vLLM): the server returned the prompt and completion token ids; used as they are,
+- **from ids** (vLLM, the local profile's harness/local_server.py): the server returned the prompt and completion token ids; used as they are,
   with the sampler's logprobs when their count matches the completion.
 - **from text** (transformers serve, any OpenAI-compatible server without token ids): C_t is the
   tokenisation of the exact sampled text — the turn record's `raw_content` (the reply's content
@@ -59,6 +59,9 @@ class TokenSample:
     reward: float = 0.0
     advantage: float = 0.0
     sources: list[str] = field(default_factory=list)
+    # GRPO with KL: the phase's start model's logprobs (the reference), NaN where unknown; filled
+    # once before the first step (grpo.freeze_old_logprobs), empty otherwise.
+    ref_logprobs: list[float] = field(default_factory=list)
 
     @property
     def n_action_tokens(self) -> int:

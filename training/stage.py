@@ -137,19 +137,6 @@ def token_summary(counts: dict[str, int]) -> dict[str, int]:
     return {k: counts.get(f"{best}_{k}", 0) for k in TURN_PATHS + TOKEN_FLAGS}
 
 
-def _reference_model(start: PolicyRef, cfg: TrainConfig, device):
-    """Frozen copy of the phase's start model for the KL term. With LoRA there is none: the
-    reference is the policy with its adapter disabled, i.e. the model under the adapter (for a
-    continued adapter, the base it was first trained on, not this phase's start)."""
-    if cfg.kl_beta <= 0 or cfg.lora:
-        return None
-    from transformers import AutoModelForCausalLM
-
-    ref = AutoModelForCausalLM.from_pretrained(str(start.model_dir), dtype="auto")
-    ref.requires_grad_(False)
-    return ref.eval().to(device)
-
-
 def make_trainer(
     phase: str,
     samples: list[TokenSample],
@@ -160,7 +147,7 @@ def make_trainer(
     kept_groups: int = 0,
 ):
     """The phase's Trainer, ready to `train()`: policy loaded from `start`, GRPO's unknown old
-    logprobs frozen from it (one no-grad pass), KL reference loaded. Split from `run_phase` so a
+    logprobs (and with KL the reference's) frozen from it in one no-grad pass. Split from `run_phase` so a
     benchmark can time `train()` alone."""
     from transformers import set_seed
 
@@ -174,7 +161,8 @@ def make_trainer(
     args = training_arguments(cfg, phase, out_dir / phase)
     model = load_policy(start, cfg)
     if phase == "grpo":
-        filled = freeze_old_logprobs(model.to(args.device), samples, args.device)
+        with_ref = cfg.kl_beta > 0  # the KL reference: the phase's start model, frozen too
+        filled = freeze_old_logprobs(model.to(args.device), samples, args.device, with_ref)
         log.info("grpo: %d action-token logprobs frozen from the phase's start model", filled)
     common = {
         "model": model,
@@ -186,8 +174,7 @@ def make_trainer(
     }
     if phase == "sft":
         return MaskedSFTTrainer(**common)
-    ref = _reference_model(start, cfg, args.device)
-    return GRPOGroupTrainer(**common, cfg=cfg, kept_groups=kept_groups, ref_model=ref)
+    return GRPOGroupTrainer(**common, cfg=cfg, kept_groups=kept_groups)
 
 
 def run_phase(
