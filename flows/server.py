@@ -322,6 +322,21 @@ def _config_parameters(config_path: str | None) -> dict[str, dict[str, Any]]:
     }
 
 
+class AlreadyRunning(ServerError):
+    """`start` on a state folder whose pool is still up: refused, and that pool left running."""
+
+
+def refuse_if_running(state_dir: Path) -> None:
+    old = read_state(state_dir)
+    running = [w for w in old.get("workers", []) if _alive(w)]
+    if running or (old.get("server") and _alive(old["server"])):
+        raise AlreadyRunning(
+            f"a work pool started from {state_dir} is still running (workers "
+            f"{[w['pid'] for w in running]}): `scripts/work-pool.sh status` shows it; stop it "
+            "first (scripts/work-pool.sh stop), or use another --state folder"
+        )
+
+
 def start_pool(
     workers: int = 2,
     config_path: str | None = None,
@@ -334,13 +349,7 @@ def start_pool(
         raise ServerError("--workers must be at least 1")
     state_dir = (state_dir or default_state_dir()).resolve()
     state_dir.mkdir(parents=True, exist_ok=True)
-    old = read_state(state_dir)
-    running = [w for w in old.get("workers", []) if _alive(w)]
-    if running or (old.get("server") and _alive(old["server"])):
-        raise ServerError(
-            f"a work pool started from {state_dir} is still running (workers "
-            f"{[w['pid'] for w in running]}): stop it first (scripts/work-pool.sh stop)"
-        )
+    refuse_if_running(state_dir)
     home = os.environ.get("CLAWLOOP_HOME") or str(CHECKOUT)
     checkout_directory(home)  # a wrong CLAWLOOP_HOME fails here, not in every flow run
     parameters = _config_parameters(config_path)
@@ -511,6 +520,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "start":
             try:
                 state = start_pool(args.workers, args.config, args.port, state_dir)
+            except AlreadyRunning:
+                raise
             except BaseException:
                 stop_pool(state_dir)  # nothing half-started stays behind
                 raise

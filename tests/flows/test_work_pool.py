@@ -131,6 +131,24 @@ def test_stop_ends_the_recorded_workers_and_their_flow_runs_but_not_a_reused_pid
             p.wait()
 
 
+def test_start_on_a_running_pool_is_refused_and_leaves_that_pool_running(tmp_path, capsys):
+    from clawloop.flows.server import _alive, _record, main
+
+    worker = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    try:
+        state = {"pool": "p", "server": None, "workers": [_record(worker.pid, name="w1", log="")]}
+        (tmp_path / "state.json").write_text(json.dumps(state))
+        assert main(["start", "--state", str(tmp_path)]) == 2
+        assert "is still running" in capsys.readouterr().err
+        assert (
+            _alive(state["workers"][0])
+            and json.loads((tmp_path / "state.json").read_text()) == state
+        )
+    finally:
+        worker.kill()
+        worker.wait()
+
+
 @pytest.mark.slow
 @pytest.mark.prefect
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap for the sandboxes")
