@@ -94,11 +94,20 @@ _FETCHED: set[tuple[Path, str]] = set()  # local copies checked against their ma
 
 
 def base_model_dir(cfg: RunConfig) -> Path:
-    if cfg.train.base_model:
-        return Path(cfg.train.base_model).expanduser()
+    if cfg.train.base_model:  # a GGUF file (or a folder holding one): its converted folder
+        from clawloop.training.gguf import model_folder
+
+        return model_folder(cfg.train.base_model)
     from clawloop.training.tiny_model import ensure_tiny_model
 
     return ensure_tiny_model(seed=cfg.seed)
+
+
+def _converted(base: str) -> str:
+    """The folder a GGUF base model was converted into (what adapters record), else `base`."""
+    from clawloop.training.gguf import gguf_file, model_folder
+
+    return str(model_folder(base)) if base and gguf_file(base) else base
 
 
 def checkpoint_after(ctx: StageContext, iteration: int) -> Path | None:
@@ -228,7 +237,9 @@ def _lora_policy(ctx: StageContext, k: int, row: dict[str, Any]) -> tuple[Policy
             "adapter: set train.lora: true so it writes a LoRA adapter, or set llm.reload: restart"
         )
     trained_on, base = _adapter_base(adapter), ctx.config.train.base_model or ""
-    if trained_on and not _same_model(trained_on, base):
+    if trained_on and not (
+        _same_model(trained_on, base) or _same_model(trained_on, _converted(base))
+    ):
         raise StageError(
             f"llm.reload is 'lora' but the adapter of iteration {k} ({adapter}) was trained on top "
             f"of {trained_on}, not on the base model vLLM serves (train.base_model = {base or 'unset'}): "

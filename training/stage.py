@@ -212,7 +212,9 @@ def train_stage(
     t0 = time.monotonic()
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    base = str(base_model)
+    from clawloop.training.gguf import model_folder
+
+    base = str(model_folder(base_model))  # a GGUF file: its converted folder (training/gguf.py)
     result = TrainResult("nothing_to_train", "", Path(base), None, base, "base")
     if init_adapter is not None:
         init_adapter = Path(init_adapter)

@@ -113,7 +113,9 @@ class PolicyRef:
 
 
 def load_tokenizer(model_dir: Path):
-    tok = AutoTokenizer.from_pretrained(str(model_dir))
+    from clawloop.training.gguf import model_folder
+
+    tok = AutoTokenizer.from_pretrained(str(model_folder(model_dir)))
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token
     return tok
