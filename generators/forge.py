@@ -1,7 +1,7 @@
 """Forge: a candidate (generator code + seed) -> a Harbor task folder, kept as a FORGED row.
 
-The generator is built twice with its seed in one sandbox (two interpreters, so hash-order bugs
-show up) and the two digests are recorded for verify's determinism check. Transient sandbox
+The generator is built twice with its seed in one sandbox exec (two interpreters, the second
+exec'd by the first, so hash-order bugs show up) and the two digests are recorded for verify's determinism check. Transient sandbox
 faults are retried up to `retries` times (1 + retries attempts); a generator bug (exception, timeout, wrong shape) is a
 failed row carrying its error, never retried.
 
@@ -16,7 +16,7 @@ from typing import Any
 
 from clawloop.generators.candidates import candidate_row, code_sha256, parse_meta, task_id_for
 from clawloop.generators.contract import ContractError
-from clawloop.generators.runner import GeneratorError, build_in, stage_generator
+from clawloop.generators.runner import GeneratorError, build_chain, stage_generator, validated
 from clawloop.harness.sandbox.base import SandboxConfig, SandboxError
 from clawloop.harness.taskfolder.folder import (
     TaskFolderError,
@@ -42,14 +42,23 @@ def _forge_once(cand: dict[str, Any], sandbox: SandboxConfig, timeout: float) ->
         raise GeneratorError("contract", str(exc)) from exc
     with open_sandbox(sandbox) as sb:
         stage_generator(sb, code)
-        first, log = build_in(sb, gen, seed, timeout, "build-0.json")
-        try:
-            second, _ = build_in(sb, gen, seed, timeout, "build-1.json")
-            rebuild = second.digest()
-        except GeneratorError as exc:
-            rebuild = ""
-            log += f"\nsecond build with the same seed failed ({exc.kind}): {exc.message}"
+        # One exec, two interpreters: the driver execs a fresh one for the second build.
+        chain, log = build_chain(sb, gen, seed, timeout, ["build-0.json", "build-1.json"])
+    if isinstance(chain[0], GeneratorError):
+        raise chain[0]
+    first = validated(chain[0][1], gen, seed)
     digest = first.digest()
+    try:
+        if len(chain) < 2:
+            raise GeneratorError("crash", "the second build never ran")
+        if isinstance(chain[1], GeneratorError):
+            raise chain[1]
+        # Byte-equal results validate to the same task: only a differing one is validated.
+        same = chain[1][0] == chain[0][0]
+        rebuild = digest if same else validated(chain[1][1], gen, seed).digest()
+    except GeneratorError as exc:
+        rebuild = ""
+        log += f"\nsecond build with the same seed failed ({exc.kind}): {exc.message}"
     info = TaskInfo(
         task_id=str(cand["task_id"]),
         capability=gen.meta.capability,

@@ -12,7 +12,9 @@ with kind in {"contract", "timeout", "crash", "sandbox"}; only "sandbox" is wort
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 from pathlib import Path
 from typing import Literal
 
@@ -34,13 +36,27 @@ TAIL_LINES = 12
 # Runs inside the sandbox with `python3 -I`: stdlib only. It reports what failed and where
 # (load, build, encode) so the host can tell a generator bug from a contract violation.
 DRIVER_SOURCE = r"""
-import importlib.util, json, sys
+import json, sys
 
 def load(path):
-    spec = importlib.util.spec_from_file_location("generator", path)
-    mod = importlib.util.module_from_spec(spec)
+    # A plain module object and exec(), not importlib.util (whose imports cost every start ~5 ms);
+    # the code object is cached beside the source (marshal) so a second build skips compiling.
+    import marshal
+    mod = type(sys)("generator")
+    mod.__file__ = path
     sys.modules["generator"] = mod
-    spec.loader.exec_module(mod)
+    try:
+        with open(path + ".code", "rb") as f:
+            code = marshal.load(f)
+    except (OSError, EOFError, ValueError, TypeError):
+        with open(path, "rb") as f:
+            code = compile(f.read(), path, "exec", dont_inherit=True)
+        try:
+            with open(path + ".code", "wb") as f:
+                marshal.dump(code, f)
+        except OSError:
+            pass
+    exec(code, mod.__dict__)
     return mod
 
 def fail(out, phase, exc):
@@ -51,8 +67,17 @@ def fail(out, phase, exc):
                    "traceback": "\n".join(tb)}, f)
 
 def main():
+    # build GEN SEED OUT [ALARM NEXT_OUT...]: build once into OUT; with NEXT_OUTs, exec a fresh
+    # interpreter (a new hash seed) for the next build, each under its own ALARM seconds.
     verb, gen = sys.argv[1], sys.argv[2]
-    out = sys.argv[-1]
+    out = sys.argv[4] if verb == "build" else sys.argv[-1]
+    rest = sys.argv[5:] if verb == "build" else []
+    if rest:
+        try:
+            from _signal import alarm  # the builtin: `signal` builds its enums (~2 ms)
+        except ImportError:
+            from signal import alarm
+        alarm(int(rest[0]))
     phase = "load"
     try:
         mod = load(gen)
@@ -70,6 +95,13 @@ def main():
         sys.exit(3)
     with open(out, "w") as f:
         f.write(text)
+    if len(rest) > 1:
+        alarm(0)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        import os
+        os.execv(sys.executable, [sys.executable, "-I", "-S", sys.argv[0], "build", gen,
+                                  sys.argv[3], rest[1], rest[0], *rest[2:]])
 
 main()
 """
@@ -89,17 +121,27 @@ def _tail(text: str, n: int = TAIL_LINES) -> str:
 
 
 def stage_generator(sb: Sandbox, code: str) -> None:
-    """Upload the driver and the generator into the sandbox's staging directory."""
+    """Put the driver and the generator into the sandbox's staging directory (written straight
+    into a bubblewrap sandbox's files; uploaded as a tar elsewhere)."""
+    files = {"driver.py": DRIVER_SOURCE, "generator.py": code}
+    write = getattr(sb, "write_files", None)
+    if write is not None:
+        write(STAGE, {rel: (text.encode(), False) for rel, text in files.items()})
+        return
     with scratch("clawloop-stage-") as tmp:
-        Path(tmp, "driver.py").write_text(DRIVER_SOURCE)
-        Path(tmp, "generator.py").write_text(code)
+        for rel, text in files.items():
+            Path(tmp, rel).write_text(text)
         sb.upload(Path(tmp), STAGE)
 
 
-def _read_capped(sb: Sandbox, remote: str, label: str, where: str) -> dict | None:
-    """Download the driver's result file; None when it never appeared (process killed)."""
+def read_capped(sb: Sandbox, remote: str, cap: int) -> bytes | None:
+    """One file out of the sandbox: None when it never appeared, OverflowError (its size) when it
+    is over `cap`. A bubblewrap sandbox's file is read in place; elsewhere it is downloaded."""
+    read = getattr(sb, "read_file", None)
+    if read is not None:
+        return read(remote, cap)
     with scratch("clawloop-out-") as tmp:
-        local = Path(tmp, "out.json")
+        local = Path(tmp, "out")
         try:
             sb.download(remote, local)
         except (SandboxError, FileNotFoundError, OSError):
@@ -107,18 +149,37 @@ def _read_capped(sb: Sandbox, remote: str, label: str, where: str) -> dict | Non
         if not local.is_file():
             return None
         size = local.stat().st_size
-        if size > MAX_RESULT_BYTES:
-            raise GeneratorError(
-                "contract",
-                f"{label}, {where}: result is {size} bytes, over the {MAX_RESULT_BYTES} byte cap; "
-                "make the task smaller",
-            )
-        try:
-            return json.loads(local.read_text(errors="replace"))
-        except json.JSONDecodeError as exc:
-            raise GeneratorError(
-                "crash", f"{label}, {where}: driver output is not JSON ({exc})"
-            ) from exc
+        if size > cap:
+            raise OverflowError(size)
+        return local.read_bytes()
+
+
+def _read_raw(sb: Sandbox, remote: str, label: str, where: str) -> bytes | None:
+    """The driver's result file as bytes; None when it never appeared (process killed)."""
+    try:
+        return read_capped(sb, remote, MAX_RESULT_BYTES)
+    except OverflowError as exc:
+        raise GeneratorError(
+            "contract",
+            f"{label}, {where}: result is {exc.args[0]} bytes, over the {MAX_RESULT_BYTES} byte "
+            "cap; make the task smaller",
+        ) from exc
+
+
+def _parse_report(raw: bytes | None, label: str, where: str) -> dict | None:
+    if raw is None:
+        return None
+    try:
+        return json.loads(raw.decode(errors="replace"))
+    except json.JSONDecodeError as exc:
+        raise GeneratorError(
+            "crash", f"{label}, {where}: driver output is not JSON ({exc})"
+        ) from exc
+
+
+def _read_capped(sb: Sandbox, remote: str, label: str, where: str) -> dict | None:
+    """The driver's result file, parsed; None when it never appeared (process killed)."""
+    return _parse_report(_read_raw(sb, remote, label, where), label, where)
 
 
 def _explain(
@@ -152,34 +213,58 @@ def _explain(
     return GeneratorError("crash", f"{label}, {where}: {why}, no result written\n{stderr}".rstrip())
 
 
+SIGALRM_EXIT = 128 + 14  # a build past its alarm (the driver arms one per build in a chain)
+
+
+def build_chain(
+    sb: Sandbox, gen: ParsedGenerator, seed: int, timeout: float, out_names: list[str]
+) -> tuple[list[tuple[bytes, dict] | GeneratorError], str]:
+    """Run build(seed) len(out_names) times in one exec of an already staged sandbox, each build
+    in a fresh interpreter (the driver execs the next one: a new hash seed, no new sandbox
+    process) under its own `timeout`. Returns, per build that ran, its raw result file and
+    report, or the GeneratorError it failed with (the builds after a failed one never ran),
+    and the exec's log tail."""
+    outs = [f"{STAGE}/{name}" for name in out_names]
+    where = f"seed {seed}"
+    alarm = str(max(1, math.ceil(timeout)))
+    argv = ["python3", "-I", "-S", f"{STAGE}/driver.py", "build", f"{STAGE}/generator.py"]
+    argv += [str(seed), outs[0]]
+    if len(outs) > 1:
+        argv += [alarm, *outs[1:]]
+    res = sb.exec(argv, timeout=timeout * len(outs), cwd="/workspace")
+    results: list[tuple[bytes, dict] | GeneratorError] = []
+    for out in outs:
+        try:
+            raw = _read_raw(sb, out, gen.label, where)
+            report = _parse_report(raw, gen.label, where)
+        except GeneratorError as exc:
+            results.append(exc)
+            break
+        if raw is not None and report and report.get("ok"):
+            results.append((raw, report))
+            continue
+        alarmed = report is None and res.exit_code == SIGALRM_EXIT
+        died = dataclasses.replace(res, timed_out=res.timed_out or alarmed)
+        results.append(_explain(died, report, gen.label, where, timeout))
+        break
+    return results, _tail(res.stdout + "\n" + res.stderr, 40)
+
+
+def validated(report: dict, gen: ParsedGenerator, seed: int) -> BuildResult:
+    try:
+        return validate_build(report.get("result"))
+    except ContractError as exc:
+        raise GeneratorError("contract", f"{gen.label}, seed {seed}: {exc}") from exc
+
+
 def build_in(
     sb: Sandbox, gen: ParsedGenerator, seed: int, timeout: float, out_name: str
 ) -> tuple[BuildResult, str]:
     """Run build(seed) once in an already staged sandbox; return the validated result and its log."""
-    out = f"{STAGE}/{out_name}"
-    where = f"seed {seed}"
-    res = sb.exec(
-        [
-            "python3",
-            "-I",
-            "-S",
-            f"{STAGE}/driver.py",
-            "build",
-            f"{STAGE}/generator.py",
-            str(seed),
-            out,
-        ],
-        timeout=timeout,
-        cwd="/workspace",
-    )
-    report = None if res.timed_out else _read_capped(sb, out, gen.label, where)
-    if res.timed_out or not report or not report.get("ok"):
-        raise _explain(res, report, gen.label, where, timeout)
-    log = _tail(res.stdout + "\n" + res.stderr, 40)
-    try:
-        return validate_build(report.get("result")), log
-    except ContractError as exc:
-        raise GeneratorError("contract", f"{gen.label}, {where}: {exc}") from exc
+    (first, *_), log = build_chain(sb, gen, seed, timeout, [out_name])
+    if isinstance(first, GeneratorError):
+        raise first
+    return validated(first[1], gen, seed), log
 
 
 def run_builds(
@@ -198,10 +283,14 @@ def run_builds(
     try:
         with open_sandbox(sandbox) as sb:
             stage_generator(sb, code)
-            for i in range(times):
-                result, log = build_in(sb, gen, seed, timeout, f"build-{i}.json")
-                results.append(result)
-                logs.append(log)
+            chain, log = build_chain(
+                sb, gen, seed, timeout, [f"build-{i}.json" for i in range(times)]
+            )
+            logs.append(log)
+            for built in chain:
+                if isinstance(built, GeneratorError):
+                    raise built
+                results.append(validated(built[1], gen, seed))
     except SandboxError as exc:
         raise GeneratorError("sandbox", f"{gen.label}, seed {seed}: sandbox failed: {exc}") from exc
     return results, "\n".join(x for x in logs if x)

@@ -28,7 +28,9 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import shutil
 import signal
+import stat
 import subprocess
 import tarfile
 import threading
@@ -64,6 +66,30 @@ __all__ = [
     "sweep_bwrap",
     "system_binds",
 ]
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _read_all(fd: int, limit: int) -> bytes:
+    parts, got = [], 0
+    while got < limit and (chunk := os.read(fd, min(1 << 20, limit - got))):
+        parts.append(chunk)
+        got += len(chunk)
+    return b"".join(parts)
+
+
+def _force(func, path, _exc) -> None:  # noqa: ANN001 (shutil.rmtree's onerror signature)
+    """rmtree's retry for an entry the sandbox made unwritable (a mode 000 folder)."""
+    os.chmod(os.path.dirname(path), 0o755)
+    if os.path.isdir(path) and not os.path.islink(path):
+        os.chmod(path, 0o755)
+        shutil.rmtree(path, onerror=_force)
+    else:
+        os.unlink(path)
 
 
 class BwrapSandbox(Sandbox):
@@ -254,6 +280,93 @@ class BwrapSandbox(Sandbox):
             for member in names:
                 with contextlib.suppress(FileNotFoundError):
                     os.chown(dest / member, self.uid, self.uid, follow_symlinks=False)
+
+    # -- direct file access (no tar): the sandbox's files are host files under self.fs ---------
+    # Each is safe only between execs: every process an exec started is dead when it returns
+    # (kill_strays), so nothing in the sandbox can swap a path while the host touches it.
+
+    def _idle_dir(self, remote: str, create: bool) -> Path:
+        """The host dir behind `remote`, inside the sandbox, while no exec runs."""
+        with self._lock:
+            if self._running:
+                raise SandboxError("direct file access while an exec runs in the sandbox")
+        dest = self._host_path(remote)
+        if create:
+            _mkdirs(dest, self.fs, self.uid)
+        self._inside(dest)
+        return dest
+
+    def write_files(self, remote: str, files: dict[str, tuple[bytes, bool]]) -> None:
+        """Write {relative path: (data, executable)} under the directory `remote`, as an upload
+        of a folder holding them would (missing folders made, owned by the sandbox uid), without
+        packing a tar. Refuses relative paths that escape `remote` and existing symlinks."""
+        top = self._idle_dir(remote, create=True)
+        made: dict[str, Path] = {"": top}
+        for rel, (data, executable) in sorted(files.items()):
+            norm = os.path.normpath(rel)
+            if rel.startswith("/") or norm.startswith("..") or norm == ".":
+                raise ValueError(f"file {rel!r} escapes {remote}")
+            parent = os.path.dirname(norm)
+            if parent not in made:
+                _mkdirs(top / parent, self.fs, self.uid)
+                self._inside(top / parent)
+                made[parent] = top / parent
+            path = made[parent] / os.path.basename(norm)
+            mode = 0o755 if executable else 0o644
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode)
+            try:
+                _write_all(fd, data)
+                os.fchmod(fd, mode)
+                if self.uid is not None:
+                    os.fchown(fd, self.uid, self.uid)
+            finally:
+                os.close(fd)
+
+    def read_file(self, remote: str, cap: int) -> bytes | None:
+        """A regular file's bytes (no symlink followed), or None when it is missing or not a
+        regular file; OverflowError (its size as the argument) when it is over `cap` bytes."""
+        parent, name = split_remote(remote)
+        try:
+            top = self._idle_dir(parent, create=False)
+            fd = os.open(top / name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except (OSError, ValueError):
+            return None
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                return None
+            data = _read_all(fd, cap + 1) if st.st_size <= cap else b""
+            if st.st_size > cap or len(data) > cap:
+                raise OverflowError(max(st.st_size, len(data)))
+            return data
+        finally:
+            os.close(fd)
+
+    def reset_dirs(self, remotes: list[str]) -> str:
+        """Empty each directory of `remotes` from the host (what taskenv.prepare_grading's exec
+        does): whatever an exec planted there is removed, a path it replaced with a file or a
+        symlink is made a directory again. Returns "" when done, else why not."""
+        for remote in remotes:
+            try:
+                host = self._host_path(remote)
+                with self._lock:
+                    if self._running:
+                        return "an exec is still running in the sandbox"
+                if host.is_symlink() or (host.exists() and not host.is_dir()):
+                    host.unlink()
+                if host.is_dir():
+                    os.chmod(host, 0o755)
+                    for child in os.scandir(host):
+                        if child.is_dir(follow_symlinks=False):
+                            shutil.rmtree(child.path, onerror=_force)
+                        else:
+                            os.unlink(child.path)
+                self._idle_dir(remote, create=True)
+                if os.listdir(host):
+                    return f"could not empty {remote}"
+            except OSError as exc:
+                return f"could not empty {remote} ({exc})"
+        return ""
 
     def download(self, remote: str, local: Path) -> None:
         host = self._host_path(remote)
