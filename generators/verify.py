@@ -166,19 +166,31 @@ def _slack(x: float, tolerance: dict[str, float]) -> float:
 
 
 def find_leaks(
-    answer: Any, texts: dict[str, str], inputs_text: str, tolerance: dict[str, float]
+    answer: Any,
+    texts: dict[str, str],
+    inputs_text: str,
+    tolerance: dict[str, float],
+    keys: frozenset[str] = frozenset(),
 ) -> list[str]:
     """Each non-trivial answer value that one of `texts` (name -> text) states, as "VALUE in
     NAME": a number written in any common format (20,378.5 / 20 378,5 / 2.04e4, either sign)
-    within the grader's tolerance of it, or a computed string on token boundaries."""
+    within the grader's tolerance of it, or a computed string on token boundaries; then each
+    categorical value stated as the answer (categorical_leaks; `keys` name the fields that
+    identify a row). A year of the inputs' dates and a number a rule gives as a threshold are
+    the task's parameters, not answers."""
     found: list[str] = []
     seen: set[str] = set()
     numbers = {name: prose_numbers(text) for name, text in texts.items()}
+    given, years = given_numbers(texts), input_years(inputs_text)
     for leaf in _leaves(answer):
         value = revealing_number(leaf)
         if value is not None:
             label = str(leaf)
-            if label in seen:
+            if (
+                label in seen
+                or _is_year(label.removesuffix(".0"), years)
+                or _within(given, value, _slack(value, tolerance))
+            ):
                 continue
             for name in texts:
                 if _within(numbers[name], value, _slack(value, tolerance)):
@@ -193,7 +205,232 @@ def find_leaks(
                     seen.add(s)
                     found.append(f"{s!r} in {name}")
                     break
+    return found + categorical_leaks(answer, texts, inputs_text, keys)
+
+
+# ---- categorical answers: pure -----------------------------------------------------------------
+
+# A number a rule gives as a parameter ("more than 37.5 kg", "at least 250"): the task's input,
+# so an answer value that echoes it (a threshold column) is not told by that rule.
+_GIVEN = re.compile(
+    r"(?<![\w])(?:(?:more|greater|fewer|less|larger|smaller|higher|lower)\s+than|above|below|over|under"
+    r"|at\s+(?:least|most)|exceed(?:s|ing)?|threshold(?:\s+of)?|limit(?:\s+of)?|cut-?off(?:\s+of)?"
+    r"|>=?|<=?|\u2265|\u2264)\s*(?:of\s+|is\s+)?(\d+(?:[.,]\d+)?(?:[eE][+-]?\d+)?)",
+    re.I,
+)
+# Dates the inputs hold: their years name the period the task covers, not a computed value.
+_DATE_YEAR = re.compile(r"(?<!\d)((?:19|20)\d\d)-[01]\d(?:-[0-3]\d)?(?!\d)")
+_CLAUSE = re.compile(r'\n|(?<=[.;!?])\s+|,\s*"')
+_DEFINING = re.compile(r"\s+(?:when|if|unless|only|for\s+(?:each|every|a|an|the))\b", re.I)
+_NUMBER_WORDS = [
+    "zero",
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "ten",
+    "eleven",
+    "twelve",
+]
+
+
+def given_numbers(texts: dict[str, str]) -> list[float]:
+    """Numbers the texts give as rule parameters (thresholds, limits), sorted magnitudes."""
+    return sorted(
+        {v for t in texts.values() for m in _GIVEN.finditer(t) for v in _readings(m.group(1))}
+    )
+
+
+def input_years(inputs_text: str) -> set[int]:
+    return {int(y) for y in _DATE_YEAR.findall(inputs_text)}
+
+
+def _id_like(v: Any) -> bool:
+    return isinstance(v, str) and any(c.isdigit() for c in v) and 3 <= len(v.strip()) <= 40
+
+
+def _shape(s: str) -> str:
+    """A regex for tokens written like s (HV-0412 -> letters, dash, four digits)."""
+    out = []
+    for c in s:
+        out.append(
+            r"\d"
+            if c.isdigit()
+            else "[A-Z]"
+            if c.isupper()
+            else "[a-z]"
+            if c.islower()
+            else re.escape(c)
+        )
+    return r"(?<![\w-])" + "".join(out) + r"(?![\w]|-\w)"
+
+
+def _tokens(shapes: set[str], text: str) -> set[str]:
+    return {m.group(0) for rx in shapes for m in re.finditer(rx, text)}
+
+
+def _records(value: Any, keys: frozenset[str], depth: int = 0) -> Iterator[tuple[dict, tuple]]:
+    """Every dict in an answer value with the identity of the row it is: the values of its key
+    fields (`keys`, or the id-like keys of a map it sits in); () for a summary or fixed record."""
+
+    def walk(v: Any, ident: tuple, d: int) -> Iterator[tuple[dict, tuple]]:
+        if d > 12:
+            return
+        if isinstance(v, dict):
+            own = tuple(str(v[k]) for k in sorted(keys & set(v)) if isinstance(v[k], str))
+            yield v, own or ident
+            for k, x in v.items():
+                yield from walk(x, (str(k),) if _id_like(k) else ident, d + 1)
+        elif isinstance(v, list):
+            for x in v:
+                yield from walk(x, ident, d + 1)
+
+    yield from walk(value, (), depth)
+
+
+def _selections(value: Any, keys: frozenset[str]) -> list[tuple[str, set[str]]]:
+    """The answer's selections of ids: the rows of each list of records (by its one key field),
+    those rows split by each boolean field, lists of id strings, id-keyed maps."""
+    out: list[tuple[str, set[str]]] = []
+
+    def walk(v: Any, name: str, d: int) -> None:
+        if d > 12:
+            return
+        if isinstance(v, dict):
+            ids = [k for k in v if _id_like(k)]
+            if ids and len(ids) == len(v):
+                out.append((name, set(ids)))
+            for k, x in v.items():
+                walk(x, str(k), d + 1)
+        elif isinstance(v, list) and v:
+            if all(_id_like(x) for x in v):
+                out.append((name, {x.strip() for x in v}))
+            rows = [x for x in v if isinstance(x, dict)]
+            if rows and len(rows) == len(v):
+                key = [k for k in rows[0] if (k in keys or not keys) and _id_like(rows[0][k])]
+                if key and all(_id_like(r.get(key[0])) for r in rows):
+                    k = key[0]
+                    out.append((name, {r[k].strip() for r in rows}))
+                    for f in rows[0]:
+                        if isinstance(rows[0][f], bool):
+                            for flag in (True, False):
+                                part = {r[k].strip() for r in rows if r.get(f) is flag}
+                                if part and len(part) < len(rows):
+                                    out.append((f"{name} with {f} {str(flag).lower()}", part))
+            for x in v:
+                walk(x, name, d + 1)
+
+    walk(value, "", 0)
+    return out
+
+
+def _selection_told(selection: set[str], universe: set[str], text: str, shapes: set[str]) -> bool:
+    """Does `text` name the selection rather than the ids at large? Half of it at least, with
+    more of its ids among those the text names than the inputs' share of them would give."""
+    named = _tokens(shapes, text) & universe
+    hit = named & selection
+    if not hit or len(hit) * 2 < len(selection) or len(universe) <= len(selection):
+        return False
+    base = len(selection) / len(universe)
+    return len(hit) / len(named) >= base + (1 - base) / 2
+
+
+def _value_forms(v: Any) -> list[str] | None:
+    if isinstance(v, bool):
+        return ["true", "yes"] if v else ["false", "no"]
+    if isinstance(v, int):
+        return [str(v)] + ([_NUMBER_WORDS[v]] if 0 <= v < len(_NUMBER_WORDS) else [])
+    if isinstance(v, str) and v.strip():
+        return [v.strip()]
+    return None
+
+
+# What may stand between a field's name and the value a text tells for it: punctuation, quotes
+# and a linking verb ("top_hive is HV-0412", "busiest month: 2024-03", `"flagged": 4`).
+_LINK = r"""["'`*\s]*(?:[:=]|\b(?:is|are|was|were|equals|of|came\s+to|comes\s+to))?["'`*\s]*"""
+_CONDITION = re.compile(r"\b(?:with|where|whose|when|if|unless|while)\s+(?:its\s+|the\s+)?$", re.I)
+
+
+def _stated(clause: str, field: str, forms: list[str], row: tuple) -> bool:
+    """The clause names the field (as written or in words) and the value right after it (or
+    right before it: "4 flagged"), not as a condition or a definition ("rows with reconciled
+    false", "reconciled is true when ..."), and, for a row's field, names the row too."""
+    if row and not any(re.search(_shape_literal(r), clause) for r in row):
+        return False
+    for name in {field, field.replace("_", " ")}:
+        for m in re.finditer(r"(?<![\w])" + re.escape(name) + r"(?![\w])", clause, re.I):
+            if _CONDITION.search(clause[max(0, m.start() - 16) : m.start()]):
+                continue
+            for form in forms:
+                lit = r"(?<![\w.,-])" + re.escape(form) + r"(?![\w]|[.,]\d|-\w)"
+                after = re.compile(_LINK + lit, re.I).match(clause, m.end())
+                if after and not _DEFINING.match(clause, after.end()):
+                    return True
+                if re.search(
+                    lit + r"[\s:=]{1,3}$", clause[max(0, m.start() - 16) : m.start()], re.I
+                ):
+                    return True
+    return False
+
+
+def _shape_literal(s: str) -> str:
+    return r"(?<![\w-])" + re.escape(s) + r"(?![\w]|-\w)"
+
+
+def categorical_leaks(
+    answer: Any, texts: dict[str, str], inputs_text: str, keys: frozenset[str] = frozenset()
+) -> list[str]:
+    """Categorical answer values a text states *as the answer*: a summary's or a row's field
+    with its value ("top_hive is HV-0412", "busiest month: 2024-03", "HV-0412 reconciled: no",
+    "flagged: 4"), or a selection of ids (the flagged readings, the unreconciled entries) that
+    a text lists. Ids and years the inputs hold are not leaks by appearing: their selection is."""
+    found: list[str] = []
+    years = input_years(inputs_text)
+    clauses = {name: [c for c in _CLAUSE.split(text) if c.strip()] for name, text in texts.items()}
+    seen: set[str] = set()
+    for rec, row in _records(answer, keys):
+        for field, v in rec.items():
+            forms = _value_forms(v)
+            if (
+                forms is None
+                or _id_like(field)
+                or (isinstance(v, int | str) and _is_year(v, years))
+            ):
+                continue
+            if (not isinstance(v, bool) and revealing_number(v) is not None) or (
+                isinstance(v, str) and is_revealing_string(v, inputs_text)
+            ):
+                continue  # a computed number or string: find_leaks flags it anywhere in a text
+            label = f"{field}={v!r}" + (f" of {row[0]}" if row else "")
+            if label in seen:
+                continue
+            for name, cs in clauses.items():
+                if any(_stated(c, field, forms, row) for c in cs):
+                    seen.add(label)
+                    found.append(f"{label} stated in {name}")
+                    break
+    for name_sel, sel in _selections(answer, keys):
+        shapes = {_shape(s) for s in sel}
+        universe = _tokens(shapes, inputs_text) | sel
+        for name, text in texts.items():
+            if _selection_told(sel, universe, text, shapes):
+                what = (
+                    f"the {name_sel or 'answer'} selection"
+                    + f" ({', '.join(sorted(sel)[:3])}{', ...' if len(sel) > 3 else ''})"
+                )
+                found.append(f"{what} listed in {name}")
+                break
     return found
+
+
+def _is_year(v: Any, years: set[int]) -> bool:
+    s = str(v).strip()
+    return s.isdigit() and int(s) in years
 
 
 # ---- decision fields: pure --------------------------------------------------------------------
@@ -305,20 +542,58 @@ def hidden_answer(answer: dict[str, Any], contract: dict[str, Any]) -> dict[str,
     return out
 
 
+def contract_keys(contract: dict[str, Any]) -> frozenset[str]:
+    """Every field the contract names as a row key (csv `key`, a schema's `key` at any depth)."""
+    out: set[str] = set()
+
+    def walk(v: Any, d: int = 0) -> None:
+        if isinstance(v, dict) and d < 12:
+            k = v.get("key")
+            if isinstance(k, list):
+                out.update(str(x) for x in k)
+            for x in v.values():
+                walk(x, d + 1)
+        elif isinstance(v, list) and d < 12:
+            for x in v:
+                walk(x, d + 1)
+
+    walk(contract.get("outputs", []))
+    return frozenset(out)
+
+
+def non_input_files(files: dict[str, str], texts: dict[str, str]) -> list[str]:
+    """Starting files the task never points to: neither the instruction, the contract nor any
+    other starting file names the file or a folder it is in (a README, a stray notes file)."""
+    told = "\n".join(texts.values())
+    out = []
+    for rel in files:
+        parts = rel.split("/")
+        names = [rel] + ["/".join(parts[:i]) + "/" for i in range(1, len(parts))]
+        others = "\n".join(t for r, t in files.items() if r != rel)
+        if not any(n in told or n in others for n in names):
+            out.append(rel)
+    return out
+
+
 def check_leak(task_dir: Path) -> tuple[bool, str]:
     contract = json.loads((task_dir / "tests" / "contract.json").read_text())
     answer = hidden_answer(json.loads((task_dir / "tests" / "answer.json").read_text()), contract)
-    ws = task_dir / "environment" / "workspace"
-    inputs = "\n".join(p.read_text(errors="replace") for p in sorted(ws.rglob("*")) if p.is_file())
+    files = workspace_files(task_dir)
     texts = {
         "instruction.md": (task_dir / "instruction.md").read_text(),
         "the contract": json.dumps(contract, ensure_ascii=False),
     }
+    strays = non_input_files(files, texts)
+    inputs = "\n".join(t for r, t in files.items() if r not in strays)
+    texts.update({f"workspace file {r}": files[r] for r in strays})
     tolerance = contract.get("tolerance", {})
-    leaks = find_leaks(answer, texts, inputs, tolerance)
+    leaks = find_leaks(answer, texts, inputs, tolerance, contract_keys(contract))
     if leaks:
         return False, "answer values visible to the agent: " + "; ".join(leaks[:5])
-    return True, "no non-trivial answer value appears in the instruction or contract"
+    return True, (
+        "no non-trivial answer value, nor a categorical one stated as the answer, appears in the "
+        "instruction, the contract" + (" or a file the task never points to" if strays else "")
+    )
 
 
 def check_decision_fields(task_dir: Path) -> tuple[bool, str]:

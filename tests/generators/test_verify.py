@@ -337,3 +337,119 @@ def test_rerunning_forge_and_verify_writes_byte_identical_parquet() -> None:
     assert first == second
     for schema, a, b in zip((FORGED, CHECKS, VERDICTS), first, second, strict=True):
         assert parquet_bytes(a, schema) == parquet_bytes(b, schema)
+
+
+# ---- categorical answers (issue 10 item 8) ------------------------------------------------------
+
+FLAG_INPUTS = "reading_id,hive_id,kg\n" + "".join(
+    f"R-{i:05d},HV-{100 + i % 5},{10 + i}.5\n" for i in range(1, 21)
+)
+FLAGGED = {
+    "output/anomalies.json": {
+        "anomalies": [{"reading_id": r, "hive_id": "HV-102"} for r in ("R-00002", "R-00007")]
+        + [{"reading_id": "R-00013", "hive_id": "HV-103"}],
+        "summary": {"flagged": 3, "top_hive": "HV-102", "busiest_month": "2024-03"},
+    }
+}
+KEYS = frozenset({"reading_id"})
+
+
+def cat_leaks(text: str, answer=FLAGGED, inputs: str = FLAG_INPUTS) -> list[str]:
+    return find_leaks(answer, {"instruction.md": text}, inputs + "2024-03-02\n", TOL, KEYS)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Flag the odd readings (they are R-00002, R-00007 and R-00013).",
+        "Check R-00002 and R-00013 first.",  # most of the selection, nothing else
+        "The summary's top_hive is HV-102.",
+        "busiest month: 2024-03",
+        '{"summary": {"flagged": 3}}',
+        "Expect 3 flagged readings.",
+    ],
+)
+def test_a_categorical_answer_stated_as_the_answer_is_a_leak(text: str) -> None:
+    """Ids, a month and a small count all occur in the inputs or are trivial numbers: the old
+    audit passed every one of these."""
+    assert cat_leaks(text), text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Ids look like R-00002; hives like HV-102.",  # one id of a three-id selection
+        "Readings: " + ", ".join(f"R-{i:05d}" for i in range(1, 21)) + ".",  # all of them
+        "top_hive is the hive_id with the most flagged readings; busiest_month is YYYY-MM.",
+        "flagged counts the rows listed; list readings with flagged true only.",
+    ],
+)
+def test_ids_and_field_names_alone_are_no_leak(text: str) -> None:
+    assert cat_leaks(text) == [], text
+
+
+def test_a_rows_boolean_is_a_leak_only_with_its_row() -> None:
+    answer = {
+        "o.json": [
+            {"hive_id": "HV-101", "reconciled": True},
+            {"hive_id": "HV-102", "reconciled": False},
+            {"hive_id": "HV-103", "reconciled": True},
+            {"hive_id": "HV-104", "reconciled": True},
+        ]
+    }
+    inputs = "hive_id\nHV-101\nHV-102\nHV-103\nHV-104\n"
+    assert find_leaks(answer, {"i": "HV-102 reconciled: no"}, inputs, TOL, frozenset({"hive_id"}))
+    # the unreconciled selection, listed
+    assert find_leaks(answer, {"i": "Look hard at HV-102."}, inputs, TOL, frozenset({"hive_id"}))
+    for text in (
+        "reconciled is true when the totals agree after rounding.",
+        "unreconciled counts rows with reconciled false.",
+        "Rows: HV-101, HV-102, HV-103 and HV-104.",
+    ):
+        assert find_leaks(answer, {"i": text}, inputs, TOL, frozenset({"hive_id"})) == [], text
+
+
+def test_a_year_and_a_threshold_the_task_gives_are_no_leak() -> None:
+    """The red-team's false positives: the year the inputs' dates hold, repeated beside a field
+    name, and a threshold a decision gives that the answer echoes, read as leaked answers."""
+    answer = {"o.json": {"season": 2024, "rows": [{"hive_id": "HV-1", "threshold_kg": 37.5}]}}
+    inputs = "hive_id,date,kg\nHV-1,2024-05-01,40.5\n"
+    text = (
+        "Report the 2024 season in season_2024 order (season: 2024). "
+        "Flag readings above 37.5 kg; threshold_kg repeats that limit."
+    )
+    assert leaks(answer, text, inputs) == []
+    # the same numbers as computed answers are still protected
+    computed = {"o.json": {"season": 2031, "mean_kg": 37.5}}
+    assert leaks(computed, "season 2031, mean 37.5 kg", inputs) == [
+        "'2031' in instruction.md",
+        "'37.5' in instruction.md",
+    ]
+
+
+def test_check_leak_reads_files_the_task_never_points_to(tmp_path: Path) -> None:
+    from clawloop.generators.verify import check_leak, non_input_files
+
+    contract = {
+        "outputs": [{"path": "output/a.json", "format": "json", "schema": {}}],
+        "tolerance": TOL,
+        "decisions": ["Read data/log.csv."],
+    }
+    files = {"data/log.csv": FLAG_INPUTS, "data/hives/HV-101.json": "{}", "NOTES.txt": ""}
+    files["data/index.csv"] = "hive_id,detail_file\nHV-101,data/hives/HV-101.json\n"
+    assert non_input_files(files, {"i": "Use data/log.csv and data/index.csv."}) == ["NOTES.txt"]
+    for notes, kept in (("Ask the keeper.", True), ("The top hive: HV-102.", False)):
+        (tmp_path / "tests").mkdir(exist_ok=True)
+        (tmp_path / "tests/contract.json").write_text(json.dumps(contract))
+        (tmp_path / "tests/answer.json").write_text(
+            json.dumps({"output/a.json": FLAGGED["output/anomalies.json"]})
+        )
+        (tmp_path / "instruction.md").write_text("Flag odd readings in data/log.csv.")
+        for rel, text in dict(files, **{"NOTES.txt": notes}).items():
+            p = tmp_path / "environment/workspace" / rel
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_text(text)
+        ok, reason = check_leak(tmp_path)
+        assert ok is kept, reason
+        if not kept:
+            assert "top_hive='HV-102' stated in workspace file NOTES.txt" in reason
