@@ -164,6 +164,7 @@ def test_two_iterations_train_and_iteration_2_rolls_out_the_checkpoint(tmp_path)
         router=policy,
         model=MODEL,
         served_root=lambda: newest_checkpoint(run_dir, str(base)),
+        text_tool_calls=True,  # the sampled text, tool calls in it: what train tokenises
     ) as fake:
         url = fake.base_url
         cfg = parse_config(

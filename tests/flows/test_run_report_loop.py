@@ -49,7 +49,9 @@ def run_k2(tmp_path: Path) -> Path:
     root = tmp_path / "runs"
     policy = loop.HalfSolvingPolicy(root / RUN, tmp_path / "policy-tasks")
     served = lambda: loop.newest_checkpoint(root / RUN, str(base))  # noqa: E731
-    with FakeOpenAI("routed", router=policy, model=loop.MODEL, served_root=served) as fake:
+    with FakeOpenAI(
+        "routed", router=policy, model=loop.MODEL, served_root=served, text_tool_calls=True
+    ) as fake:
         cfg = parse_config(
             {
                 "iterations": 2,
