@@ -274,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
     router = capability_router(index, set(args.solve), seen)
 
     t0 = time.time()
-    with FakeOpenAI("routed", router=router) as fake:
+    with FakeOpenAI("routed", router=router, text_tool_calls=True) as fake:  # trainable text
         config_path = out / "loop-demo.yaml"
         config_path.write_text(
             yaml.safe_dump(demo_config(root, fake.base_url, capabilities, args), sort_keys=False)
