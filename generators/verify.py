@@ -10,10 +10,12 @@ Checks (storage.schemas.CHECKS `check` names):
     answer_file      no starting file, copied verbatim to the outputs, passes (an answer left in it)
 
 A task is kept only if every check passes. Oracle, no-op and probes share one fresh sandbox and
-two execs (solve first, before the answer key is uploaded; then test.sh and one Python process
-grading the pristine workspace and every probe) because sandbox starts and interpreter starts
-dominate the cost. Between them, taskenv.prepare_grading kills what solve.sh left running and
-empties /tests and /logs/verifier, so a hostile solve() cannot rewrite its own verdict.
+two execs (solve first, before the answer key is put in; then one Python process running the
+canonical test.sh's grading of /workspace, then grading the pristine workspace and every probe
+written over it) because sandbox starts and interpreter starts dominate the cost. Between them,
+taskenv.prepare_grading (on bubblewrap: the same, from the host) kills what solve.sh left
+running and empties /tests and /logs/verifier, so a hostile solve() cannot rewrite its own
+verdict. On bubblewrap the task's files go straight into the sandbox's folders (no tar).
 
     checks, verdict = verify_task(forged_row, SandboxConfig(backend="bwrap"))
 """
@@ -22,62 +24,165 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import functools
 import json
+import marshal
 import math
 import re
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from clawloop.generators.candidates import parse_meta
-from clawloop.generators.runner import GeneratorError, build_in, stage_generator
-from clawloop.harness.sandbox.base import TESTS, VERIFIER_LOGS, SandboxConfig, SandboxError
+from clawloop.generators.runner import GeneratorError, build_in, read_capped, stage_generator
+from clawloop.harness.sandbox.base import (
+    SOLUTION,
+    TESTS,
+    VERIFIER_LOGS,
+    WORKSPACE,
+    SandboxConfig,
+    SandboxError,
+)
 from clawloop.harness.sandbox.scratch import scratch
 from clawloop.harness.taskenv import (
-    open_task,
+    DETAILS_FILE,
+    MAX_DETAILS_BYTES,
+    MAX_REWARD_BYTES,
+    REWARD_FILE,
+    REWARD_TEXT_FILE,
+    Grade,
+    parse_reward,
+    parse_reward_text,
     prepare_grading,
-    read_grade,
-    read_remote_text,
-    run_solution,
     task_timeouts,
 )
-from clawloop.harness.taskfolder.folder import TaskFolderError, read_task_info, unpack_tar
+from clawloop.harness.taskfolder.folder import (
+    TaskFolderError,
+    pack_dir,
+    read_task_info,
+    tar_files,
+    write_files,
+)
 
 PROBE_STAGE_NAME = ".clawloop-probes"
 PROBE_STAGE = f"{TESTS}/{PROBE_STAGE_NAME}"
 PROBE_RESULTS = f"{VERIFIER_LOGS}/probes.json"
 
-# Runs inside the sandbox after test.sh: grades a copy of the pristine starting workspace (the
-# no-op) and copies with each probe's files written over it, by importing the task's own grader
-# (the same code test.sh runs), so one interpreter grades them all.
+# Runs inside the sandbox after solve.sh, in one interpreter: first (with --oracle) what the
+# canonical tests/test.sh does (the task's grader.py grading /workspace into reward.json and
+# details.json, its output in test.log), then the no-op (the pristine starting workspace) and each
+# probe (its files written over the pristine workspace, graded, then put back) with the same
+# grader module. The grader's code object comes precompiled from the host when the interpreter
+# versions match (grader.code), else it is compiled here.
 PROBE_DRIVER = r"""
-import importlib.util, json, os, shutil, sys
+import json, marshal, os, sys
 stage, out = sys.argv[1], sys.argv[2]
-spec = importlib.util.spec_from_file_location("grader", "/tests/grader.py")
-grader = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(grader)
+oracle = "--oracle" in sys.argv[3:]
+
+def load(name, path):
+    mod = type(sys)(name)
+    mod.__file__ = path
+    sys.modules[name] = mod
+    code = None
+    try:
+        with open(os.path.join(stage, name + ".code"), "rb") as f:
+            tag = f.read(16)
+            magic = sys.modules["_frozen_importlib_external"].MAGIC_NUMBER
+            if tag == magic.ljust(16, b"\0"):
+                code = marshal.load(f)
+    except (OSError, EOFError, ValueError, TypeError, KeyError, AttributeError):
+        code = None
+    if code is None:
+        with open(path, "rb") as f:
+            code = compile(f.read(), path, "exec", dont_inherit=True)
+    exec(code, mod.__dict__)
+    return mod
+
+grader = load("grader", "/tests/grader.py")
+if oracle:
+    logs = "/logs/verifier"
+    reward, details = logs + "/reward.json", logs + "/details.json"
+    os.makedirs(logs, exist_ok=True)
+    for name in os.listdir(logs):
+        if name.startswith("reward.") or name == "details.json":
+            os.unlink(os.path.join(logs, name))
+    saved = sys.stdout
+    with open(logs + "/test.log", "w") as log:
+        sys.stdout = log
+        try:
+            grader.main(["--tests-dir", "/tests", "--workspace", "/workspace", "--out", reward,
+                         "--details", details])
+        except BaseException as exc:
+            print("grader failed: %s: %s" % (type(exc).__name__, exc))
+        finally:
+            sys.stdout = saved
+    if not os.path.isfile(reward) or not os.path.getsize(reward):
+        with open(details, "w") as f:
+            json.dump({"reward": 0.0, "passed": False, "checks": [],
+                       "reason": "grader exited without writing a reward"}, f)
+        with open(reward, "w") as f:
+            f.write('{"reward": 0.0}\n')
+
 contract = json.load(open("/tests/contract.json"))
 answer = json.load(open("/tests/answer.json"))
 probes = json.load(open(os.path.join(stage, "probes.json")))
-pristine = os.path.join(stage, "workspace")
-results = {}
-for i, (name, files) in enumerate([("noop", {})] + sorted(probes.items())):
-    ws = "/tmp/clawloop-probe-%d" % i
-    key = name if name == "noop" else "trivial:" + name
+ws = os.path.join(stage, "workspace")
+top = os.path.realpath(ws) + os.sep
+
+def overlay(files):
+    # Write a probe's files over the pristine workspace; return how to put it back.
+    saved, made = [], []
     try:
-        shutil.copytree(pristine, ws, symlinks=True)
         for rel, text in files.items():
             path = os.path.join(ws, rel)
-            os.makedirs(os.path.dirname(path), exist_ok=True)
+            if not os.path.realpath(path).startswith(top):
+                raise ValueError("probe path %r is outside the workspace" % rel)
+            missing, d = [], os.path.dirname(path)
+            while not os.path.isdir(d):
+                missing.append(d)
+                d = os.path.dirname(d)
+            for d in reversed(missing):
+                os.mkdir(d)
+                made.append(d)
+            try:
+                with open(path, "rb") as f:
+                    before = f.read()
+            except FileNotFoundError:
+                before = None
+            saved.append((path, before))
             with open(path, "w") as f:
                 f.write(text)
+    except BaseException:
+        restore(saved, made)
+        raise
+    return saved, made
+
+def restore(saved, made):
+    # Raises if the pristine workspace cannot be put back: then no results at all (an error).
+    for path, before in reversed(saved):
+        if before is None:
+            os.unlink(path)
+        else:
+            with open(path, "wb") as f:
+                f.write(before)
+    for d in reversed(made):
+        os.rmdir(d)
+
+results = {}
+for name, files in [("noop", {})] + sorted(probes.items()):
+    key = name if name == "noop" else "trivial:" + name
+    try:
+        undo = overlay(files)
+    except Exception as exc:
+        results[key] = {"reward": 0.0, "error": "%s: %s" % (type(exc).__name__, exc)}
+        continue
+    try:
         g = grader.grade(contract, answer, ws)
         results[key] = {"reward": float(g.get("reward", 0.0)), "passed": bool(g.get("passed"))}
     except Exception as exc:
         results[key] = {"reward": 0.0, "error": "%s: %s" % (type(exc).__name__, exc)}
     finally:
-        shutil.rmtree(ws, ignore_errors=True)
+        restore(*undo)
 with open(out, "w") as f:
     json.dump(results, f)
 """
@@ -617,52 +722,137 @@ def workspace_files(task_dir: Path) -> dict[str, str]:
     }
 
 
-def _stage_tests(task_dir: Path, dest: Path) -> None:
+Entries = dict[str, tuple[bytes, bool] | None]
+
+
+def _under(files: Entries, prefix: str) -> Entries:
+    """The entries below `prefix` (a folder of the task), relative to it."""
+    return {rel[len(prefix) :]: e for rel, e in files.items() if rel.startswith(prefix)}
+
+
+@functools.lru_cache(maxsize=8)
+def _code_blob(source: bytes, filename: str) -> bytes:
+    """A code object for the sandbox's interpreter to load instead of compiling `source` (the
+    task's own grader.py: compiled, never run, here), tagged with this interpreter's bytecode
+    magic number; the driver compiles the source itself when its magic differs."""
+    import importlib.util
+
+    code = compile(source, filename, "exec", dont_inherit=True)
+    return importlib.util.MAGIC_NUMBER.ljust(16, b"\0") + marshal.dumps(code)
+
+
+def _tests_entries(task_dir: Path, files: Entries) -> tuple[Entries, bool]:
     """What goes to /tests after the solution ran: the task's tests/ plus the probe stage
-    (driver, probes, a pristine copy of the starting workspace for the no-op and the probes)."""
+    (driver, probes, a pristine copy of the starting workspace for the no-op and the probes,
+    the grader precompiled), and whether tests/test.sh is the canonical one (then the driver
+    grades the oracle in the same interpreter as the probes)."""
+    from clawloop.harness.taskfolder.folder import TEST_SH
     from clawloop.harness.taskfolder.probes import trivial_probes
 
+    tests = _under(files, "tests/")
     contract = json.loads((task_dir / "tests" / "contract.json").read_text())
-    shutil.copytree(task_dir / "tests", dest)
-    stage = dest / PROBE_STAGE_NAME
-    stage.mkdir()
-    (stage / "driver.py").write_text(PROBE_DRIVER)
-    (stage / "probes.json").write_text(
-        json.dumps(trivial_probes(contract, workspace_files(task_dir)))
-    )
-    shutil.copytree(task_dir / "environment" / "workspace", stage / "workspace")
+    stage = f"{PROBE_STAGE_NAME}/"
+    tests[stage + "driver.py"] = (PROBE_DRIVER.encode(), False)
+    probes = trivial_probes(contract, workspace_files(task_dir))
+    tests[stage + "probes.json"] = (json.dumps(probes).encode(), False)
+    grader = tests.get("grader.py")
+    if grader is not None:
+        # One that does not compile is left to the driver, which compiles it and reports.
+        with contextlib.suppress(SyntaxError, ValueError, MemoryError, RecursionError):
+            tests[stage + "grader.code"] = (_code_blob(grader[0], f"{TESTS}/grader.py"), False)
+    tests[stage + "workspace"] = None
+    for rel, entry in _under(files, "environment/workspace/").items():
+        tests[stage + "workspace/" + rel] = entry
+    test_sh = tests.get("test.sh")
+    return tests, test_sh is not None and test_sh[0] == TEST_SH.encode()
 
 
-def run_sandbox_checks(task_dir: Path, sandbox: SandboxConfig) -> dict[str, tuple[bool, str]]:
+def _put(sb: Any, remote: str, entries: Entries) -> None:
+    """Put entries under the sandbox folder `remote`: straight into a bubblewrap sandbox's files,
+    else through a scratch folder and an upload."""
+    if not entries:
+        return
+    write = getattr(sb, "write_files", None)
+    if write is not None:
+        write(remote, entries)
+        return
+    with scratch("clawloop-verify-put-") as tmp:
+        sb.upload(write_files(entries, Path(tmp, "put")), remote)
+
+
+def _text(sb: Any, remote: str, cap: int = MAX_REWARD_BYTES) -> str | None:
+    """One small file's text; None when it is missing, unreadable or over `cap`."""
+    try:
+        data = read_capped(sb, remote, cap)
+    except (OverflowError, OSError, SandboxError):
+        return None
+    return None if data is None else data.decode(errors="replace")
+
+
+def _read_grade(sb: Any) -> Grade:
+    """taskenv.read_grade without a download per file: reward.json and details.json, else (as
+    Harbor reads them) reward.txt."""
+    text = _text(sb, REWARD_FILE)
+    if text is None:
+        plain = _text(sb, REWARD_TEXT_FILE)
+        if plain is not None:
+            return parse_reward_text(plain)
+    return parse_reward(text, _text(sb, DETAILS_FILE, MAX_DETAILS_BYTES))
+
+
+def _prepare(sb: Any) -> str:
+    """taskenv.prepare_grading; on bubblewrap the two folders are emptied from the host (no exec:
+    when an exec returns, nothing it started is alive to race the host)."""
+    reset = getattr(sb, "reset_dirs", None)
+    if reset is None:
+        return prepare_grading(sb)
+    if not sb.kill_strays():
+        return "processes left running in the sandbox could not be killed; not graded"
+    why = reset([TESTS, VERIFIER_LOGS])
+    if why:
+        return f"could not reset {TESTS} and {VERIFIER_LOGS} before grading ({why}); not graded"
+    return ""
+
+
+def run_sandbox_checks(
+    task_dir: Path, sandbox: SandboxConfig, files: Entries | None = None
+) -> dict[str, tuple[bool, str]]:
     """Oracle, no-op and trivial probes in one fresh sandbox with two execs:
     1. solution/solve.sh on the starting workspace (the answer key is not in the sandbox yet);
        then taskenv.prepare_grading (its leftover processes killed, /tests and
        /logs/verifier emptied);
-    2. upload tests/, run tests/test.sh (the oracle's reward), then grade the pristine workspace
-       (no-op) and each probe over a copy of it with the task's own grader, in one process.
+    2. put tests/ in, then in one exec: tests/test.sh (the oracle's reward) and the grading of
+       the pristine workspace (no-op) and of each probe over it with the task's own grader, in
+       one process (test.sh too, in that process, when it is the canonical one).
+    `files` are the task folder's entries (folder.tar_files), read from `task_dir` if not given.
     Raises SandboxError when the sandbox itself fails."""
-    _, verifier_timeout = task_timeouts(task_dir)
+    from clawloop.harness.sandbox.backend import open_sandbox
+
+    if files is None:
+        files = tar_files(pack_dir(task_dir))
+    agent_timeout, verifier_timeout = task_timeouts(task_dir)
     out: dict[str, tuple[bool, str]] = {}
-    with scratch("clawloop-verify-tests-") as tmp:
-        tests = Path(tmp, "tests")
-        _stage_tests(task_dir, tests)
-        with open_task(task_dir, sandbox) as sb:
-            solved = run_solution(sb, task_dir)
-            # solve() is LLM-written: whatever it left running dies before the answer key and
-            # the verifier arrive, and nothing it planted in /tests or /logs/verifier counts.
-            unfit = prepare_grading(sb)
-            if unfit:
-                return _unfit(unfit)
-            sb.upload(tests, TESTS)
-            script = (
-                f"bash {TESTS}/test.sh >{VERIFIER_LOGS}/test.log 2>&1; "
-                f"python3 -I -S {PROBE_STAGE}/driver.py {PROBE_STAGE} {PROBE_RESULTS}"
-            )
+    tests, canonical = _tests_entries(task_dir, files)
+    with open_sandbox(sandbox) as sb:
+        _put(sb, WORKSPACE, _under(files, "environment/workspace/"))
+        _put(sb, SOLUTION, _under(files, "solution/"))
+        solved = sb.exec(["bash", f"{SOLUTION}/solve.sh"], timeout=agent_timeout, cwd=WORKSPACE)
+        # solve() is LLM-written: whatever it left running dies before the answer key and
+        # the verifier arrive, and nothing it planted in /tests or /logs/verifier counts.
+        unfit = _prepare(sb)
+        if unfit:
+            return _unfit(unfit)
+        _put(sb, TESTS, tests)
+        grade = f"python3 -I -S {PROBE_STAGE}/driver.py {PROBE_STAGE} {PROBE_RESULTS}"
+        if canonical:
+            argv = [*grade.split(), "--oracle"]
+        else:
             # `sh -c`, not a string (which runs under `bash -lc`): a login shell's profile
             # costs a few ms per task and nothing here needs it.
-            res = sb.exec(["sh", "-c", script], timeout=2 * verifier_timeout)
-            oracle = read_grade(sb)
-            probes_text = read_remote_text(sb, PROBE_RESULTS)
+            argv = ["sh", "-c", f"bash {TESTS}/test.sh >{VERIFIER_LOGS}/test.log 2>&1; {grade}"]
+        res = sb.exec(argv, timeout=2 * verifier_timeout)
+        oracle = _read_grade(sb)
+        probes_text = _text(sb, PROBE_RESULTS)
     if not solved.ok:
         why = "timed out" if solved.timed_out else f"exited {solved.exit_code}"
         tail = "\n".join((solved.stderr or solved.stdout).strip().splitlines()[-4:])
@@ -737,7 +927,9 @@ def verify_task(
     with scratch("clawloop-verify-") as tmp:
         task_dir = Path(tmp, "task")
         try:
-            unpack_tar(forged_row["task_tar"], task_dir)
+            # Read once: written here for the host-side checks, put straight into the sandbox.
+            files = tar_files(forged_row["task_tar"])
+            write_files(files, task_dir)
         except TaskFolderError as exc:
             checks.append(_check(task_id, "unpack", False, str(exc)))
             verdict["reason"] = f"unpack: {exc}"
@@ -754,7 +946,7 @@ def verify_task(
         run("leak", lambda: check_leak(task_dir))
         run("decision_fields", lambda: check_decision_fields(task_dir))
         try:
-            results = run_sandbox_checks(task_dir, sandbox)
+            results = run_sandbox_checks(task_dir, sandbox, files)
         except (OSError, ValueError, ImportError) as exc:
             reason = f"could not run: {type(exc).__name__}: {exc}"
             checks.append(_check(task_id, "oracle", False, reason))

@@ -296,22 +296,30 @@ class BwrapSandbox(Sandbox):
         self._inside(dest)
         return dest
 
-    def write_files(self, remote: str, files: dict[str, tuple[bytes, bool]]) -> None:
-        """Write {relative path: (data, executable)} under the directory `remote`, as an upload
-        of a folder holding them would (missing folders made, owned by the sandbox uid), without
-        packing a tar. Refuses relative paths that escape `remote` and existing symlinks."""
+    def write_files(self, remote: str, files: dict[str, tuple[bytes, bool] | None]) -> None:
+        """Write {relative path: (data, executable), or None for a folder} under the directory
+        `remote`, as an upload of a folder holding them would (missing folders made, owned by
+        the sandbox uid), without packing a tar. Refuses relative paths that escape `remote`
+        and existing symlinks."""
         top = self._idle_dir(remote, create=True)
         made: dict[str, Path] = {"": top}
-        for rel, (data, executable) in sorted(files.items()):
+
+        def folder(rel: str) -> Path:
+            if rel not in made:
+                _mkdirs(top / rel, self.fs, self.uid)
+                self._inside(top / rel)
+                made[rel] = top / rel
+            return made[rel]
+
+        for rel, entry in sorted(files.items()):
             norm = os.path.normpath(rel)
             if rel.startswith("/") or norm.startswith("..") or norm == ".":
                 raise ValueError(f"file {rel!r} escapes {remote}")
-            parent = os.path.dirname(norm)
-            if parent not in made:
-                _mkdirs(top / parent, self.fs, self.uid)
-                self._inside(top / parent)
-                made[parent] = top / parent
-            path = made[parent] / os.path.basename(norm)
+            if entry is None:
+                folder(norm)
+                continue
+            data, executable = entry
+            path = folder(os.path.dirname(norm)) / os.path.basename(norm)
             mode = 0o755 if executable else 0o644
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode)
             try:
