@@ -430,19 +430,19 @@ def pack_dir(root: Path) -> bytes:
     return _tar(entries)
 
 
-def unpack_tar(blob: bytes, dest: Path) -> Path:
-    """Extract a task tar into `dest`, refusing links, devices, absolute or escaping paths."""
-    dest = Path(dest)
-    dest.mkdir(parents=True, exist_ok=True)
+def tar_files(blob: bytes) -> dict[str, tuple[bytes, bool] | None]:
+    """A task tar's members as {normalised relative path: (data, executable)}, None for a
+    folder, refusing links, devices, absolute or escaping paths and oversize contents (what
+    unpack_tar writes; verify puts them in a sandbox without a folder on disk in between)."""
+    out: dict[str, tuple[bytes, bool] | None] = {}
     total = 0
     with tarfile.open(fileobj=io.BytesIO(blob), mode="r:") as tar:
         for m in tar.getmembers():
             norm = posixpath.normpath(m.name)
             if m.name.startswith("/") or norm.startswith("..") or norm == ".":
                 raise TaskFolderError(f"task tar member {m.name!r} escapes the task folder")
-            target = dest / norm
             if m.isdir():
-                target.mkdir(parents=True, exist_ok=True)
+                out.setdefault(norm, None)
                 continue
             if not m.isfile():
                 raise TaskFolderError(f"task tar member {m.name!r} is not a regular file or folder")
@@ -450,10 +450,28 @@ def unpack_tar(blob: bytes, dest: Path) -> Path:
             if total > MAX_UNPACKED_BYTES:
                 raise TaskFolderError(f"task tar unpacks to over {MAX_UNPACKED_BYTES} bytes")
             src = tar.extractfile(m)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(src.read() if src else b"")
-            target.chmod(0o755 if m.mode & 0o111 else 0o644)
+            out[norm] = (src.read() if src else b"", bool(m.mode & 0o111))
+    return out
+
+
+def write_files(files: dict[str, tuple[bytes, bool] | None], dest: Path) -> Path:
+    """Write tar_files()'s entries under `dest` (created)."""
+    dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    for rel, entry in files.items():
+        target = dest / rel
+        if entry is None:
+            target.mkdir(parents=True, exist_ok=True)
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(entry[0])
+        target.chmod(0o755 if entry[1] else 0o644)
     return dest
+
+
+def unpack_tar(blob: bytes, dest: Path) -> Path:
+    """Extract a task tar into `dest`, refusing links, devices, absolute or escaping paths."""
+    return write_files(tar_files(blob), dest)
 
 
 _TASK_TABLE = re.compile(r"^\[task\][ \t]*(#.*)?$")
