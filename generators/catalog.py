@@ -66,7 +66,7 @@ CAPABILITIES: dict[str, Capability] = {
         Capability(
             "domain_calculation",
             "Compute a factor-weighted domain metric per entity from events and a category rate table.",
-            "Compute weighted {measure} totals and group shares for {entities} ({domain})",
+            "Compute factor-weighted {measure} for {entities} and compare them within groups ({domain})",
             (
                 "resolve entities",
                 "clean events",

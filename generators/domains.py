@@ -41,11 +41,24 @@ class Domain:
     event: str  # what one record is, e.g. "inspection"
     statuses: tuple[str, ...]  # entity statuses; the first is the ordinary one
     excluded_status: str  # entities with this status are out of scope
+    # How readings of the measure combine per entity: sum (yields, volumes, distances travelled),
+    # mean (a level sampled repeatedly: fuel load, discharge, body mass), max (a peak: snow depth,
+    # a longest contact) or latest (a state re-measured: a trunk's diameter, a route's length).
+    aggregate: str = "sum"
+
+    def __post_init__(self) -> None:
+        if self.aggregate not in AGGREGATES:
+            raise ValueError(
+                f"domain {self.name!r}: aggregate must be one of {AGGREGATES}, got {self.aggregate!r}"
+            )
 
     def vocabulary(self) -> dict[str, Any]:
         """The literal a rendered generator embeds as `V`."""
         d = asdict(self)
         return {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}
+
+
+AGGREGATES = ("sum", "mean", "max", "latest")
 
 
 def _s(text: str) -> tuple[str, ...]:
@@ -72,13 +85,13 @@ _ALL = (
            "section", _s("Eastern Massachusetts|Northern Florida|West Texas|Oregon|Minnesota|Santa Barbara"), "@@@",
            "band", _s("20m|40m|80m|15m|10m|2m"),
            "contact_distance", "km", 40.0, 12000.0, 0, "mi", 0.621371, "qso",
-           _s("confirmed|pending|unconfirmed|busted"), "busted"),
+           _s("confirmed|pending|unconfirmed|busted"), "busted", aggregate="max"),
     Domain("herbarium_loans", "herbarium specimen loans", "specimen", "specimens", "HB-######",
            _s("Quercus alba|Carex pensylvanica|Solidago rugosa|Acer rubrum|Viola sororia|Trillium erectum|Betula papyrifera|Aster puniceus|Juncus effusus|Sphagnum palustre|Rosa carolina|Poa pratensis|Fagus grandifolia|Lilium canadense"),
            "institution", _s("Missouri Botanical Garden|New York Botanical Garden|Harvard University Herbaria|Field Museum|Royal Botanic Garden Edinburgh"), "@@@@",
            "family", _s("Fagaceae|Cyperaceae|Asteraceae|Rosaceae|Poaceae|Betulaceae"),
            "packet_weight", "g", 5.0, 120.0, 1, "oz", 0.035274, "loan",
-           _s("on_loan|returned|overdue|deaccessioned"), "deaccessioned"),
+           _s("on_loan|returned|overdue|deaccessioned"), "deaccessioned", aggregate="latest"),
     Domain("community_fridge", "community-fridge restocking", "fridge", "fridges", "CF-###",
            _s("Corner Bodega Fridge|Library Steps Fridge|St. Anne's Fridge|Laundromat Fridge|Park Gate Fridge|Union Hall Fridge|Night Market Fridge|Clinic Fridge|Co-op Porch Fridge|Bus Depot Fridge|Garden Shed Fridge|Mosque Annex Fridge|Studio Alley Fridge|Rec Center Fridge"),
            "neighborhood", _s("Eastside|Old Town|Riverbend|Northgate|Little Havana|Mill District"), "NB-#",
@@ -114,7 +127,7 @@ _ALL = (
            "ranger_district", _s("Big Valley RD|Sierraville RD|Mount Hough RD|Beckwourth RD|Feather River RD"), "RD-##",
            "fuel_model", _s("grass|grass-shrub|shrub|timber litter|slash"),
            "fuel_load", "t/ha", 0.5, 80.0, 2, "tons/acre", 0.44609, "transect",
-           _s("monitored|treated|burned|retired"), "retired"),
+           _s("monitored|treated|burned|retired"), "retired", aggregate="mean"),
     Domain("brewery_cellar", "brewery cellar transfers", "fermenter", "fermenters", "FV-##",
            _s("Hazy Lane IPA|Dockside Pilsner|Smoked Porter|Saison du Quai|Oatmeal Stout|Kolsch Ferry|Rye Pale Ale|Berliner Weisse|Barrel Brown|Table Beer|Dunkel Lager|Gose Harbor|Red Ale Nine|Winter Warmer"),
            "cellar", _s("Main Cellar|Barrel Room|Annex Cellar|Lagering Cave"), "CEL-#",
@@ -138,7 +151,7 @@ _ALL = (
            "ward", _s("Ward 1|Ward 2|Ward 3|Ward 4|Ward 5|Ward 6"), "W-##",
            "condition", _s("good|fair|poor|critical"),
            "trunk_diameter", "cm", 5.0, 140.0, 1, "in", 0.393701, "survey",
-           _s("standing|scheduled_prune|stump|removed"), "removed"),
+           _s("standing|scheduled_prune|stump|removed"), "removed", aggregate="latest"),
     Domain("vaccine_cold_chain", "clinic vaccine cold-chain logs", "storage_unit", "storage_units", "FRG-###",
            _s("Pharmacy Fridge A|Pharmacy Fridge B|Pediatrics Freezer|Travel Clinic Fridge|Mobile Van Cooler|ER Fridge|Ward 3 Fridge|Satellite Clinic Fridge|Ultra-cold Freezer 1|Ultra-cold Freezer 2|Backup Cooler|School Clinic Fridge|Outreach Cooler|Dialysis Fridge"),
            "clinic", _s("Main Hospital|Northside Clinic|Harbor Health Center|County Outreach"), "CL-##",
@@ -150,13 +163,13 @@ _ALL = (
            "basin", _s("Columbia Basin|Upper Colorado|Ohio Basin|Missouri Basin|Puget Sound"), "HUC##",
            "gauge_type", _s("stilling well|bubbler|radar|acoustic velocity"),
            "discharge", "cumecs", 0.5, 900.0, 2, "cfs", 35.3147, "measurement",
-           _s("active|seasonal|ice_affected|discontinued"), "discontinued"),
+           _s("active|seasonal|ice_affected|discontinued"), "discontinued", aggregate="mean"),
     Domain("bird_banding", "bird-banding station recaptures", "band", "bands", "####-#####",
            _s("Black-capped Chickadee|Song Sparrow|Gray Catbird|Yellow Warbler|American Robin|Common Yellowthroat|Swainson's Thrush|Red-eyed Vireo|White-throated Sparrow|Ovenbird|Northern Cardinal|House Wren|Hermit Thrush|Cedar Waxwing"),
            "station", _s("Braddock Bay|Powdermill|Long Point|Manomet|Point Reyes"), "ST-@@",
            "age_class", _s("HY|AHY|SY|ASY|U"),
            "body_mass", "g", 6.0, 95.0, 1, "oz", 0.035274, "recapture",
-           _s("live|injured|released_rehab|found_dead"), "found_dead"),
+           _s("live|injured|released_rehab|found_dead"), "found_dead", aggregate="mean"),
     Domain("makerspace_tools", "makerspace tool checkouts", "tool", "tools", "TL-###",
            _s("Bandsaw|Laser Cutter|CNC Router|Drill Press|Sewing Machine|3D Printer Prusa|Lathe|Thickness Planer|Vinyl Cutter|Oscilloscope|TIG Welder|Kiln|Embroidery Machine|Belt Sander"),
            "shop_area", _s("Wood Shop|Metal Shop|Electronics Bench|Textile Studio|Digital Fab Lab"), "SA-#",
@@ -180,7 +193,7 @@ _ALL = (
            "wall", _s("Lead Cave|Slab Wall|Comp Wall|Bouldering Barrel|Kids Wall"), "WL-#",
            "grade_band", _s("5.8-5.9|5.10|5.11|5.12|V0-V2|V3-V5"),
            "route_length", "m", 4.0, 22.0, 1, "ft", 3.28084, "reset",
-           _s("up|flagged|being_set|stripped"), "stripped"),
+           _s("up|flagged|being_set|stripped"), "stripped", aggregate="latest"),
     Domain("observatory", "observatory instrument time logs", "instrument", "instruments", "INS-@@#",
            _s("Echelle Spectrograph|Wide-field Imager|Near-IR Camera|Polarimeter|Fiber Spectrograph|Photometer|Coronagraph|Lucky Imager|Guide Camera|Integral Field Unit|Solar Telescope|Radio Receiver|Fast Photometer|Allsky Camera"),
            "telescope", _s("0.9 m Reflector|2.1 m Reflector|1.3 m Robotic|Solar Tower"), "T##",
@@ -246,7 +259,7 @@ _ALL = (
            "forecast_zone", _s("Northern San Juan|Front Range|Tetons|Sawtooth|Cascades West|Wasatch"), "FZ-##",
            "aspect", _s("north|northeast|east|south|west|northwest"),
            "snow_depth", "cm", 20.0, 380.0, 0, "in", 0.393701, "pit_observation",
-           _s("active|wind_scoured|snowmobile_track|abandoned"), "abandoned"),
+           _s("active|wind_scoured|snowmobile_track|abandoned"), "abandoned", aggregate="max"),
     Domain("oyster_farm", "oyster farm lease harvests", "cage", "cages", "OC-####",
            _s("Pemaquid Line 1|Pemaquid Line 2|Damariscotta Raft|Glidden Point Bag|Wellfleet Rack|Duxbury Floating|Blue Point Tray|Kumamoto Longline|Shigoku Bag|Totten Inlet Rack|Hama Hama Line|Chesapeake Float|Island Creek Bag|Beausoleil Tray"),
            "lease", _s("North Cove Lease|Salt Pond Lease|Bay Mouth Lease|River Lease"), "LS-##",

@@ -107,15 +107,28 @@ def render_generator(
         "dirtiness": dirtiness,
         "output_format": output_format,
     }
+    # Neighbouring domains read different sentence templates of one skeleton, so two domains
+    # of a capability are not one text with the nouns swapped.
+    vocab = dict(
+        dom.vocabulary(),
+        phrasing=(_index(DOMAINS, domain) + _index(CAPABILITIES, capability)) % PHRASINGS,
+    )
     header = (
         f'"""{generator_title(capability, domain)}."""\n\n'
         "# Rendered by clawloop generators/library.py: header, shared prelude, capability skeleton.\n"
         f"GENERATOR = {pprint.pformat(meta, sort_dicts=False, width=100)}\n\n"
-        "# The domain vocabulary the skeleton reads.\n"
-        f"V = {pprint.pformat(dom.vocabulary(), sort_dicts=False, width=100)}\n"
+        "# The domain vocabulary the skeleton reads (phrasing: which sentence templates).\n"
+        f"V = {pprint.pformat(vocab, sort_dicts=False, width=100)}\n"
     )
     helpers = [_part("_prelude.py", PRELUDE_MARKER), _part("_outputs.py", PRELUDE_MARKER)]
     return "\n".join([header, *helpers, _part(f"{capability}.py", SKELETON_MARKER)])
+
+
+PHRASINGS = 3  # sentence templates per skeleton (each skeleton's intro has this many)
+
+
+def _index(names: dict, name: str) -> int:
+    return list(names).index(name)
 
 
 def capabilities() -> list[str]:

@@ -498,3 +498,56 @@ def make_events(rng, world, year, n_lo=3, n_hi=6, span=150):
 
 def words(s):
     return s.replace("_", " ")
+
+
+# ---------------------------------------------------------------- how the measure aggregates
+
+AGG_WORD = {"sum": "total", "mean": "mean", "max": "peak", "latest": "latest"}
+
+
+def agg():
+    """The domain's aggregate: sum, mean, max or latest (generators/domains.py)."""
+    return V.get("aggregate", "sum")
+
+
+def agg_word():
+    """The column stem for one entity's aggregate: total, mean, peak or latest."""
+    return AGG_WORD[agg()]
+
+
+def additive():
+    return agg() == "sum"
+
+
+def aggregate(pairs):
+    """One entity's usable readings [(date, value)] combined as the measure combines: a sum, a
+    mean, the largest, or the latest-dated (the largest of those sharing that date). None when
+    there are none, except for a sum (zero)."""
+    if not pairs:
+        return 0.0 if additive() else None
+    vals = [v for _, v in pairs]
+    a = agg()
+    if a == "sum":
+        return sum(vals)
+    if a == "mean":
+        return sum(vals) / len(vals)
+    if a == "max":
+        return max(vals)
+    return max(pairs)[1]
+
+
+def agg_phrase(values, dates=None):
+    """The rule text for aggregate(): 'the sum of <values>', ..."""
+    dates = dates or date_col()
+    return {
+        "sum": f"the sum of {values}",
+        "mean": f"the mean of {values}",
+        "max": f"the largest of {values}",
+        "latest": f"the one with the latest {dates} among {values} (the largest of them when several "
+        "share that date)",
+    }[agg()]
+
+
+def phrasing():
+    """Which of a skeleton's sentence templates this domain reads (generators/library.py)."""
+    return int(V.get("phrasing", 0))

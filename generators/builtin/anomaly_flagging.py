@@ -69,6 +69,19 @@ def _compute(reg, readings):
     return rows, {"readings_checked": len(usable), "flagged": len(rows)}
 
 
+INTROS = (
+    "These are {title} files. {path} holds {event} readings of {measure} in {unit}, each with a "
+    "reading_id. Flag the readings of in-scope {ents} that are far from their {ent}'s usual "
+    "level, with the {group}, the median and the deviation{summary}.",
+    "Some {measure} readings in {path} ({title}, {unit}, one reading_id each) sit far from what "
+    "their {ent} usually shows. Find them among the in-scope {ents} and list each with its "
+    "{group}, its {ent}'s median and how far off it is{summary}.",
+    "Which {event} readings look wrong? {path} ({title}) gives every reading of {measure} in "
+    "{unit} a reading_id; for the in-scope {ents}, pick out the readings that stray from their "
+    "{ent}'s median, with the {group}, that median and the deviation{summary}.",
+)
+
+
 def build(seed):
     rng = rng_for(seed)
     world = make_world(rng)
@@ -101,11 +114,16 @@ def build(seed):
     ids = sorted(e["id"] for e in world["entities"])
     files.update(emit_table(rng, _path(), readings, _columns(), [m], ids))
     rows, summary = _compute(world_registry(world), readings)
-    intro = (
-        f"These are {V['title']} files. {_path()} holds {words(V['event'])} readings of {words(m)} in "
-        f"{V['unit']}, each with a reading_id. Flag the readings of in-scope {ent_noun(True)} that are far "
-        f"from their {ent_noun()}'s usual level, with the {words(group_col())}, the median and the deviation"
-        f"{plus_summary(', plus a summary')}."
+    intro = INTROS[phrasing()].format(
+        title=V["title"],
+        path=_path(),
+        event=words(V["event"]),
+        measure=words(m),
+        unit=V["unit"],
+        ent=ent_noun(),
+        ents=ent_noun(True),
+        group=words(group_col()),
+        summary=plus_summary(", plus a summary"),
     )
     decisions = (
         registry_decisions()

@@ -67,6 +67,20 @@ def _compute(reg, obs, limits):
     return rows, summary
 
 
+INTROS = (
+    "These are {title} files. {obs} lists every {event} with the observed {measure} in {unit}; "
+    "{limits} holds the maximum {measure} each {ent} declared. Audit the observations against the "
+    "declarations and list every {ent} that exceeded its declared maximum, with its {group} and "
+    "{category}{summary}.",
+    "Every {ent} in these {title} files declared a ceiling for its {measure} ({limits}). Hold "
+    "what was observed, {event} by {event} in {obs} ({unit}), against those ceilings and list the "
+    "{ent}s that went over, each with its {group} and {category}{summary}.",
+    "Did any {ent} go past the {measure} it declared? {obs} has the observed values ({unit}) of "
+    "each {event}, {limits} the declared maxima ({title}). Report each {ent} over its limit, "
+    "giving its {group} and {category}{summary}.",
+)
+
+
 def build(seed):
     rng = rng_for(seed)
     world = make_world(rng)
@@ -95,12 +109,17 @@ def build(seed):
         emit_table(rng, _limits_path(), limits, [ic, "declared_max"], ["declared_max"], ids)
     )
     rows, summary = _compute(world_registry(world), obs, limits)
-    intro = (
-        f"These are {V['title']} files. {_obs_path()} lists every {words(V['event'])} with the observed "
-        f"{words(m)} in {V['unit']}; {_limits_path()} holds the maximum {words(m)} each {ent_noun()} declared. "
-        f"Audit the observations against the declarations and list every {ent_noun()} that exceeded its "
-        f"declared maximum, with its {words(group_col())} and {words(V['category'])}"
-        f"{plus_summary(', plus a summary')}."
+    intro = INTROS[phrasing()].format(
+        title=V["title"],
+        obs=_obs_path(),
+        limits=_limits_path(),
+        event=words(V["event"]),
+        measure=words(m),
+        unit=V["unit"],
+        ent=ent_noun(),
+        group=words(group_col()),
+        category=words(V["category"]),
+        summary=plus_summary(", plus a summary"),
     )
     decisions = (
         registry_decisions()

@@ -24,8 +24,8 @@ def _spec():
     return result_spec(
         "resolved",
         V["entities"],
-        [ic, gc, "name", "records", "total"],
-        {ic: "string", gc: "string", "name": "string", "records": "integer", "total": "number"},
+        [ic, gc, "name", "records", agg_word()],
+        {ic: "string", gc: "string", "name": "string", "records": "integer", agg_word(): "number"},
         [ic],
         {"intake_rows": "integer", "matched": "integer", "unmatched": "integer"},
         f"Intake {words(V['event'])} records resolved to registered {ent_noun(True)}",
@@ -53,7 +53,7 @@ def _norm(name):
 def _compute(reg, intake):
     ic, m, scope = id_col(), V["measure"], in_scope(reg)
     index = {(_norm(v["name"]), v["group"].strip()): k for k, v in reg.items()}
-    records, totals, unmatched = {k: 0 for k in scope}, {k: 0.0 for k in scope}, 0
+    records, pairs, unmatched = {k: 0 for k in scope}, {k: [] for k in scope}, 0
     for r in intake:
         if r[m] is None:
             continue
@@ -62,14 +62,14 @@ def _compute(reg, intake):
             unmatched += 1
         elif k in scope:
             records[k] += 1
-            totals[k] += r[m]
+            pairs[k].append((r[date_col()], r[m]))
     rows = [
         {
             ic: k,
             group_col(): scope[k]["group"],
             "name": scope[k]["name"],
             "records": records[k],
-            "total": rnd(totals[k], 2),
+            agg_word(): rnd(aggregate(pairs[k]) or 0.0, 2),
         }
         for k in sorted(scope)
     ]
@@ -90,6 +90,20 @@ def _variant(rng, name):
     if kind == 4:
         return "".join(ch for ch in name if ch.isalnum() or ch.isspace())
     return name
+
+
+INTROS = (
+    "These are {title} files. {path} holds {event} intake rows typed by hand: they name the {ent} "
+    "in free text, not by id, with its {group}. Resolve each row to a registered {ent} and report, "
+    "for every in-scope {ent}, how many rows resolved to it and the {w} of their {measure} in "
+    "{unit}{summary}.",
+    "Nobody typed ids into {path}: each {event} intake row of these {title} files names its {ent} "
+    "by hand, beside the {group}. Match the rows to the registry; per in-scope {ent}, count the "
+    "rows that are its own and give the {w} {measure} ({unit}) over them{summary}.",
+    "Hand-typed {event} rows in {path} ({title}) say which {ent} they are about only by name and "
+    "{group}. Find the registered {ent} behind each row, then give every in-scope {ent} its number "
+    "of rows and their {w} {measure} in {unit}{summary}.",
+)
 
 
 def build(seed):
@@ -134,12 +148,17 @@ def build(seed):
     files = registry_files(rng, world)
     files.update(emit_table(rng, _path(), intake, _columns(), [m]))
     rows, summary = _compute(world_registry(world), intake)
-    intro = (
-        f"These are {V['title']} files. {_path()} holds {words(V['event'])} intake rows typed by hand: they "
-        f"name the {ent_noun()} in free text, not by id, with its {words(group_col())}. Resolve each row to a "
-        f"registered {ent_noun()} and report, for every in-scope {ent_noun()}, how many rows resolved to it "
-        f"and their total {words(m)} in {V['unit']}"
-        f"{plus_summary(', plus a summary of matched and unmatched rows')}."
+    intro = INTROS[phrasing()].format(
+        title=V["title"],
+        path=_path(),
+        event=words(V["event"]),
+        ent=ent_noun(),
+        ents=ent_noun(True),
+        group=words(group_col()),
+        w=agg_word(),
+        measure=words(m),
+        unit=V["unit"],
+        summary=plus_summary(", plus a summary of matched and unmatched rows"),
     )
     decisions = (
         registry_decisions()
@@ -151,8 +170,9 @@ def build(seed):
             "that is not a letter, digit or space, collapse runs of spaces, trim.",
             f"Rows that match an out-of-scope {ent_noun()} are ignored entirely.",
             summary_rule(f"Rows that match no registered {ent_noun()} are unmatched."),
-            f"records counts the rows resolved to the {ent_noun()}; total sums their {m}. Every in-scope "
-            f"{ent_noun()} gets a row (zero when nothing resolved to it), keyed by {id_col()}; name is the registry name.",
+            f"records counts the rows resolved to the {ent_noun()}; {agg_word()} is "
+            f"{agg_phrase(f'their {m} values')}. Every in-scope {ent_noun()} gets a row (zero when "
+            f"nothing resolved to it), keyed by {id_col()}; name is the registry name.",
             summary_rule(
                 "intake_rows = matched + unmatched; matched counts rows resolved to in-scope entries."
             ),

@@ -17,6 +17,12 @@ def _legacy_keys():
     return {id_col(): "ref", V["measure"]: "value", V["category"]: "class", "issued": "date"}
 
 
+def _fig():
+    """The summary's figure over current values: a total of a summed measure, else a mean (a
+    total of current trunk diameters means nothing)."""
+    return ("total_" if additive() else "mean_") + V["measure"]
+
+
 def _spec():
     ic, gc, cc, m = id_col(), group_col(), V["category"], V["measure"]
     return result_spec(
@@ -32,7 +38,7 @@ def _spec():
             "documents": "integer",
         },
         [ic],
-        {"entities": "integer", "total_" + m: "number"},
+        {"entities": "integer", _fig(): "number"},
         f"Current {ent_noun()} records merged from update documents",
     )
 
@@ -63,8 +69,24 @@ def _compute(reg, docs):
         }
         for k, s in sorted(state.items())
     ]
-    total = sum(s[m] for s in state.values() if s[m] is not None)
-    return rows, {"entities": len(rows), "total_" + m: rnd(total, 2)}
+    vals = [s[m] for s in state.values() if s[m] is not None]
+    fig = sum(vals) if additive() else (sum(vals) / len(vals) if vals else 0.0)
+    return rows, {"entities": len(rows), _fig(): rnd(fig, 2)}
+
+
+INTROS = (
+    "These are {title} files. Each JSON file under updates/ is a dated document that updates some "
+    "{ents}' {measure} (in {unit}) and/or {category}. Merge them into the current record of every "
+    "in-scope {ent}, with its {group}, the date it was last updated and how many documents "
+    "mention it{summary}.",
+    "The {title} files under updates/ are dated partial updates: a document may change the "
+    "{measure} ({unit}) or the {category} of a few {ents}. Bring every in-scope {ent} up to date "
+    "from them, giving its {group}, when it last changed and the number of documents naming "
+    "it{summary}.",
+    "What is the current {measure} (in {unit}) and {category} of each in-scope {ent}? Only the "
+    "dated update documents under updates/ ({title}) say; apply them to get one record per {ent} "
+    "with its {group}, its last update date and its document count{summary}.",
+)
 
 
 def build(seed):
@@ -139,12 +161,15 @@ def build(seed):
             )
             + "\n"
         )
-    intro = (
-        f"These are {V['title']} files. Each JSON file under updates/ is a dated document that updates "
-        f"some {ent_noun(True)}' {words(m)} (in {V['unit']}) and/or {words(cc)}. Merge them into the current "
-        f"record of every in-scope {ent_noun()}, with its {words(group_col())}, the date it was last updated "
-        "and how many documents mention it"
-        f"{plus_summary(', plus a summary')}."
+    intro = INTROS[phrasing()].format(
+        title=V["title"],
+        ents=ent_noun(True),
+        ent=ent_noun(),
+        measure=words(m),
+        unit=V["unit"],
+        category=words(cc),
+        group=words(group_col()),
+        summary=plus_summary(", plus a summary"),
     )
     decisions = registry_decisions() + [
         "Apply documents in order of their issued date; for documents with the same issued date, the one whose "
@@ -153,7 +178,10 @@ def build(seed):
         "last_updated is the issued date of the latest document that mentions the "
         f"{ent_noun()}; documents counts the documents that mention it.",
         f"One row per in-scope {ent_noun()} mentioned in at least one document, keyed by {ic}.",
-        summary_rule(f"entities counts those rows and total_{m} sums their current {m}."),
+        summary_rule(
+            f"entities counts those rows and {_fig()} "
+            + (f"sums their current {m}." if additive() else f"is the mean of their current {m}.")
+        ),
     ]
     if d >= 1:
         decisions += [

@@ -19,17 +19,23 @@ def _statement_path():
     return f"data/{V['entities']}_statement.csv"
 
 
+def _cols():
+    """ledger_<w> and reported_<w>: w is the measure's aggregate (total, mean, peak, latest)."""
+    return "ledger_" + agg_word(), "reported_" + agg_word()
+
+
 def _spec():
     ic, gc = id_col(), group_col()
+    led, rep = _cols()
     return result_spec(
         "reconciliation",
         V["entities"],
-        [ic, gc, "ledger_total", "reported_total", "difference", "reconciled"],
+        [ic, gc, led, rep, "difference", "reconciled"],
         {
             ic: "string",
             gc: "string",
-            "ledger_total": "number",
-            "reported_total": "number",
+            led: "number",
+            rep: "number",
             "difference": "number",
             "reconciled": "boolean",
         },
@@ -39,14 +45,20 @@ def _spec():
     )
 
 
+def _per_entity(scope, ledger):
+    ic, m, pairs = id_col(), V["measure"], {k: [] for k in scope}
+    for r in ledger:
+        if r[ic] in scope and r[m] is not None:
+            pairs[r[ic]].append((r[date_col()], r[m]))
+    return {k: aggregate(v) for k, v in pairs.items()}
+
+
 def _compute(reg, ledger, statement):
     """Pure core shared by build (on the truth) and solve (on the cleaned files)."""
     ic, scope = id_col(), in_scope(reg)
-    totals = {k: 0.0 for k in scope}
-    for r in ledger:
-        if r[ic] in scope and r[V["measure"]] is not None:
-            totals[r[ic]] += r[V["measure"]]
-    reported = {r[ic]: r["reported_total"] for r in statement if r[ic] in scope}
+    led_c, rep_c = _cols()
+    totals = _per_entity(scope, ledger)
+    reported = {r[ic]: r[rep_c] for r in statement if r[ic] in scope}
     rows = []
     for k in sorted(scope):
         led, rep = totals[k], reported[k]
@@ -55,8 +67,8 @@ def _compute(reg, ledger, statement):
             {
                 ic: k,
                 group_col(): scope[k]["group"],
-                "ledger_total": rnd(led, 2),
-                "reported_total": rnd(rep, 2),
+                led_c: rnd(led, 2),
+                rep_c: rnd(rep, 2),
                 "difference": rnd(rep - led, 2),
                 "reconciled": ok,
             }
@@ -69,10 +81,27 @@ def _compute(reg, ledger, statement):
     return rows, summary
 
 
+INTROS = (
+    "These are {title} files. {ledger} is the {event} ledger: one row per {event} with the "
+    "{measure} in {unit}. {statement} holds the {w} each {ent} reported for the same period. "
+    "Reconcile them: for every {ent} in scope give its {group}, the ledger {w}, the reported {w}, "
+    "the difference and whether they reconcile{summary}.",
+    "Each {ent} of these {title} files reported a {w} {measure} for the period ({statement}); "
+    "the {event}s themselves are logged in {ledger}, in {unit}. Check every reported figure "
+    "against the ledger: per in-scope {ent}, its {group}, both figures, how far apart they are "
+    "and whether they agree{summary}.",
+    "Do the reported {measure} figures in {statement} match what {ledger} records? The ledger "
+    "({title}) has one row per {event}, measured in {unit}; the statement gives each {ent}'s "
+    "{w}. For each {ent} in scope, list its {group}, the {w} from the ledger and from the "
+    "statement, their difference and a reconciled flag{summary}.",
+)
+
+
 def build(seed):
     rng = rng_for(seed)
     world = make_world(rng)
     ic, m, dc = id_col(), V["measure"], date_col()
+    led_c, rep_c = _cols()
     year = rng.choice([2022, 2023, 2024])
     ledger = []
     for e in world["entities"]:
@@ -80,10 +109,7 @@ def build(seed):
             ledger.append({ic: e["id"], dc: iso_date(rng, year), m: reading(rng=rng)})
     ledger.sort(key=lambda r: (r[dc], r[ic]))
     blank_some(rng, ledger, m, ic)
-    truth = {e["id"]: 0.0 for e in world["entities"]}
-    for r in ledger:
-        if r[m] is not None:
-            truth[r[ic]] += r[m]
+    truth = _per_entity({e["id"]: e for e in world["entities"]}, ledger)
     ids = sorted(truth)
     live = [k for k in ids if world_registry(world)[k]["status"] != V["excluded_status"]]
     wrong = set(rng.sample(live, rng.randint(2, max(2, len(live) // 3))))
@@ -96,39 +122,38 @@ def build(seed):
                 rnd((V["high"] - V["low"]) * rng.uniform(0.05, 0.3), V["decimals"]),
             )
             off = mag if rng.random() < 0.5 else -mag
-        statement.append({ic: k, "reported_total": rnd(truth[k] + off, V["decimals"])})
+        statement.append({ic: k, rep_c: rnd(truth[k] + off, V["decimals"])})
     files = registry_files(rng, world)
     files.update(emit_table(rng, _ledger_path(), ledger, [ic, dc, m], [m], ids))
-    files.update(
-        emit_table(
-            rng, _statement_path(), statement, [ic, "reported_total"], ["reported_total"], ids
-        )
-    )
+    files.update(emit_table(rng, _statement_path(), statement, [ic, rep_c], [rep_c], ids))
     rows, summary = _compute(world_registry(world), ledger, statement)
     spec = _spec()
-    intro = (
-        f"These are {V['title']} files. {_ledger_path()} is the {V['event'].replace('_', ' ')} ledger: one row per "
-        f"{V['event'].replace('_', ' ')} with the {V['measure'].replace('_', ' ')} in {V['unit']}. "
-        f"{_statement_path()} holds the total each {ent_noun()} reported for the same period. Reconcile them: for "
-        f"every {ent_noun()} in scope give its {group_col().replace('_', ' ')}, the ledger total, the reported "
-        "total, the difference and whether they reconcile"
-        f"{plus_summary(', plus a summary')}."
+    intro = INTROS[phrasing()].format(
+        title=V["title"],
+        ledger=_ledger_path(),
+        statement=_statement_path(),
+        event=words(V["event"]),
+        measure=words(m),
+        unit=V["unit"],
+        w=agg_word(),
+        ent=ent_noun(),
+        group=words(group_col()),
+        summary=plus_summary(", plus a summary"),
+    )
+    rows_of = f"the {m} values of the {ent_noun()}'s usable ledger rows"
+    zero = (
+        f"; an in-scope {ent_noun()} with no usable ledger rows has a {led_c} of zero"
+        if additive()
+        else ""
     )
     decisions = (
         registry_decisions()
         + table_decisions(_ledger_path(), [ic, dc, m], [m], V["event"])
-        + table_decisions(
-            _statement_path(),
-            [ic, "reported_total"],
-            ["reported_total"],
-            "statement",
-            missing=False,
-        )
+        + table_decisions(_statement_path(), [ic, rep_c], [rep_c], "statement", missing=False)
         + [
-            f"ledger_total is the sum of the {m} values of the {ent_noun()}'s ledger rows; an in-scope {ent_noun()} "
-            "with no usable ledger rows has a ledger_total of zero.",
-            "difference = reported_total - ledger_total (positive when more was reported than logged).",
-            "reconciled is true when reported_total and ledger_total are equal after rounding each to two decimals.",
+            f"{led_c} is {agg_phrase(rows_of)}{zero}.",
+            f"difference = {rep_c} - {led_c} (positive when the statement is higher than the ledger).",
+            f"reconciled is true when {rep_c} and {led_c} are equal after rounding each to two decimals.",
             summary_rule(
                 "entities_checked counts the in-scope rows; unreconciled counts rows with reconciled "
                 "false; net_difference is the sum of the differences."
@@ -144,6 +169,7 @@ def solve(workspace):
     ic, m, dc = id_col(), V["measure"], date_col()
     reg = load_registry(workspace)
     ledger = read_table(workspace, _ledger_path(), [ic, dc, m], [m])
-    statement = read_table(workspace, _statement_path(), [ic, "reported_total"], ["reported_total"])
+    rep_c = _cols()[1]
+    statement = read_table(workspace, _statement_path(), [ic, rep_c], [rep_c])
     rows, summary = _compute(reg, ledger, statement)
     write_result(workspace, _spec(), rows, summary)

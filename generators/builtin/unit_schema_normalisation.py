@@ -31,6 +31,11 @@ def _sheet_columns():
     return [V["entity"].capitalize(), f"Value ({V['alt_unit']})", "Date", "Ref No"]
 
 
+def _fig():
+    """The summary's figure: a total of a summed measure, else the mean reading."""
+    return ("total_" if additive() else "mean_") + V["measure"]
+
+
 def _spec():
     ic, gc, m = id_col(), group_col(), V["measure"]
     return result_spec(
@@ -39,7 +44,7 @@ def _spec():
         ["reading_id", ic, gc, "date", m],
         {"reading_id": "string", ic: "string", gc: "string", "date": "string", m: "number"},
         ["reading_id"],
-        {"readings": "integer", "total_" + m: "number"},
+        {"readings": "integer", _fig(): "number"},
         f"{words(m).capitalize()} readings normalised to {V['unit']}",
     )
 
@@ -57,10 +62,22 @@ def _compute(reg, readings):
         for r in readings
         if r[ic] in scope and r[m] is not None
     ]
-    return rows, {
-        "readings": len(rows),
-        "total_" + m: rnd(sum(r[m] for r in readings if r[ic] in scope and r[m] is not None), 2),
-    }
+    vals = [r[m] for r in readings if r[ic] in scope and r[m] is not None]
+    fig = sum(vals) if additive() else (sum(vals) / len(vals) if vals else 0.0)
+    return rows, {"readings": len(rows), _fig(): rnd(fig, 2)}
+
+
+INTROS = (
+    "These are {title} files. {Measure} readings arrive from three sources with different "
+    "layouts: {main}, {sheet} and {export}. Normalise every reading of an in-scope {ent} into one "
+    "table in {unit} with ISO dates and the {group}{summary}.",
+    "Three sources of these {title} files disagree on layout, dates and units: {main}, {sheet} "
+    "and {export}. Bring their {measure} readings of in-scope {ent}s together as one table, in "
+    "{unit}, dated YYYY-MM-DD, each with its {group}{summary}.",
+    "One clean table of {measure} in {unit} is wanted from {main}, {sheet} and {export} ({title}), "
+    "which each write readings their own way: every reading of an in-scope {ent}, ISO-dated, "
+    "with its {group}{summary}.",
+)
 
 
 def build(seed):
@@ -110,11 +127,17 @@ def build(seed):
     readings = [{"reading_id": r["reading_id"], ic: r[ic], "date": r[dc], m: r[m]} for r in truth]
     rows, summary = _compute(world_registry(world), readings)
     sc = _sheet_columns()
-    intro = (
-        f"These are {V['title']} files. {words(m).capitalize()} readings arrive from three sources with "
-        f"different layouts: {_main_path()}, {_sheet_path()} and {_export_path()}. Normalise every reading of "
-        f"an in-scope {ent_noun()} into one table in {V['unit']} with ISO dates and the "
-        f"{words(group_col())}{plus_summary(', plus a summary')}."
+    intro = INTROS[phrasing()].format(
+        title=V["title"],
+        measure=words(m),
+        Measure=words(m).capitalize(),
+        main=_main_path(),
+        sheet=_sheet_path(),
+        export=_export_path(),
+        ent=ent_noun(),
+        unit=V["unit"],
+        group=words(group_col()),
+        summary=plus_summary(", plus a summary"),
     )
     decisions = (
         registry_decisions()
@@ -127,7 +150,10 @@ def build(seed):
             conversion_rule(),
             f"Output one row per usable reading of an in-scope {ent_noun()}, keyed by reading_id; date is "
             "YYYY-MM-DD.",
-            summary_rule(f"readings counts the rows; total_{m} sums their {m}."),
+            summary_rule(
+                f"readings counts the rows; {_fig()} "
+                + (f"sums their {m}." if additive() else f"is the mean of their {m}.")
+            ),
         ]
     )
     naive = _compute(all_in_scope(world_registry(world)), readings)
