@@ -1,0 +1,240 @@
+"""Verify's batched checks: both forge builds in one exec (two interpreters), the oracle, the
+no-op and every probe graded by one interpreter over one pristine workspace, the sandbox reset
+from the host. Planted bad generators must still be caught, and nothing a hostile solve() leaves
+in the sandbox may count."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from clawloop.generators.candidates import candidate_row
+from clawloop.generators.forge import forge_candidate
+from clawloop.generators.verify import PROBE_DRIVER, verify_task
+from clawloop.harness.sandbox.base import SandboxConfig
+from clawloop.harness.sandbox.bwrap import BwrapSandbox
+from clawloop.harness.taskfolder.folder import pack_dir, unpack_tar
+
+pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="no bwrap")
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "generators"
+SB = SandboxConfig(backend="bwrap")
+GOOD = (FIXTURES / "good.py").read_text()
+
+
+def forge(code: str, seed: int = 4, timeout: float = 30.0) -> dict:
+    return forge_candidate(candidate_row(code, seed), SB, timeout=timeout)
+
+
+def checks_of(row: dict) -> tuple[dict[str, dict], dict]:
+    checks, verdict = verify_task(row, SB)
+    return {c["check"]: c for c in checks}, verdict
+
+
+def edited(row: dict, tmp_path: Path, edit) -> dict:
+    folder = unpack_tar(row["task_tar"], tmp_path / "task")
+    edit(folder)
+    return dict(row, task_tar=pack_dir(folder))
+
+
+def test_the_second_build_runs_in_a_fresh_interpreter() -> None:
+    # A set of strings iterates in hash order: the same seed, another interpreter, another text.
+    names = ", ".join(repr(f"name{i}") for i in range(24))
+    code = GOOD.replace(
+        "def build(seed):", f"ORDER = ','.join({{{names}}})\n\n\ndef build(seed):"
+    ).replace('"instruction": ', '"instruction": ORDER + " " + ', 1)
+    assert code != GOOD and "ORDER +" in code
+    row = forge(code)
+    assert row["status"] == "ok", row["error"]
+    assert row["task_sha256"] != row["rebuild_sha256"] != ""
+    checks, verdict = checks_of(row)
+    assert not checks["determinism"]["passed"] and "differ" in checks["determinism"]["reason"]
+    assert not verdict["kept"]
+
+
+def test_a_good_task_forges_two_equal_digests_and_is_kept() -> None:
+    row = forge(GOOD)
+    assert row["task_sha256"] == row["rebuild_sha256"] != ""
+    checks, verdict = checks_of(row)
+    assert verdict["kept"], verdict["reason"]
+    assert {"determinism", "leak", "oracle", "noop", "answer_file"} <= set(checks)
+
+
+def test_a_second_build_that_fails_or_hangs_is_recorded() -> None:
+    # The first build leaves a marker; the second (same sandbox) sees it and fails or hangs.
+    # Forge records no rebuild digest; verify then rebuilds in a sandbox of its own (no marker).
+    for action, needle in [
+        ("raise RuntimeError('second')", "crash"),
+        ("time.sleep(60)", "timeout"),
+    ]:
+        code = GOOD.replace(
+            "def build(seed):",
+            "def build(seed):\n    import os, time\n"
+            "    if os.path.exists('/tmp/marker'):\n"
+            f"        {action}\n"
+            "    open('/tmp/marker', 'w').close()\n    return _build(seed)\n\n\ndef _build(seed):",
+        )
+        row = forge(code, timeout=2.0)
+        assert row["status"] == "ok", row["error"]
+        assert row["rebuild_sha256"] == ""
+        assert f"second build with the same seed failed ({needle})" in row["build_log"]
+        checks, _ = checks_of(row)
+        assert checks["determinism"]["passed"] and "agree" in checks["determinism"]["reason"]
+
+
+def test_a_first_build_past_its_timeout_is_a_timeout() -> None:
+    code = GOOD.replace("def build(seed):", "def build(seed):\n    import time; time.sleep(60)")
+    row = forge(code, timeout=1.0)
+    assert row["status"] == "failed" and row["error_kind"] == "timeout", row["error"]
+
+
+def test_planted_answer_leak_noop_and_probe_are_still_caught(tmp_path: Path) -> None:
+    row = forge(GOOD)
+    answer = None
+
+    def plant_answer(folder: Path) -> None:
+        nonlocal answer
+        answer = json.loads((folder / "tests/answer.json").read_text())
+        out = folder / "environment/workspace/output/totals.json"
+        out.parent.mkdir(parents=True)
+        out.write_text(json.dumps(answer["output/totals.json"]))
+
+    checks, verdict = checks_of(edited(row, tmp_path / "a", plant_answer))
+    assert not checks["noop"]["passed"] and "false positive" in checks["noop"]["reason"]
+    assert not verdict["kept"]
+
+    def answer_in_readme(folder: Path) -> None:
+        answer = json.loads((folder / "tests/answer.json").read_text())
+        text = json.dumps(answer["output/totals.json"])
+        (folder / "environment/workspace/README.txt").write_text(text)
+
+    checks, verdict = checks_of(edited(row, tmp_path / "b", answer_in_readme))
+    assert not checks["answer_file"]["passed"] and "README.txt" in checks["answer_file"]["reason"]
+    # The copy probe wrote output/totals.json over the workspace and was put back: the no-op
+    # (graded first) and every other probe still fail, so only the copy is flagged.
+    assert checks["noop"]["passed"] and checks["trivial:empty"]["passed"]
+    assert not verdict["kept"]
+
+    def accept_empty(folder: Path) -> None:
+        (folder / "tests/answer.json").write_text(json.dumps({"output/totals.json": {}}))
+
+    checks, verdict = checks_of(edited(row, tmp_path / "c", accept_empty))
+    accepted = [n for n, c in checks.items() if n.startswith("trivial:") and not c["passed"]]
+    assert accepted and not verdict["kept"]
+
+    def leak(folder: Path) -> None:
+        answer = json.loads((folder / "tests/answer.json").read_text())
+        value = next(iter(answer["output/totals.json"].values()))
+        path = folder / "instruction.md"
+        path.write_text(path.read_text() + f"\nHint: one total is {value}.\n")
+
+    checks, verdict = checks_of(edited(row, tmp_path / "d", leak))
+    assert not checks["leak"]["passed"] and not verdict["kept"]
+
+
+# A solve() that fails the task but plants a verdict everywhere the grader reads or writes:
+# a fake grader and answer key in /tests, a reward in /logs/verifier, then /logs/verifier
+# swapped for a symlink to a folder holding a passing reward.
+PLANTS = r"""
+mkdir -p /tests/.clawloop-probes /workspace/fake
+echo 'def grade(c, a, w): return {"reward": 1.0, "passed": True, "checks": []}' > /tests/grader.py
+echo '{}' > /tests/.clawloop-probes/probes.json
+echo '{"reward": 1.0}' > /workspace/fake/reward.json
+echo '{"noop": {"reward": 0.0}}' > /workspace/fake/probes.json
+rm -rf /logs/verifier && ln -s /workspace/fake /logs/verifier
+"""
+
+
+def test_what_a_solve_plants_is_emptied_before_grading(tmp_path: Path) -> None:
+    row = forge((FIXTURES / "bad_solve.py").read_text())
+
+    def plant(folder: Path) -> None:
+        solve = folder / "solution/solve.sh"
+        solve.write_text(solve.read_text() + PLANTS)
+
+    checks, verdict = checks_of(edited(row, tmp_path, plant))
+    assert not checks["oracle"]["passed"], checks["oracle"]
+    assert "reference solution scores 0." in checks["oracle"]["reason"]
+    assert checks["noop"]["passed"] and any(n.startswith("trivial:") for n in checks)
+    assert not verdict["kept"]
+
+
+def test_a_test_sh_other_than_the_canonical_one_is_run_as_is(tmp_path: Path) -> None:
+    row = forge(GOOD)
+
+    def zero_reward(folder: Path) -> None:
+        (folder / "tests/test.sh").write_text(
+            "#!/bin/bash\nmkdir -p /logs/verifier\necho '{\"reward\": 0.0}' > /logs/verifier/reward.json\n"
+        )
+
+    checks, verdict = checks_of(edited(row, tmp_path, zero_reward))
+    assert not checks["oracle"]["passed"] and "scores 0.000" in checks["oracle"]["reason"]
+    assert checks["noop"]["passed"] and not verdict["kept"]
+
+
+FAKE_GRADER = """
+import json, os
+def grade(contract, answer, workspace):
+    try:
+        text = open(os.path.join(workspace, "out.txt")).read()
+    except OSError:
+        text = ""
+    ok = text == "right"
+    return {"reward": 1.0 if ok else 0.0, "passed": ok, "checks": []}
+def main(argv):
+    import sys
+    ws = argv[argv.index("--workspace") + 1]
+    out = argv[argv.index("--out") + 1]
+    g = grade({}, {}, ws)
+    open(out, "w").write(json.dumps({"reward": g["reward"]}))
+"""
+
+
+@pytest.mark.parametrize("code_blob", [None, b"\0" * 16 + b"not marshal"])
+def test_the_driver_grades_every_probe_over_a_pristine_workspace(code_blob) -> None:
+    probes = {
+        "a_wrong": {"out.txt": "wrong", "new/dir/file.txt": "x"},
+        "b_right": {"out.txt": "right"},
+        "c_after": {},
+        "d_escape": {"../../escape.txt": "x"},
+    }
+    tests = {
+        "grader.py": (FAKE_GRADER.encode(), False),
+        "contract.json": (b"{}", False),
+        "answer.json": (b"{}", False),
+        ".clawloop-probes/driver.py": (PROBE_DRIVER.encode(), False),
+        ".clawloop-probes/probes.json": (json.dumps(probes).encode(), False),
+        ".clawloop-probes/workspace/out.txt": (b"pristine", False),
+        ".clawloop-probes/workspace/keep.csv": (b"a,b\n", False),
+    }
+    if code_blob is not None:  # a stale or foreign code object: the driver compiles the source
+        tests[".clawloop-probes/grader.code"] = (code_blob, False)
+    with BwrapSandbox(SB) as sb:
+        sb.write_files("/workspace", {"out.txt": (b"right", False)})
+        sb.write_files("/tests", tests)
+        stage = "/tests/.clawloop-probes"
+        res = sb.exec(
+            [
+                "python3",
+                "-I",
+                "-S",
+                f"{stage}/driver.py",
+                stage,
+                "/logs/verifier/p.json",
+                "--oracle",
+            ]
+        )
+        assert res.ok, res.stderr
+        results = json.loads(sb.read_file("/logs/verifier/p.json", 1 << 20))
+        reward = json.loads(sb.read_file("/logs/verifier/reward.json", 1 << 20))
+        after = sb.exec(["sh", "-c", f"cd {stage}/workspace && find . | sort && cat out.txt"])
+    assert reward == {"reward": 1.0}  # the oracle graded /workspace, not the pristine copy
+    assert results["noop"]["reward"] == 0.0
+    assert results["trivial:a_wrong"]["reward"] == 0.0
+    assert results["trivial:b_right"]["reward"] == 1.0
+    assert results["trivial:c_after"]["reward"] == 0.0  # b_right's file was put back
+    assert "outside the workspace" in results["trivial:d_escape"]["error"]
+    assert after.stdout.split() == [".", "./keep.csv", "./out.txt", "pristine"]
