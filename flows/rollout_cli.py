@@ -62,7 +62,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--serve-tiny",
         action="store_true",
-        help="build (if missing) and serve the tiny offline model with `transformers serve` "
+        help="build (if missing) and serve the tiny offline model with the local policy server "
         "(plumbing check only: it has no skill)",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")

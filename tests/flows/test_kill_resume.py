@@ -1,4 +1,4 @@
-"""kill -9 of a run while its local policy server (transformers serve) is up: nothing outlives it
+"""kill -9 of a run while its local policy server (harness/local_server.py) is up: nothing outlives it
 for long (the server dies with its parent, or the next start sweeps it by its pid file), no temp
 dir of the run stays, and the resumed run completes. Slow: serves the tiny model on CPU."""
 
