@@ -1,22 +1,30 @@
 """Forge + verify throughput per sandbox backend, and our sandbox layer's overhead vs raw calls.
 
 Forges and verifies N built-in tasks per backend with a thread pool and prints tasks/min and the
-CPU time per task (this process plus its bwrap sandboxes: it depends far less than tasks/min on
-what else the host runs, and 60000 * cores / cpu_ms bounds an idle host's rate). In the
-same invocation it measures the raw cost of one sandboxed `true` (a bare `bwrap ... true`; a bare
-docker SDK `containers.run(..., "true")`) against our layer doing the same (open_sandbox + exec
-`true` + stop), and prints the ratio. Targets on 2 cores: bwrap >= 300 tasks/min; layer <= 1.5x.
+CPU time per task (the measuring process plus its bwrap sandboxes, split host / sandboxes: it
+depends far less than tasks/min on what else the host runs, and 60000 * cores / cpu_ms bounds an
+idle host's rate). Each measurement runs in a fresh process (cold caches, as a stage's first
+tasks). With --baseline REV the same candidates are also forged and verified by the code of git
+revision REV (exported to a temp dir), alternating rounds with this checkout's code, and the
+ratios are printed: before/after under the same load. In the same invocation it measures the raw
+cost of one sandboxed `true` (a bare `bwrap ... true`; a bare docker SDK
+`containers.run(..., "true")`) against our layer doing the same (open_sandbox + exec `true` +
+stop), and prints the ratio. Targets on 2 cores: bwrap >= 1000 tasks/min (120 ms CPU per task);
+layer <= 1.5x.
 
     .venv/bin/python benchmarks/forge_verify.py [--tasks 200] [--workers 4] [--backends bwrap,docker]
+        [--baseline REV] [--rounds 2]
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -96,17 +104,15 @@ def overhead(backend: str, repeat: int) -> tuple[float, float]:
     return raw, mean_ms(lambda: ours(backend), repeat)
 
 
-def cpu_seconds() -> float:
-    """CPU time of this process and of the children it has waited for (bwrap sandboxes; Docker
-    containers run under dockerd and are not counted)."""
+def cpu_seconds() -> tuple[float, float]:
+    """(this process, the children it has waited for: bwrap sandboxes) CPU seconds. Docker
+    containers run under dockerd and are not counted."""
     t = os.times()
-    return t.user + t.system + t.children_user + t.children_system
+    return t.user + t.system, t.children_user + t.children_system
 
 
-def throughput(
-    backend: str, cands: list[dict], workers: int
-) -> tuple[float, float, int, list[str]]:
-    """(tasks/min, CPU ms per task, tasks kept, problems) forging and verifying `cands`."""
+def throughput(backend: str, cands: list[dict], workers: int) -> dict:
+    """Forge and verify `cands` here: tasks/min, CPU ms per task (host, sandboxes), kept."""
     sb = SandboxConfig(backend=backend)
 
     def one(cand: dict) -> str:
@@ -116,12 +122,63 @@ def throughput(
         _, verdict = verify_task(row, sb)
         return "" if verdict["kept"] else verdict["reason"]
 
-    t0, cpu0 = time.perf_counter(), cpu_seconds()
+    t0, (host0, kids0) = time.perf_counter(), cpu_seconds()
     with ThreadPoolExecutor(workers) as pool:
         outcomes = list(pool.map(one, cands))
-    took, cpu = time.perf_counter() - t0, cpu_seconds() - cpu0
-    kept = sum(1 for o in outcomes if not o)
-    return len(cands) / took * 60, cpu / len(cands) * 1000, kept, [o for o in outcomes if o]
+    took, (host1, kids1) = time.perf_counter() - t0, cpu_seconds()
+    n = len(cands)
+    return {
+        "rate": n / took * 60,
+        "host_ms": (host1 - host0) / n * 1000,
+        "sandbox_ms": (kids1 - kids0) / n * 1000,
+        "kept": sum(1 for o in outcomes if not o),
+        "problems": [o for o in outcomes if o],
+    }
+
+
+# Makes `clawloop` the package tree at argv[1] (a revision exported by --baseline), ahead of the
+# editable install's mapping, then runs this script's --measure mode from that tree's modules.
+SHIM = (
+    "import runpy, sys, types; m = types.ModuleType('clawloop'); m.__path__ = [sys.argv[1]]; "
+    "sys.modules['clawloop'] = m; sys.argv = sys.argv[2:]; "
+    "runpy.run_path(sys.argv[0], run_name='__main__')"
+)
+
+
+def measure_in_process(tree: str | None, backend: str, cands_file: str, workers: int) -> dict:
+    """One measurement in a fresh interpreter, with this checkout's code or the tree's."""
+    argv = [__file__, "--measure", cands_file, "--backends", backend, "--workers", str(workers)]
+    cmd = [sys.executable, *argv] if tree is None else [sys.executable, "-c", SHIM, tree, *argv]
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"measurement failed ({tree or 'this checkout'}):\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def export_revision(rev: str, dest: str) -> str:
+    """`git archive REV` of this repository unpacked in dest (the package tree's root)."""
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    archive = subprocess.run(
+        ["git", "-C", repo, "archive", "--format=tar", rev], capture_output=True, check=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", dest], input=archive, check=True)
+    return dest
+
+
+def _line(label: str, m: dict, n: int, workers: int) -> str:
+    cpu = m["host_ms"] + m["sandbox_ms"]
+    return (
+        f"{label}: {m['rate']:.0f} tasks/min ({m['kept']}/{n} kept, {workers} workers); CPU "
+        f"{cpu:.0f} ms/task = host {m['host_ms']:.0f} + sandboxes {m['sandbox_ms']:.0f}"
+    )
+
+
+def _mean(ms: list[dict]) -> dict:
+    keys = ("rate", "host_ms", "sandbox_ms", "kept")
+    out = {k: sum(m[k] for m in ms) / len(ms) for k in keys}
+    out["kept"] = min(m["kept"] for m in ms)
+    out["problems"] = sorted({p for m in ms for p in m["problems"]})
+    return out
 
 
 def main() -> int:
@@ -130,31 +187,69 @@ def main() -> int:
     ap.add_argument("--workers", type=int, default=4, help="threads (sandbox-bound work)")
     ap.add_argument("--backends", default="bwrap,docker")
     ap.add_argument("--repeat", type=int, default=20, help="repeats of each overhead measurement")
+    ap.add_argument("--baseline", default="", help="git revision to compare with (before/after)")
+    ap.add_argument("--rounds", type=int, default=2, help="alternating rounds with --baseline")
+    ap.add_argument("--measure", default="", help=argparse.SUPPRESS)  # internal: one measurement
     args = ap.parse_args()
+    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    if args.measure:
+        with open(args.measure) as f:
+            cands = json.load(f)
+        print(json.dumps(throughput(backends[0], cands, args.workers)))
+        return 0
     load = os.getloadavg()[0]
     print(f"host: {os.cpu_count()} cores, load average {load:.1f} at start")
     cands = candidates(args.tasks)
-    for backend in [b.strip() for b in args.backends.split(",") if b.strip()]:
-        if backend == "docker" and (why := docker_available()) is not None:
-            print(f"[docker] skipped: {why}")
-            continue
-        repeat = args.repeat if backend == "bwrap" else max(3, args.repeat // 4)
-        raw, our = overhead(backend, repeat)
-        exec_only = ours_exec_only(backend, repeat)
-        rate, cpu_ms, kept, problems = throughput(backend, cands, args.workers)
-        # Tasks/min depends on what else runs on the host; CPU per task does not, and bounds
-        # the rate an idle host could reach: cores * 60000 / cpu_ms.
-        counted = "host + sandboxes" if backend == "bwrap" else "host side only"
-        print(
-            f"[{backend}] forge+verify {rate:.0f} tasks/min ({kept}/{len(cands)} kept, "
-            f"{args.workers} workers); CPU {cpu_ms:.0f} ms/task ({counted})"
-        )
-        print(
-            f"[{backend}] one sandboxed `true`: raw {raw:.1f} ms; ours start+exec+stop {our:.1f} ms "
-            f"= {our / raw:.2f}x raw; ours exec in a started sandbox {exec_only:.1f} ms = {exec_only / raw:.2f}x raw"
-        )
-        for p in sorted(set(problems))[:5]:
-            print(f"    dropped: {p[:200]}")
+    n = len(cands)
+    with tempfile.TemporaryDirectory(prefix="clawloop-bench-") as tmp:
+        cands_file = os.path.join(tmp, "candidates.json")
+        with open(cands_file, "w") as f:
+            json.dump(cands, f)
+        base = None
+        if args.baseline:
+            base = export_revision(args.baseline, os.path.join(tmp, "baseline"))
+        for backend in backends:
+            if backend == "docker" and (why := docker_available()) is not None:
+                print(f"[docker] skipped: {why}")
+                continue
+            repeat = args.repeat if backend == "bwrap" else max(3, args.repeat // 4)
+            raw, our = overhead(backend, repeat)
+            exec_only = ours_exec_only(backend, repeat)
+            rounds = max(1, args.rounds) if base else 1
+            before, after = [], []
+            for _ in range(rounds):  # alternating, so load drift hits both alike
+                if base:
+                    before.append(measure_in_process(base, backend, cands_file, args.workers))
+                after.append(measure_in_process(None, backend, cands_file, args.workers))
+            now = _mean(after)
+            if base:
+                was = _mean(before)
+                print(f"[{backend}] " + _line(f"before ({args.baseline})", was, n, args.workers))
+            print(
+                f"[{backend}] "
+                + _line("after (this checkout)" if base else "forge+verify", now, n, args.workers)
+            )
+            cpu = now["host_ms"] + now["sandbox_ms"]
+            print(
+                f"[{backend}] idle-host bound: {os.cpu_count()} cores x 60000 / {cpu:.0f} ms = "
+                f"{os.cpu_count() * 60000 / cpu:.0f} tasks/min"
+                + (" (sandbox CPU not counted for docker)" if backend == "docker" else "")
+            )
+            if base:
+                was_cpu = was["host_ms"] + was["sandbox_ms"]
+                print(
+                    f"[{backend}] after/before: CPU per task {cpu / was_cpu:.2f}x "
+                    f"(host {now['host_ms'] / was['host_ms']:.2f}x, sandboxes "
+                    f"{now['sandbox_ms'] / max(was['sandbox_ms'], 1e-9):.2f}x), "
+                    f"tasks/min {now['rate'] / was['rate']:.2f}x ({rounds} rounds each)"
+                )
+            print(
+                f"[{backend}] one sandboxed `true`: raw {raw:.1f} ms; ours start+exec+stop "
+                f"{our:.1f} ms = {our / raw:.2f}x raw; ours exec in a started sandbox "
+                f"{exec_only:.1f} ms = {exec_only / raw:.2f}x raw"
+            )
+            for p in now["problems"][:5]:
+                print(f"    dropped: {p[:200]}")
     print(f"host load average {os.getloadavg()[0]:.1f} at end")
     return 0
 

@@ -13,8 +13,15 @@ with kind in {"contract", "timeout", "crash", "sandbox"}; only "sandbox" is wort
 from __future__ import annotations
 
 import dataclasses
+import functools
+import importlib.util
 import json
+import marshal
 import math
+import posixpath
+import sys
+import threading
+import types
 from pathlib import Path
 from typing import Literal
 
@@ -28,6 +35,7 @@ ErrorKind = Literal["contract", "timeout", "crash", "sandbox"]
 # Where the driver, the generator and the build output live inside the sandbox: /tmp persists
 # between execs on every backend and keeps the build's /workspace empty.
 STAGE = "/tmp/clawloop-forge"
+GENERATOR_FILE = f"{STAGE}/generator.py"
 MAX_RESULT_BYTES = (
     16 * 1024 * 1024
 )  # a valid build is capped at 8 MiB of files; allow JSON overhead
@@ -40,19 +48,26 @@ import json, sys
 
 def load(path):
     # A plain module object and exec(), not importlib.util (whose imports cost every start ~5 ms);
-    # the code object is cached beside the source (marshal) so a second build skips compiling.
+    # the code object is cached beside the source (marshal, after the bytecode magic number; the
+    # host may have put it there) so only one interpreter, or none, compiles the source.
     import marshal
     mod = type(sys)("generator")
     mod.__file__ = path
     sys.modules["generator"] = mod
+    magic = sys.modules["_frozen_importlib_external"].MAGIC_NUMBER.ljust(16, b"\0")
+    code = None
     try:
         with open(path + ".code", "rb") as f:
-            code = marshal.load(f)
+            if f.read(16) == magic:  # compiled by this interpreter's bytecode version
+                code = marshal.load(f)
     except (OSError, EOFError, ValueError, TypeError):
+        code = None
+    if code is None:
         with open(path, "rb") as f:
             code = compile(f.read(), path, "exec", dont_inherit=True)
         try:
             with open(path + ".code", "wb") as f:
+                f.write(magic)
                 marshal.dump(code, f)
         except OSError:
             pass
@@ -120,17 +135,76 @@ def _tail(text: str, n: int = TAIL_LINES) -> str:
     return "\n".join(text.strip().splitlines()[-n:])
 
 
+_COMPILE_LOCK = threading.Lock()
+
+
+@functools.lru_cache(maxsize=256)
+def _compiled(source: bytes) -> types.CodeType | None:
+    """Generator source compiled (never run) on the host, once per process and text: forge's
+    builds and verify's solve.sh load it instead of compiling it in each sandbox (~10 ms each).
+    None when it does not compile: the sandbox then compiles it and reports the error."""
+    try:
+        with _COMPILE_LOCK:  # as candidates.parse_meta: CPython <= 3.11.7's parser in threads
+            return compile(source, GENERATOR_FILE, "exec", dont_inherit=True, optimize=0)
+    except (SyntaxError, ValueError, MemoryError, RecursionError, OverflowError):
+        return None
+
+
+def _refile(code: types.CodeType, filename: str) -> types.CodeType:
+    """The code object with `filename` as its file, nested functions and classes too."""
+    consts = tuple(
+        _refile(c, filename) if isinstance(c, types.CodeType) else c for c in code.co_consts
+    )
+    return code.replace(co_filename=filename, co_consts=consts)
+
+
+def code_blob(source: bytes, filename: str) -> bytes | None:
+    """The driver's cache file for `source` at `filename`: this interpreter's bytecode magic
+    number (16 bytes, so a sandbox interpreter of another version compiles instead) + marshal."""
+    code = _compiled(source)
+    if code is None:
+        return None
+    code = code if filename == GENERATOR_FILE else _refile(code, filename)
+    return importlib.util.MAGIC_NUMBER.ljust(16, b"\0") + marshal.dumps(code)
+
+
+def pyc_blob(source: bytes, filename: str) -> bytes | None:
+    """A checked hash-based .pyc of `source` at `filename` (PEP 552): what the interpreter would
+    write to __pycache__ itself, used only while the source's hash matches."""
+    code = _compiled(source)
+    if code is None:
+        return None
+    code = code if filename == GENERATOR_FILE else _refile(code, filename)
+    flags = (0b11).to_bytes(4, "little")
+    return (
+        importlib.util.MAGIC_NUMBER
+        + flags
+        + importlib.util.source_hash(source)
+        + marshal.dumps(code)
+    )
+
+
+def pyc_name(filename: str) -> str:
+    """Where the interpreter looks for `filename`'s .pyc (no -O), relative to the file's folder."""
+    stem = posixpath.splitext(posixpath.basename(filename))[0]
+    return f"__pycache__/{stem}.{sys.implementation.cache_tag}.pyc"
+
+
 def stage_generator(sb: Sandbox, code: str) -> None:
-    """Put the driver and the generator into the sandbox's staging directory (written straight
-    into a bubblewrap sandbox's files; uploaded as a tar elsewhere)."""
-    files = {"driver.py": DRIVER_SOURCE, "generator.py": code}
+    """Put the driver, the generator and its compiled code into the sandbox's staging directory
+    (written straight into a bubblewrap sandbox's files; uploaded as a tar elsewhere)."""
+    source = code.encode()
+    files = {"driver.py": DRIVER_SOURCE.encode(), "generator.py": source}
+    blob = code_blob(source, GENERATOR_FILE)
+    if blob is not None:
+        files["generator.py.code"] = blob
     write = getattr(sb, "write_files", None)
     if write is not None:
-        write(STAGE, {rel: (text.encode(), False) for rel, text in files.items()})
+        write(STAGE, {rel: (data, False) for rel, data in files.items()})
         return
     with scratch("clawloop-stage-") as tmp:
-        for rel, text in files.items():
-            Path(tmp, rel).write_text(text)
+        for rel, data in files.items():
+            Path(tmp, rel).write_bytes(data)
         sb.upload(Path(tmp), STAGE)
 
 

@@ -24,9 +24,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-import functools
 import json
-import marshal
 import math
 import re
 from collections.abc import Iterator
@@ -34,7 +32,15 @@ from pathlib import Path
 from typing import Any
 
 from clawloop.generators.candidates import parse_meta
-from clawloop.generators.runner import GeneratorError, build_in, read_capped, stage_generator
+from clawloop.generators.runner import (
+    GeneratorError,
+    build_in,
+    code_blob,
+    pyc_blob,
+    pyc_name,
+    read_capped,
+    stage_generator,
+)
 from clawloop.harness.sandbox.base import (
     SOLUTION,
     TESTS,
@@ -730,17 +736,6 @@ def _under(files: Entries, prefix: str) -> Entries:
     return {rel[len(prefix) :]: e for rel, e in files.items() if rel.startswith(prefix)}
 
 
-@functools.lru_cache(maxsize=8)
-def _code_blob(source: bytes, filename: str) -> bytes:
-    """A code object for the sandbox's interpreter to load instead of compiling `source` (the
-    task's own grader.py: compiled, never run, here), tagged with this interpreter's bytecode
-    magic number; the driver compiles the source itself when its magic differs."""
-    import importlib.util
-
-    code = compile(source, filename, "exec", dont_inherit=True)
-    return importlib.util.MAGIC_NUMBER.ljust(16, b"\0") + marshal.dumps(code)
-
-
 def _tests_entries(task_dir: Path, files: Entries) -> tuple[Entries, bool]:
     """What goes to /tests after the solution ran: the task's tests/ plus the probe stage
     (driver, probes, a pristine copy of the starting workspace for the no-op and the probes,
@@ -756,15 +751,27 @@ def _tests_entries(task_dir: Path, files: Entries) -> tuple[Entries, bool]:
     probes = trivial_probes(contract, workspace_files(task_dir))
     tests[stage + "probes.json"] = (json.dumps(probes).encode(), False)
     grader = tests.get("grader.py")
-    if grader is not None:
-        # One that does not compile is left to the driver, which compiles it and reports.
-        with contextlib.suppress(SyntaxError, ValueError, MemoryError, RecursionError):
-            tests[stage + "grader.code"] = (_code_blob(grader[0], f"{TESTS}/grader.py"), False)
+    # Compiled (never run) here, once per grader text; one that does not compile is left to
+    # the driver, which compiles it and reports.
+    blob = None if grader is None else code_blob(grader[0], f"{TESTS}/grader.py")
+    if blob is not None:
+        tests[stage + "grader.code"] = (blob, False)
     tests[stage + "workspace"] = None
     for rel, entry in _under(files, "environment/workspace/").items():
         tests[stage + "workspace/" + rel] = entry
     test_sh = tests.get("test.sh")
     return tests, test_sh is not None and test_sh[0] == TEST_SH.encode()
+
+
+def _solution_entries(files: Entries) -> Entries:
+    """solution/, with generator.py's bytecode cache as solve.sh's interpreter would write it
+    (compiled on the host once per generator text, used only while the source's hash matches)."""
+    entries = _under(files, "solution/")
+    gen = entries.get("generator.py")
+    pyc = None if gen is None else pyc_blob(gen[0], f"{SOLUTION}/generator.py")
+    if pyc is not None:
+        entries[pyc_name(f"{SOLUTION}/generator.py")] = (pyc, False)
+    return entries
 
 
 def _put(sb: Any, remote: str, entries: Entries) -> None:
@@ -835,7 +842,7 @@ def run_sandbox_checks(
     tests, canonical = _tests_entries(task_dir, files)
     with open_sandbox(sandbox) as sb:
         _put(sb, WORKSPACE, _under(files, "environment/workspace/"))
-        _put(sb, SOLUTION, _under(files, "solution/"))
+        _put(sb, SOLUTION, _solution_entries(files))
         solved = sb.exec(["bash", f"{SOLUTION}/solve.sh"], timeout=agent_timeout, cwd=WORKSPACE)
         # solve() is LLM-written: whatever it left running dies before the answer key and
         # the verifier arrive, and nothing it planted in /tests or /logs/verifier counts.
