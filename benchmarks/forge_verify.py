@@ -161,6 +161,7 @@ def export_revision(rev: str, dest: str) -> str:
     archive = subprocess.run(
         ["git", "-C", repo, "archive", "--format=tar", rev], capture_output=True, check=True
     ).stdout
+    os.makedirs(dest, exist_ok=True)
     subprocess.run(["tar", "-x", "-C", dest], input=archive, check=True)
     return dest
 
@@ -188,6 +189,9 @@ def main() -> int:
     ap.add_argument("--backends", default="bwrap,docker")
     ap.add_argument("--repeat", type=int, default=20, help="repeats of each overhead measurement")
     ap.add_argument("--baseline", default="", help="git revision to compare with (before/after)")
+    ap.add_argument(
+        "--after", default="", help="git revision measured as 'after' (default: this checkout)"
+    )
     ap.add_argument("--rounds", type=int, default=2, help="alternating rounds with --baseline")
     ap.add_argument("--measure", default="", help=argparse.SUPPRESS)  # internal: one measurement
     args = ap.parse_args()
@@ -205,9 +209,11 @@ def main() -> int:
         cands_file = os.path.join(tmp, "candidates.json")
         with open(cands_file, "w") as f:
             json.dump(cands, f)
-        base = None
+        base = after_tree = None
         if args.baseline:
             base = export_revision(args.baseline, os.path.join(tmp, "baseline"))
+        if args.after:
+            after_tree = export_revision(args.after, os.path.join(tmp, "after"))
         for backend in backends:
             if backend == "docker" and (why := docker_available()) is not None:
                 print(f"[docker] skipped: {why}")
@@ -220,14 +226,19 @@ def main() -> int:
             for _ in range(rounds):  # alternating, so load drift hits both alike
                 if base:
                     before.append(measure_in_process(base, backend, cands_file, args.workers))
-                after.append(measure_in_process(None, backend, cands_file, args.workers))
+                after.append(measure_in_process(after_tree, backend, cands_file, args.workers))
             now = _mean(after)
             if base:
                 was = _mean(before)
                 print(f"[{backend}] " + _line(f"before ({args.baseline})", was, n, args.workers))
             print(
                 f"[{backend}] "
-                + _line("after (this checkout)" if base else "forge+verify", now, n, args.workers)
+                + _line(
+                    f"after ({args.after or 'this checkout'})" if base else "forge+verify",
+                    now,
+                    n,
+                    args.workers,
+                )
             )
             cpu = now["host_ms"] + now["sandbox_ms"]
             print(
