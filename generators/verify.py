@@ -4,6 +4,7 @@ Checks (storage.schemas.CHECKS `check` names):
     determinism      two builds with one seed gave the same task digest
     leak             no non-trivial answer value appears in instruction.md or the contract
     decision_fields  every field a decision defines ("x = ...", "x counts ...") is in some output
+    ablation         a built-in's reference solution skipping any one injected difficulty fails
     oracle           solution/solve.sh then tests/test.sh in a fresh sandbox gives reward 1.0
     noop             tests/test.sh on the untouched workspace must not pass (else a false positive)
     trivial:<probe>  each probe from harness/taskfolder/probes.py (empty, copied, constant outputs) fails
@@ -707,6 +708,86 @@ def check_leak(task_dir: Path) -> tuple[bool, str]:
     )
 
 
+# ---- ablation: every injected difficulty is load-bearing ----------------------------------------
+
+
+def builtin_source(code: str) -> bool:
+    """Is `code` a built-in generator exactly as generators/library.py renders it? Then it is
+    this project's own code and the ablation may run it here, outside a sandbox."""
+    from clawloop.generators.contract import ContractError
+    from clawloop.generators.library import RenderError, render_generator
+
+    try:
+        m = parse_meta(code).meta
+        return code == render_generator(
+            m.capability, m.domain, m.multihop, m.dirtiness, m.output_format
+        )
+    except (ContractError, RenderError, KeyError):
+        return False
+
+
+def ablation_rewards(
+    code: str,
+    contract: dict[str, Any],
+    answer: dict[str, Any],
+    workspace: Path,
+    levels: dict[str, tuple[str, int]] | None = None,
+) -> dict[str, float]:
+    """The reward of the reference solution run with each injection the generator declares
+    (its injections()) skipped, on a copy of the starting workspace. A skip that crashes the
+    solution scores 0: the injection is needed to get any answer at all."""
+    import shutil
+    import tempfile
+
+    from clawloop.harness.taskfolder.grader import grade
+
+    ns: dict[str, Any] = {"__name__": "clawloop_ablation"}
+    exec(compile(code, "generator.py", "exec"), ns)  # a built-in's source: see builtin_source
+    out: dict[str, float] = {}
+    if levels is not None:
+        levels.update(ns.get("INJECTION_LEVELS", {}))
+    for name in ns["injections"]():
+        with tempfile.TemporaryDirectory(prefix="clawloop-ablation-") as tmp:
+            ws = Path(tmp, "ws")
+            shutil.copytree(workspace, ws)
+            try:
+                ns["solve"](str(ws), skip=name)
+            except Exception:  # noqa: BLE001 (the ablated reader failing is a changed answer)
+                out[name] = 0.0
+                continue
+            out[name] = float(grade(contract, answer, str(ws)).get("reward", 0.0))
+    return out
+
+
+def check_ablation(task_dir: Path) -> tuple[bool, str]:
+    gen = task_dir / "solution" / "generator.py"
+    code = gen.read_text() if gen.is_file() else ""
+    if not builtin_source(code):
+        return True, "not a built-in generator: it declares no injections to ablate"
+    contract = json.loads((task_dir / "tests" / "contract.json").read_text())
+    answer = json.loads((task_dir / "tests" / "answer.json").read_text())
+    levels: dict[str, tuple[str, int]] = {}
+    ws = task_dir / "environment" / "workspace"
+    rewards = ablation_rewards(code, contract, answer, ws, levels)
+    if not rewards:
+        return True, "this knob level injects no difficulty"
+    inert = [n for n, r in rewards.items() if r >= 1.0]
+    if inert:
+        lower: dict[str, int] = {}
+        for n in inert:  # the level an inert injection's knob really reaches
+            if n in levels:
+                knob, level = levels[n]
+                lower[knob] = min(lower.get(knob, level), level - 1)
+        acts = ", ".join(f"{k} {v}" for k, v in sorted(lower.items()))
+        return False, (
+            f"the reference solution skipping {', '.join(inert)} still scores 1.0: injected, "
+            "but the answer does not depend on it (the task is easier than its knobs say"
+            + (f"; it acts as {acts}" if acts else "")
+            + ")"
+        )
+    return True, f"skipping any of {', '.join(rewards)} changes the answer"
+
+
 def check_decision_fields(task_dir: Path) -> tuple[bool, str]:
     contract = json.loads((task_dir / "tests" / "contract.json").read_text())
     answer = json.loads((task_dir / "tests" / "answer.json").read_text())
@@ -952,6 +1033,7 @@ def verify_task(
         run("determinism", lambda: check_determinism(forged_row, task_dir, sandbox))
         run("leak", lambda: check_leak(task_dir))
         run("decision_fields", lambda: check_decision_fields(task_dir))
+        run("ablation", lambda: check_ablation(task_dir))
         try:
             results = run_sandbox_checks(task_dir, sandbox, files)
         except (OSError, ValueError, ImportError) as exc:

@@ -72,12 +72,13 @@ def full_matrix(formats: tuple[str, ...] = OUTPUT_FORMATS) -> tuple[list[dict], 
     return rows, problems
 
 
-def run_one(cand: dict, sb: SandboxConfig) -> tuple[dict, bool, bool, str, str]:
-    """(candidate, oracle passed, noop failed, first oracle/noop problem, verdict reason)."""
+def run_one(cand: dict, sb: SandboxConfig) -> tuple[dict, bool, bool, str, str, bool]:
+    """(candidate, oracle passed, noop failed, first oracle/noop problem, verdict reason,
+    ablation passed: every injected difficulty changes the answer)."""
     row = forge_candidate(cand, sb)
     if row["status"] != "ok":
         why = f"forge {row['error_kind']}: {row['error'].splitlines()[0]}"
-        return cand, False, False, why, why
+        return cand, False, False, why, why, False
     checks, verdict = verify_task(row, sb)
     by = {c["check"]: c for c in checks}
     oracle = by.get("oracle", {}).get("passed", False)
@@ -87,7 +88,8 @@ def run_one(cand: dict, sb: SandboxConfig) -> tuple[dict, bool, bool, str, str]:
         for c in checks
         if c["check"] in ("oracle", "noop") and not c["passed"]
     ]
-    return cand, oracle, noop, bad[0] if bad else "", verdict["reason"]
+    ablation = by.get("ablation", {}).get("passed", False)
+    return cand, oracle, noop, bad[0] if bad else "", verdict["reason"], ablation
 
 
 def main() -> int:
@@ -139,12 +141,21 @@ def main() -> int:
             f"no-op fail rate {noop}/{n} = {100 * noop / max(n, 1):.1f}%   ({took:.1f}s)"
         )
         per_cap = Counter(r[0]["capability"] for r in results if r[1] and r[2])
+        abl = Counter(r[0]["capability"] for r in results if r[5])
+        kept_cap = Counter(r[0]["capability"] for r in results if r[4] == "all checks passed")
+        print(
+            f"    ablation kept-rate {sum(abl.values())}/{n} = {100 * sum(abl.values()) / max(n, 1):.1f}%"
+            "   (every injected difficulty changes the answer)"
+        )
         for cap in capabilities():
             total = sum(1 for r in results if r[0]["capability"] == cap)
-            print(f"    {cap:<24} {per_cap[cap]}/{total} tasks pass both")
+            print(
+                f"    {cap:<26} {per_cap[cap]}/{total} pass oracle and no-op, "
+                f"ablation {abl[cap]}/{total}, kept {kept_cap[cap]}/{total}"
+            )
         kept = Counter(r[4].split(":")[0] for r in results)
         print("    verdicts (all checks): " + ", ".join(f"{k}: {v}" for k, v in kept.most_common()))
-        for cand, _o, _n, why, _v in results:
+        for cand, _o, _n, why, _v, _a in results:
             if why:
                 print(
                     f"    FAIL {cand['capability']}/{cand['domain']}/{cand['output_format']} "

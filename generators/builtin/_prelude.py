@@ -59,6 +59,59 @@ def conversion_factor(ws):
     raise ValueError(f"{UNITS_PATH} has no {V['alt_unit']} -> {V['unit']} row")
 
 
+# ---------------------------------------------------------------- injected difficulties
+
+STALE = []  # the stale detail file's entity id, once registry_files made one
+LIVE = []  # the in-scope entity ids of the world make_world made last
+SKIP = set()  # the injections a solve() run ignores (verify's ablation check)
+
+
+def skipping(name):
+    return name in SKIP
+
+
+# The knob and level that introduce each injection: an inert one makes its level act as lower.
+INJECTION_LEVELS = {
+    "hop_register": ("multihop", 2),
+    "hop_aliases": ("multihop", 3),
+    "stale_detail": ("dirtiness", 1),
+    "test_rows": ("dirtiness", 1),
+    "archive": ("dirtiness", 1),
+    "draft": ("dirtiness", 1),
+    "legacy_schema": ("dirtiness", 2),
+    "blanks": ("dirtiness", 2),
+    "unit_mismatch": ("dirtiness", 3),
+    "dirty_ids": ("dirtiness", 3),
+}
+
+
+def set_skip(skip):
+    """solve(workspace, skip=NAME) reads the workspace as a solver who ignores that injection."""
+    SKIP.clear()
+    if skip:
+        SKIP.add(skip)
+
+
+def table_injections():
+    """The difficulties this knob level injects into the registry and the record tables, each a
+    name solve(workspace, skip=name) can ignore (a skeleton's injections() starts from these):
+    verify's ablation check requires each one to change the answer."""
+    h, d, out = hop(), dirt(), []
+    if h >= 2:
+        out.append("hop_register")
+    if h >= 3:
+        out.append("hop_aliases")
+    if h >= 1 and d >= 1:
+        out.append("stale_detail")
+    if d >= 1:
+        out += ["test_rows", "archive"]
+    if d >= 2:
+        out += ["legacy_schema"] + (["blanks"] if blanks_matter() else [])
+    if d >= 3:
+        out += ["unit_mismatch", "dirty_ids"]
+    return out
+
+
 def hop():
     return int(GENERATOR["multihop"])
 
@@ -168,12 +221,14 @@ def make_world(rng, n_min=8, n_max=11):
     for i in range(1 if n < 10 else 2):
         ents[i]["status"] = V["excluded_status"]
     rng.shuffle(ents)
+    LIVE[:] = sorted(e["id"] for e in ents if e["status"] != V["excluded_status"])
     return {"groups": groups, "entities": ents}
 
 
 def registry_files(rng, world):
     """The entity registry, spread over more files as multihop grows; returns {relpath: text}."""
     ic, gc, h, files = id_col(), group_col(), hop(), {}
+    STALE[:] = []
     ents = sorted(world["entities"], key=lambda e: e["id"])
     if h == 0:
         rows = [[e["id"], e["name"], e["group"], e["category"], e["status"]] for e in ents]
@@ -209,6 +264,9 @@ def registry_files(rng, world):
             gc + "_code": g["code"],
         }
         files[f"data/{V['entities']}/{ghost}.json"] = json.dumps(d, indent=2) + "\n"
+        # The stale entity has records among the orphan rows, so a reader who takes every detail
+        # file (not the index's) counts them: the stale file is load-bearing.
+        STALE[:] = [ghost]
     return files
 
 
@@ -257,24 +315,35 @@ def load_registry(ws):
             }
         return reg
     names = {}
-    if h >= 2:
+    if h >= 2 and not skipping("hop_register"):
         names = {r["code"].strip(): r["name"] for r in read_csv(ws, f"reference/{gc}_register.csv")}
     alias = {}
-    if h >= 3:
+    if h >= 3 and not skipping("hop_aliases"):
         alias = {
             r["legacy_code"].strip(): r["code"].strip()
             for r in read_csv(ws, f"reference/{gc}_code_aliases.csv")
         }
-    for row in read_csv(ws, "data/index.csv"):
-        with open(os.path.join(ws, row["detail_file"].strip()), encoding="utf-8") as f:
+    listed = [(r[ic], r["detail_file"].strip()) for r in read_csv(ws, "data/index.csv")]
+    if skipping("stale_detail"):  # every detail file in the folder, listed or not
+        folder = f"data/{V['entities']}"
+        listed = [
+            (n[:-5], f"{folder}/{n}")
+            for n in sorted(os.listdir(os.path.join(ws, folder)))
+            if n.endswith(".json")
+        ]
+    for rid, detail in listed:
+        with open(os.path.join(ws, detail), encoding="utf-8") as f:
             d = json.load(f)
         if h == 1:
-            group = d[gc]
+            group = d.get(gc, "")
         elif h == 2:
-            group = names[d[gc + "_code"]]
+            code = d.get(gc + "_code", "")
+            group = names.get(code, code)
         else:
-            group = names[alias[d["legacy_" + gc + "_code"]]]
-        reg[norm_id(row[ic])] = {
+            code = d.get("legacy_" + gc + "_code", d.get(gc + "_code", ""))
+            code = alias.get(code, code)
+            group = names.get(code, code)
+        reg[norm_id(rid)] = {
             "name": d["name"],
             "group": group,
             "category": d[V["category"]],
@@ -331,16 +400,30 @@ def legacy_name(col):
     return fixed.get(col, "".join(p.capitalize() for p in col.split("_")))
 
 
+def blanks_matter():
+    """Whether a blank read as zero would change this skeleton's answer (a skeleton that only
+    sums or peaks its readings overrides this with False: blanks would be no difficulty)."""
+    return True
+
+
 def blank_some(rng, rows, col, key):
-    """Dirtiness >= 2: blank one value in a few entities (never an entity's only value). Changes the truth."""
-    if dirt() < 2:
+    """Dirtiness >= 2: blank one value in a few entities (never an entity's only value; at least
+    one somewhere, so the difficulty is there). Changes the truth."""
+    if dirt() < 2 or not blanks_matter():
         return
     by_key = {}
     for r in rows:
         by_key.setdefault(r[key], []).append(r)
+    hit = False
     for k in sorted(by_key):
         if len(by_key[k]) >= 2 and rng.random() < 0.35:
             rng.choice(by_key[k])[col] = None
+            hit = True
+    many = [k for k in sorted(by_key) if len(by_key[k]) >= 2 and k in LIVE + [""]] or [
+        k for k in sorted(by_key) if len(by_key[k]) >= 2
+    ]
+    if not hit and many:
+        rng.choice(by_key[rng.choice(many)])[col] = None
 
 
 def emit_table(rng, path, rows, columns, value_cols, known_ids=()):
@@ -373,7 +456,9 @@ def emit_table(rng, path, rows, columns, value_cols, known_ids=()):
                 line[ic] = "  " + line[ic].lower() + " "
         lines.append(line)
     if d >= 1:
-        for r in rng.sample(rows, max(1, len(rows) // 8)):
+        # Test rows copy rows of in-scope entities: a reader who keeps them changes the answer.
+        live = [r for r in rows if r.get(ic) in LIVE] or rows
+        for r in rng.sample(live, max(1, len(rows) // 8)):
             fake = {c: cell(r, c) for c in columns}
             for c in value_cols:
                 if r.get(c) is not None:
@@ -383,7 +468,7 @@ def emit_table(rng, path, rows, columns, value_cols, known_ids=()):
                 fake["unit"] = V["unit"]
             lines.insert(rng.randrange(len(lines) + 1), fake)
         if ic in columns:
-            ghosts = make_ids(rng, V["id_pattern"], 2, taken=known_ids)
+            ghosts = (STALE + make_ids(rng, V["id_pattern"], 2, taken=list(known_ids) + STALE))[:2]
             for g in ghosts:
                 fake = {c: cell(rows[0], c) for c in columns}
                 fake[ic] = g
@@ -430,7 +515,7 @@ def table_decisions(path, columns, value_cols, what, missing=True):
             f"{legacy_path(path)} holds more {what} rows of the same table in an older layout "
             f"(columns renamed and reordered: {pairs}); use its rows together with {path}."
         )
-        for c in value_cols if missing else ():
+        for c in value_cols if missing and blanks_matter() else ():
             out.append(
                 f"A blank {c} is a missing value: leave that row out of every sum, mean, count, peak and comparison of {c}."
             )
@@ -450,23 +535,28 @@ def read_table(ws, path, columns, value_cols):
     """Rows of a table written by emit_table, cleaned: canonical columns, values in V['unit'] or None."""
     d, out = dirt(), []
     sources = [(path, False)] + ([(legacy_path(path), True)] if d >= 2 else [])
+    if skipping("legacy_schema"):
+        sources = sources[:1]
+    if d >= 1 and skipping("archive"):
+        sources.append(("archive/" + path.split("/")[-1], False))
     for rel, legacy in sources:
         for raw in read_csv(ws, rel):
 
             def get(c, raw=raw, legacy=legacy):
                 return (raw.get(legacy_name(c) if legacy else c) or "").strip()
 
-            if d >= 1 and get("record_type").lower() == "test":
+            if d >= 1 and get("record_type").lower() == "test" and not skipping("test_rows"):
                 continue
             r = {c: get(c) for c in columns}
-            if id_col() in r:
-                r[id_col()] = norm_id(r[id_col()])
+            if id_col() in r:  # a reader skipping dirty ids takes them as written
+                raw_id = raw.get(legacy_name(id_col()) if legacy else id_col()) or ""
+                r[id_col()] = raw_id if skipping("dirty_ids") else norm_id(r[id_col()])
             for c in value_cols:
                 if r[c] == "":
-                    r[c] = None
+                    r[c] = 0.0 if skipping("blanks") else None
                     continue
                 v = float(r[c])
-                if d >= 3 and get("unit") == V["alt_unit"]:
+                if d >= 3 and get("unit") == V["alt_unit"] and not skipping("unit_mismatch"):
                     v = v / conversion_factor(ws)
                 r[c] = rnd(v, V["decimals"])
             out.append(r)

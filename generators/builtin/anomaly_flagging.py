@@ -144,7 +144,12 @@ def build(seed):
     return finish(intro, files, _spec(), rows, summary, decisions, naive)
 
 
-def solve(workspace):
+def injections():
+    return table_injections()
+
+
+def solve(workspace, skip=None):
+    set_skip(skip)
     reg = load_registry(workspace)
     readings = read_table(workspace, _path(), _columns(), [V["measure"]])
     rows, summary = _compute(reg, readings)

@@ -160,7 +160,18 @@ def _read_factors(ws):
     return {r[V["category"]].strip(): float(r["factor"]) for r in read_csv(ws, _factors_path())}
 
 
-def solve(workspace):
+def blanks_matter():
+    """A blank read as zero changes no sum: blanks are a difficulty only for a mean, peak or
+    latest value."""
+    return not additive()
+
+
+def injections():
+    return table_injections()
+
+
+def solve(workspace, skip=None):
+    set_skip(skip)
     reg = load_registry(workspace)
     events = read_table(workspace, _events_path(), event_columns(), [V["measure"]])
     rows, summary = _compute(reg, events, _read_factors(workspace))

@@ -165,7 +165,18 @@ def build(seed):
     return finish(intro, files, spec, rows, summary, decisions, naive)
 
 
-def solve(workspace):
+def blanks_matter():
+    """A blank read as zero changes no sum: blanks are a difficulty only for a mean, peak or
+    latest value."""
+    return not additive()
+
+
+def injections():
+    return table_injections()
+
+
+def solve(workspace, skip=None):
+    set_skip(skip)
     ic, m, dc = id_col(), V["measure"], date_col()
     reg = load_registry(workspace)
     ledger = read_table(workspace, _ledger_path(), [ic, dc, m], [m])

@@ -130,7 +130,12 @@ def build(seed):
     return finish(intro, files, _spec(), rows, summary, decisions, naive)
 
 
-def solve(workspace):
+def injections():
+    return table_injections()
+
+
+def solve(workspace, skip=None):
+    set_skip(skip)
     reg = load_registry(workspace)
     events = read_table(workspace, _events_path(), event_columns(), [V["measure"]])
     rows, summary = _compute(reg, events)

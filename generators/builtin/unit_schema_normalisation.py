@@ -195,6 +195,11 @@ def _read_all(ws):
     return out
 
 
-def solve(workspace):
+def injections():
+    return table_injections()
+
+
+def solve(workspace, skip=None):
+    set_skip(skip)
     rows, summary = _compute(load_registry(workspace), _read_all(workspace))
     write_result(workspace, _spec(), rows, summary)
