@@ -22,6 +22,7 @@ import argparse
 import itertools
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -86,22 +87,38 @@ def ours_exec_only(backend: str, repeat: int) -> float:
         return mean_ms(lambda: sb.exec(["true"]), repeat)
 
 
+def paired_ms(a, b, repeat: int) -> tuple[float, float]:
+    """Median ms of `a` and of `b`, timed alternately (a, b, a, b, ...): load that comes and goes
+    during the measurement hits both alike, and the median drops the calls it stalled."""
+    a(), b()  # warm caches (page cache, docker image layers) before timing
+    times: tuple[list[float], list[float]] = ([], [])
+    for _ in range(repeat):
+        for fn, out in ((a, times[0]), (b, times[1])):
+            t0 = time.perf_counter()
+            fn()
+            out.append((time.perf_counter() - t0) * 1000)
+    return statistics.median(times[0]), statistics.median(times[1])
+
+
 def overhead(backend: str, repeat: int) -> tuple[float, float]:
     """(raw ms, ours ms) for one sandboxed `true`, start to stop."""
     if backend == "bwrap":
-        raw = mean_ms(lambda: subprocess.run(RAW_BWRAP, check=True), repeat)
-    else:
-        import docker
+        return paired_ms(
+            lambda: subprocess.run(RAW_BWRAP, check=True), lambda: ours(backend), repeat
+        )
+    import docker
 
-        cli = docker.from_env()
-        raw = mean_ms(
+    cli = docker.from_env()
+    try:
+        return paired_ms(
             lambda: cli.containers.run(
                 "clawloop-base:latest", ["true"], remove=True, network_disabled=True
             ),
+            lambda: ours(backend),
             repeat,
         )
+    finally:
         cli.close()
-    return raw, mean_ms(lambda: ours(backend), repeat)
 
 
 def cpu_seconds() -> tuple[float, float]:
@@ -255,7 +272,7 @@ def main() -> int:
                     f"tasks/min {now['rate'] / was['rate']:.2f}x ({rounds} rounds each)"
                 )
             print(
-                f"[{backend}] one sandboxed `true`: raw {raw:.1f} ms; ours start+exec+stop "
+                f"[{backend}] one sandboxed `true` (medians, alternating): raw {raw:.1f} ms; ours start+exec+stop "
                 f"{our:.1f} ms = {our / raw:.2f}x raw; ours exec in a started sandbox "
                 f"{exec_only:.1f} ms = {exec_only / raw:.2f}x raw"
             )
