@@ -5,7 +5,9 @@
 
 Each stage is one module in tasks/; these flows only compose: every decision (skip, cache key,
 force, commit) is `flows.engine`; per-item work runs as Prefect tasks through
-`tasks.mapping.prefect_mapper` on the stage flow's thread pool, sized by the stage's workers; each
+`tasks.mapping.prefect_mapper` on the stage flow's task runner, sized by the stage's workers: a
+thread pool, or (`execution.runner`, for forge, verify, rollout and diagnose) Prefect's Dask or
+Ray task runner on a local cluster or the one at `execution.address`; each
 stage flow publishes a table + markdown artifact. A stage flow that fails or is blocked ends in a Failed state
 (visible in the UI) and the loop stops there; running the loop again with the same run id resumes
 at that stage, since every completed stage before it skips on its manifest.
@@ -14,8 +16,11 @@ at that stage, since every completed stage before it skips on its manifest.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 # Our modules log through `logging`; let Prefect ship those records to the UI too.
@@ -23,7 +28,7 @@ os.environ.setdefault("PREFECT_LOGGING_EXTRA_LOGGERS", "clawloop")
 
 from prefect import Flow, flow  # noqa: E402
 from prefect.states import Failed, State  # noqa: E402
-from prefect.task_runners import ThreadPoolTaskRunner  # noqa: E402
+from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner  # noqa: E402
 
 from clawloop.flows import engine, report, runs  # noqa: E402
 from clawloop.storage import fs  # noqa: E402
@@ -31,6 +36,7 @@ from clawloop.tasks import diagnose, forge, rollout, synthesize, train, verify  
 from clawloop.tasks.artifacts import artifact_key, publish_stage  # noqa: E402
 from clawloop.tasks.config import parse_config  # noqa: E402
 from clawloop.tasks.mapping import prefect_mapper  # noqa: E402
+from clawloop.tasks.settings import RUNNER_PACKAGES, ExecutionSettings  # noqa: E402
 
 log = logging.getLogger("clawloop.pipeline")
 
@@ -94,6 +100,77 @@ STAGE_FLOWS: dict[str, Flow[..., Any]] = {
 }
 
 
+# The stages whose per-item tasks `execution.runner` places; synthesize and train keep threads.
+DISTRIBUTED = ("forge", "verify", "rollout", "diagnose")
+
+
+def local_cluster_size(workers: int, processes: int | None = None) -> tuple[int, int]:
+    """(worker processes, threads each) of a local cluster running `workers` items at once:
+    one process per core at most (or `processes`), the items shared out as threads."""
+    procs = max(1, min(workers, processes or os.cpu_count() or 1))
+    return procs, math.ceil(workers / procs)
+
+
+def task_runner(stage: str, execution: ExecutionSettings, workers: int) -> TaskRunner[Any]:
+    """The task runner of `stage`'s flow: threads, or Prefect's Dask / Ray task runner."""
+    if execution.runner == "threads" or stage not in DISTRIBUTED:
+        return ThreadPoolTaskRunner(max_workers=workers)
+    module, how = RUNNER_PACKAGES[execution.runner]
+    try:
+        integration = __import__(module)
+    except ImportError as exc:
+        raise engine.StageError(
+            f"execution.runner: {execution.runner} needs {module.replace('_', '-')}, which does "
+            f"not import ({exc}): {how}, or set execution.runner: threads"
+        ) from exc
+    if execution.runner == "dask":
+        if execution.address:
+            return integration.DaskTaskRunner(address=execution.address)
+        procs, threads = local_cluster_size(workers, execution.processes)
+        return integration.DaskTaskRunner(
+            cluster_kwargs={
+                "n_workers": procs,
+                "threads_per_worker": threads,
+                "processes": True,
+                "dashboard_address": None,
+            }
+        )
+    if execution.address:
+        return integration.RayTaskRunner(address=execution.address)
+    # One CPU per Ray task (Ray's default), so `workers` CPUs = `workers` items in flight.
+    return integration.RayTaskRunner(
+        init_kwargs={"num_cpus": workers, "include_dashboard": False, "log_to_driver": False}
+    )
+
+
+@contextmanager
+def api_for_workers(execution: ExecutionSettings, stage: str) -> Iterator[None]:
+    """Worker processes report their task runs to the Prefect API in the settings the task
+    runner sends along. A run without PREFECT_API_URL talks to a temporary server in this
+    process: name it in the settings, so a local cluster's workers report there too. Workers of
+    a cluster elsewhere cannot reach that server: StageError, saying what to set."""
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    if execution.runner == "threads" or stage not in DISTRIBUTED or PREFECT_API_URL.value():
+        yield
+        return
+    if execution.address:
+        raise engine.StageError(
+            f"execution.address {execution.address}: workers on other hosts report task runs to "
+            "the Prefect API, but PREFECT_API_URL is not set (this run uses a temporary server "
+            "inside its own process): start one (`clawloop serve` or `prefect server start "
+            "--host 0.0.0.0`) and export PREFECT_API_URL=http://<this-host>:4200/api"
+        )
+    from prefect.server.api.server import SubprocessASGIServer
+
+    server = SubprocessASGIServer()
+    if not server.running:
+        yield
+        return
+    with temporary_settings({PREFECT_API_URL: server.api_url}):
+        yield
+
+
 def _call_stage(
     spec: engine.StageSpec,
     run_id: str,
@@ -102,10 +179,14 @@ def _call_stage(
     force: bool,
     workers: int,
 ) -> engine.StageOutcome:
-    stage_flow = STAGE_FLOWS[spec.name].with_options(
-        task_runner=ThreadPoolTaskRunner(max_workers=workers)
-    )
-    state = stage_flow(spec.name, run_id, iteration, config, force, return_state=True)
+    execution = ExecutionSettings.model_validate(config.get("execution") or {})
+    try:
+        runner = task_runner(spec.name, execution, workers)
+        with api_for_workers(execution, spec.name):
+            stage_flow = STAGE_FLOWS[spec.name].with_options(task_runner=runner)
+            state = stage_flow(spec.name, run_id, iteration, config, force, return_state=True)
+    except engine.StageError as exc:
+        return engine.StageOutcome(spec.name, iteration, "failed", str(exc), error=str(exc))
     result = state.result(raise_on_failure=False)
     if isinstance(result, engine.StageOutcome):
         return result

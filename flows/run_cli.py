@@ -1,6 +1,7 @@
 """CLI verbs for the pipeline: run, rerun, runs, serve (registered into flows/cli.py).
 
 clawloop run [--config FILE] [--iterations K] [--run-id ID] [--force STAGE ...] [--no-prefect]
+             [--runner threads|dask|ray]
 clawloop rerun --run-id ID --iteration K --stage NAME
 clawloop runs [--root DIR]
 clawloop serve [--config FILE] [--port 4200]
@@ -42,9 +43,18 @@ def _error_text(error: str, verbose: bool) -> str:
 def _cmd_run(args: argparse.Namespace) -> int:
     from clawloop.flows import report, runs
     from clawloop.flows.pipeline import STAGES
+    from clawloop.tasks.config import ConfigError, parse_config
 
     _logging(args.verbose)
     cfg = runs.resolve_config(args.config, args.run_id, root=args.root, iterations=args.iterations)
+    if args.runner:
+        if args.no_prefect and args.runner != "threads":
+            raise ConfigError(
+                f"--runner {args.runner} is a Prefect task runner: drop --no-prefect to use it"
+            )
+        data = cfg.model_dump(mode="json")
+        data["execution"] = {**data["execution"], "runner": args.runner}
+        cfg = parse_config(data, source=f"--runner {args.runner}")
     run_id = args.run_id or runs.new_run_id()
     # Checked here, before any flow starts, so a user error is one line in both modes (inside a
     # flow Prefect would log it with a traceback first): a storage root we cannot write.
@@ -191,6 +201,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--root", help="storage root (default: the config's storage.root, 'runs')")
     p.add_argument(
         "--no-prefect", action="store_true", help="run without Prefect (same artifacts, no UI)"
+    )
+    p.add_argument(
+        "--runner",
+        choices=("threads", "dask", "ray"),
+        help="where forge/verify/rollout/diagnose items run (overrides execution.runner)",
     )
     p.add_argument("-v", "--verbose", action="store_true", help="log every stage decision")
     p.set_defaults(func=_cmd_run)

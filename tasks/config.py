@@ -32,6 +32,7 @@ from clawloop.tasks.forge import ForgeSettings
 from clawloop.tasks.rollout import RolloutSettings
 from clawloop.tasks.settings import (
     SET_ELSEWHERE,
+    ExecutionSettings,
     LLMSettings,
     PrefectSettings,
     SandboxSettings,
@@ -63,6 +64,7 @@ class RunConfig(Section):
     train: TrainSettings = Field(default_factory=TrainSettings)
     diagnose: DiagnoseSettings = Field(default_factory=DiagnoseSettings)
     prefect: PrefectSettings = Field(default_factory=PrefectSettings)
+    execution: ExecutionSettings = Field(default_factory=ExecutionSettings)
 
     @model_validator(mode="after")
     def _cluster_needs_endpoints(self) -> RunConfig:

@@ -8,11 +8,12 @@ Each stage module in tasks/ declares its section from these; tasks/config.py com
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import typing
 from abc import abstractmethod
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
+from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
 from pydantic.fields import FieldInfo
 
 from clawloop.harness.sandbox.base import DockerHost, Limits, SandboxConfig
@@ -186,6 +187,64 @@ def stage_section(stage: type, section: str, **defaults: Any) -> type[StageSecti
             fields[f.name] = (hints[f.name], Field(default, description=f.metadata.get("help")))
     kept = {name: spec for name, spec in fields.items() if name not in skip}
     return create_model(f"{stage.__name__}Fields", __base__=StageSection, **kept)
+
+
+Runner = Literal["threads", "dask", "ray"]
+# Where each runner's Prefect integration lives (module, the pip extra that installs it).
+RUNNER_PACKAGES: dict[str, tuple[str, str]] = {
+    "dask": ("prefect_dask", "prefect-dask (a core dependency: reinstall clawloop)"),
+    "ray": ("prefect_ray", "the opt-in extra: pip install 'clawloop[ray]'"),
+}
+
+
+class ExecutionSettings(Section):
+    """Where the per-item Prefect tasks of forge, verify, rollout and diagnose run. Decides
+    nothing about results, so it is in no stage's cache key (switching runner re-runs nothing)."""
+
+    runner: Runner = Field(
+        "threads",
+        description=(
+            "threads: a thread pool in the flow's process (the default); dask: Prefect's "
+            "DaskTaskRunner; ray: Prefect's RayTaskRunner (the opt-in extra clawloop[ray])"
+        ),
+    )
+    address: str | None = Field(
+        None,
+        description=(
+            "an existing cluster to join: a Dask scheduler (tcp://host:8786) or Ray (ray://host:"
+            "10001, auto); None = a local cluster per stage, sized from the stage's workers"
+        ),
+    )
+    processes: int | None = Field(
+        None,
+        ge=1,
+        le=256,
+        description=(
+            "local Dask cluster: worker processes (None: min(stage workers, CPU cores)); each "
+            "runs its share of the stage's workers as threads"
+        ),
+    )
+
+    @field_validator("runner")
+    @classmethod
+    def _runner_installed(cls, runner: str) -> str:
+        if runner in RUNNER_PACKAGES:
+            module, how = RUNNER_PACKAGES[runner]
+            if importlib.util.find_spec(module) is None:
+                raise ValueError(
+                    f"runner {runner!r} needs {module.replace('_', '-')}, which is not "
+                    f"installed: {how}, or choose another runner (threads, dask)"
+                )
+        return runner
+
+    @model_validator(mode="after")
+    def _address_needs_a_cluster_runner(self) -> ExecutionSettings:
+        if self.address and self.runner == "threads":
+            raise ValueError(
+                f"address {self.address} joins a Dask or Ray cluster, but runner is threads: "
+                "set execution.runner to dask or ray, or drop execution.address"
+            )
+        return self
 
 
 class PrefectSettings(Section):
