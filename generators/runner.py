@@ -1,9 +1,11 @@
 """Run a generator's build() or solve() inside a sandbox, never in the pipeline's own process.
 
 The host only ever *parses* generator code (`ast`, for the GENERATOR metadata and title); it never
-imports or executes it. Execution happens in a sandbox through a small stdlib driver that loads
-the generator file, calls `build(seed)` and writes the JSON result to a file we download with a
-size cap, or calls `solve(workspace)`. Whatever goes wrong comes back as `GeneratorError(kind, ...)`
+imports or executes it (it compiles it, once per text, so the sandbox's interpreters load a code
+object instead of compiling it each). Execution happens in a sandbox through a small stdlib
+driver that loads the generator file, calls `build(seed)` (N times in one exec: each build execs
+a fresh interpreter for the next) and writes the JSON result to a file we read with a size cap
+(in place on bubblewrap, downloaded elsewhere), or calls `solve(workspace)`. Whatever goes wrong comes back as `GeneratorError(kind, ...)`
 with kind in {"contract", "timeout", "crash", "sandbox"}; only "sandbox" is worth retrying.
 
     meta = parse_meta(code)
@@ -158,6 +160,7 @@ def _refile(code: types.CodeType, filename: str) -> types.CodeType:
     return code.replace(co_filename=filename, co_consts=consts)
 
 
+@functools.lru_cache(maxsize=16)  # verify puts the same grader in every task's sandbox
 def code_blob(source: bytes, filename: str) -> bytes | None:
     """The driver's cache file for `source` at `filename`: this interpreter's bytecode magic
     number (16 bytes, so a sandbox interpreter of another version compiles instead) + marshal."""
