@@ -159,12 +159,12 @@ def test_refused_credentials_say_which_variables_to_set(s3, monkeypatch):
 
 
 def test_no_credentials_at_all_say_which_variables_to_set(s3, monkeypatch):
-    from conftest import clear_s3fs_instances  # noqa: PLC0415 (tests/storage/conftest.py)
+    import s3fs
 
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
         monkeypatch.delenv(name)
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")  # no instance-role lookup either
-    clear_s3fs_instances()
+    s3fs.S3FileSystem.clear_instance_cache()
     with pytest.raises(fs.StorageError) as err:
         fs.check_root(s3.root)
     msg = str(err.value)
@@ -173,7 +173,7 @@ def test_no_credentials_at_all_say_which_variables_to_set(s3, monkeypatch):
 
 
 def test_nothing_answering_at_the_endpoint_is_a_clear_error(s3):
-    from conftest import free_port  # noqa: PLC0415 (tests/storage/conftest.py)
+    from clawloop.harness.serve import free_port
 
     dead = f"http://127.0.0.1:{free_port()}"
     fast = {"retries": {"max_attempts": 1}, "connect_timeout": 1}

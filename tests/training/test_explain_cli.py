@@ -4,7 +4,7 @@ built as the train stage builds them; nothing is trained."""
 from __future__ import annotations
 
 import pandas as pd
-from conftest import band_frame, episode_row, sampled_texts, tool_messages
+from doubles.episodes import band_frame, episode_row, sampled_texts, tool_messages
 
 from clawloop.flows.train_cli import main
 

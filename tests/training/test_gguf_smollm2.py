@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import torch
-from conftest import band_frame, episode_row, sampled_texts, tool_messages
+from doubles.episodes import band_frame, episode_row, sampled_texts, tool_messages
 
 pytestmark = pytest.mark.slow
 pytest.importorskip("gguf", reason="needs the gguf package")
@@ -49,9 +49,7 @@ def test_smollm2_gguf_trains_sft_and_grpo_on_the_sampled_tool_calls(tmp_path, mo
     monkeypatch.setenv("CLAWLOOP_CACHE", str(tmp_path / "cache"))
     rows = [episode_row("t1", i, r, variant=i) for i, r in enumerate([1.0, 0.0])]
     traj, band = pd.DataFrame(rows), band_frame(["t1"], [True])
-    cfg = TrainConfig(
-        phases="sft+grpo", sft_max_steps=1, grpo_max_steps=1, per_device_batch_size=4
-    )
+    cfg = TrainConfig(phases="sft+grpo", sft_max_steps=1, grpo_max_steps=1, per_device_batch_size=4)
     result = train_stage(traj, band, cfg, GGUF, tmp_path / "train")  # the .gguf file itself
     assert result.status == "trained" and result.phases_run == ["sft", "grpo"], result.reason
     assert all(math.isfinite(r["loss"]) for r in result.metrics) and len(result.metrics) == 2
@@ -78,7 +76,8 @@ def test_smollm2_gguf_trains_sft_and_grpo_on_the_sampled_tool_calls(tmp_path, mo
     srv = make_server(policy, "127.0.0.1", 0, "smol")
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     try:
-        base = "http://%s:%d/v1" % srv.server_address[:2]
+        host, port = srv.server_address[:2]
+        base = f"http://{host}:{port}/v1"
         messages = json.loads(rows[0]["messages_json"])[:2]
         reply = chat(make_client(LLMEndpoint(base, "smol")), "smol", messages, max_tokens=6)
     finally:

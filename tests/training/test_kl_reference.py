@@ -5,7 +5,7 @@ not the base with the adapter switched off."""
 from __future__ import annotations
 
 import pandas as pd
-from conftest import band_frame, episode_row
+from doubles.episodes import band_frame, episode_row
 
 from clawloop.training.config import TrainConfig
 from clawloop.training.stage import train_stage

@@ -8,7 +8,7 @@ import copy
 import json
 
 import pytest
-from conftest import TOOLS, episode_row, text_turns, tool_messages
+from doubles.episodes import TOOLS, episode_row, text_turns, tool_messages
 from doubles.fake_openai import FakeOpenAI, ToolStep
 
 from clawloop.harness.agent import _assistant_message, _calls_of, _turn_record

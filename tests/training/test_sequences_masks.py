@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 
-from conftest import TOOLS, episode_row, sampled_texts, tool_messages
+from doubles.episodes import TOOLS, episode_row, sampled_texts, tool_messages
 
 from clawloop.training.sequences import Turn, chain_turns, encode_episode, truncate
 

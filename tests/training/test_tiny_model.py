@@ -8,7 +8,7 @@ from clawloop.training.tiny_model import TinyRecipe, build_tiny_model, recipe_ha
 
 
 def test_tiny_model_loads_and_renders_tools(tiny_model_dir, tiny_tokenizer):
-    from conftest import TOOLS, tool_messages
+    from doubles.episodes import TOOLS, tool_messages
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(str(tiny_model_dir))

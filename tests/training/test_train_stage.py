@@ -9,7 +9,14 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 import torch
-from conftest import TOOLS, band_frame, episode_row, sampled_texts, text_turns, tool_messages
+from doubles.episodes import (
+    TOOLS,
+    band_frame,
+    episode_row,
+    sampled_texts,
+    text_turns,
+    tool_messages,
+)
 from safetensors.torch import load_file
 
 from clawloop.storage.schemas import CHECKPOINT, TRAIN_METRICS
