@@ -458,6 +458,11 @@ def emit_table(rng, path, rows, columns, value_cols, known_ids=()):
     if d >= 1:
         # Test rows copy rows of in-scope entities: a reader who keeps them changes the answer.
         live = [r for r in rows if r.get(ic) in LIVE] or rows
+        if agg() == "latest" and date_col() in columns:  # only an entity's latest row counts
+            last = {}
+            for r in live:
+                last[r.get(ic)] = max(last.get(r.get(ic), ""), r[date_col()])
+            live = [r for r in live if r[date_col()] == last[r.get(ic)]]
         for r in rng.sample(live, max(1, len(rows) // 8)):
             fake = {c: cell(r, c) for c in columns}
             for c in value_cols:
@@ -469,9 +474,20 @@ def emit_table(rng, path, rows, columns, value_cols, known_ids=()):
             lines.insert(rng.randrange(len(lines) + 1), fake)
         if ic in columns:
             ghosts = (STALE + make_ids(rng, V["id_pattern"], 2, taken=list(known_ids) + STALE))[:2]
-            for g in ghosts:
-                fake = {c: cell(rows[0], c) for c in columns}
+            fakes = [(g, False) for g in ghosts]
+            if STALE and date_col() in columns:
+                # The stale entity's records include a high one: a reader who counts the stale
+                # detail file gets a new peak, an outlier and a changed sum.
+                fakes.append((STALE[0], True))
+            src = next((r for r in rows if all(r.get(c) is not None for c in value_cols)), rows[0])
+            for n, (g, high) in enumerate(fakes):
+                fake = {c: cell(src, c) for c in columns}
                 fake[ic] = g
+                for c in value_cols if high else ():
+                    fake[c] = fmt_num(V["high"] * 3, dec)  # above every real value and limit
+                if "reading_id" in columns:  # its own id: no key shared with a real row
+                    head, _, tail = str(src["reading_id"]).rpartition("-")
+                    fake["reading_id"] = f"{head}-{9 * 10 ** (len(tail) - 1) + n}"
                 fake["record_type"] = "live"
                 if d >= 3:
                     fake["unit"] = V["unit"]
@@ -479,8 +495,9 @@ def emit_table(rng, path, rows, columns, value_cols, known_ids=()):
         stale = [dict(x) for x in rng.sample(lines, max(1, len(lines) // 3))]
         for x in stale:
             for c in value_cols:
-                if x.get(c):
-                    x[c] = fmt_num(float(x[c]) / 2 + 3, dec)
+                if x.get(c):  # a latest value keeps the largest of one date's: stale ones win
+                    v = float(x[c])
+                    x[c] = fmt_num(v * 2 + 3 if agg() == "latest" else v / 2 + 3, dec)
         files["archive/" + path.split("/")[-1]] = to_csv(
             out_cols, [[x.get(c, "") for c in out_cols] for x in stale]
         )
