@@ -9,7 +9,6 @@ the training tests' fake episodes (tests/training/conftest.py), so nothing here 
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import json
 import math
@@ -18,18 +17,13 @@ import tarfile
 import time
 from pathlib import Path
 
+import doubles.episodes as episodes
 import pytest
 
 from clawloop.flows.cli import main
 from clawloop.harness.taskfolder.folder import import_folder
 from clawloop.storage import artifacts, fs, schemas
 from clawloop.training.tiny_model import ensure_tiny_model
-
-_spec = importlib.util.spec_from_file_location(
-    "training_episodes", Path(__file__).parents[1] / "training" / "conftest.py"
-)
-episodes = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(episodes)
 
 RUN = "exp"
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "tasks" / "hive_totals"

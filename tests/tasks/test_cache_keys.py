@@ -54,7 +54,8 @@ def _rerun_after_editing(tree: Path, module: str) -> set[str]:
         ("harness/taskenv.py", {"synthesize", "verify", "rollout", "diagnose"}),
         ("harness/sandbox/bwrap.py", {"synthesize", "forge", "verify", "rollout", "diagnose"}),
         ("generators/domain/runtime.py", {"synthesize"}),
-        ("generators/builtin/reconciliation.py", {"synthesize"}),
+        # verify's ablation re-renders built-ins to know the generator is our own code
+        ("generators/builtin/reconciliation.py", {"synthesize", "verify"}),
         ("training/grpo.py", {"train"}),
         ("generators/diagnosis/summary.py", {"diagnose"}),
         ("tasks/forge.py", {"forge"}),
