@@ -38,6 +38,9 @@ class LLMError(RuntimeError):
         super().__init__(message)
         self.kind: ErrorKind = kind
 
+    def __reduce__(self) -> tuple[type[LLMError], tuple[str, str]]:
+        return (type(self), (self.kind, str(self)))  # unpickles whole from a Dask/Ray worker
+
 
 class _TokenFieldsRejected(Exception):
     """The server refused the request because of the token-id fields (HTTP 422)."""

@@ -100,3 +100,12 @@ def test_server_refusing_token_id_fields_is_asked_plainly_from_then_on():
         second = chat(client, "m", MESSAGES)
     assert first.needs_retokenize and second.needs_retokenize
     assert ["return_token_ids" in r for r in fake.requests] == [True, False, False]
+
+
+def test_an_llm_error_pickles_whole() -> None:  # it may come back from a Dask or Ray worker
+    import pickle
+
+    from clawloop.harness.llm import LLMError
+
+    err = pickle.loads(pickle.dumps(LLMError("timeout", "no answer in 120 s")))
+    assert (err.kind, str(err)) == ("timeout", "no answer in 120 s")
