@@ -13,7 +13,7 @@
 #   *       anything else is executed as given (e.g. `clawloop run --config configs/cluster.yaml`)
 set -euo pipefail
 cd "${CLAWLOOP_HOME:-/opt/clawloop}"
-POOL="${CLAWLOOP_WORK_POOL:-clawloop-process}"
+POOL=clawloop-process  # the pool prefect.yaml's deployments name (deploy --all ignores --pool)
 
 case "${1:-worker}" in
   server)
