@@ -70,6 +70,7 @@ from clawloop.harness.taskfolder.folder import (
     tar_files,
     write_files,
 )
+from clawloop.harness.taskfolder.grader import NUMBER_WORDS
 
 PROBE_STAGE_NAME = ".clawloop-probes"
 PROBE_STAGE = f"{TESTS}/{PROBE_STAGE_NAME}"
@@ -334,21 +335,8 @@ _GIVEN = re.compile(
 _DATE_YEAR = re.compile(r"(?<!\d)((?:19|20)\d\d)-[01]\d(?:-[0-3]\d)?(?!\d)")
 _CLAUSE = re.compile(r'\n|(?<=[.;!?])\s+|,\s*"')
 _DEFINING = re.compile(r"\s+(?:when|if|unless|only|for\s+(?:each|every|a|an|the))\b", re.I)
-_NUMBER_WORDS = [
-    "zero",
-    "one",
-    "two",
-    "three",
-    "four",
-    "five",
-    "six",
-    "seven",
-    "eight",
-    "nine",
-    "ten",
-    "eleven",
-    "twelve",
-]
+# A small count the text may spell out ("three flagged"): the words the grader reads as numbers.
+_NUMBER_WORDS = NUMBER_WORDS[:13]
 
 
 def given_numbers(texts: dict[str, str]) -> list[float]:

@@ -359,7 +359,7 @@ _REPORT_NUMBER = re.compile(
     r"|\d+(?:\.\d+)?"
     r")(?!\d|[.,]\d)"
 )
-_SMALL_WORDS = [
+NUMBER_WORDS = [
     "zero",
     "one",
     "two",
@@ -382,7 +382,7 @@ _SMALL_WORDS = [
     "nineteen",
     "twenty",
 ]
-_NUMBER_WORD = re.compile(r"\b(" + "|".join(_SMALL_WORDS) + r")\b")
+_NUMBER_WORD = re.compile(r"\b(" + "|".join(NUMBER_WORDS) + r")\b")
 _DATE = re.compile(r"(?<!\d)(?:\d{4}-\d{2}(?:-\d{2})?|\d{1,2}/\d{1,2}/\d{4})(?!\d)")
 _SENTENCE_END = re.compile(r"(?<=[.!?;])\s+")
 _TABLE_RULE = re.compile(r"^\|?\s*:?-{2,}")
@@ -412,7 +412,7 @@ def number_tokens(text: str) -> list[set[float]]:
     """Each number `text` states, in order: the magnitudes it can mean (number words too)."""
     found = [(m.start(), number_readings(m.group(1))) for m in _REPORT_NUMBER.finditer(text)]
     found += [
-        (m.start(), {float(_SMALL_WORDS.index(m.group(1)))})
+        (m.start(), {float(NUMBER_WORDS.index(m.group(1)))})
         for m in _NUMBER_WORD.finditer(text.lower())
     ]
     return [r for _, r in sorted(found, key=lambda x: x[0]) if r]
