@@ -34,12 +34,7 @@ def _endpoint_chat(args: argparse.Namespace) -> tuple[ChatFn | None, str, str]:
 
     if args.heuristic:
         return None, "", "--heuristic given"
-    base_url, model, key_env = args.base_url, args.model, args.api_key_env
-    if not base_url and args.config:
-        from clawloop.tasks.config import load_config
-
-        llm = load_config(args.config).llm
-        base_url, model, key_env = llm.base_url, model or llm.model, llm.api_key_env
+    base_url, model, key_env = _flags_or_config(args)
     if not base_url:
         return (
             None,
@@ -198,7 +193,7 @@ def _cmd_synth(args: argparse.Namespace) -> int:
     return 0 if cands else 1
 
 
-def _endpoint_of(args: argparse.Namespace) -> tuple[str, str, str]:
+def _flags_or_config(args: argparse.Namespace) -> tuple[str | None, str | None, str]:
     """(base_url, model, key env) from the flags, else the run config's llm section."""
     base_url, model, key_env = args.base_url, args.model, args.api_key_env
     if not base_url and args.config:
@@ -206,6 +201,12 @@ def _endpoint_of(args: argparse.Namespace) -> tuple[str, str, str]:
 
         llm = load_config(args.config).llm
         base_url, model, key_env = llm.base_url, model or llm.model, llm.api_key_env
+    return base_url, model, key_env
+
+
+def _endpoint_of(args: argparse.Namespace) -> tuple[str, str, str]:
+    """(base_url, model, key env) for `synth`, which cannot run without one."""
+    base_url, model, key_env = _flags_or_config(args)
     if not base_url or not model:
         raise ValueError(
             "needs an LLM endpoint for the Planner, Constructor and judge: --base-url URL "

@@ -28,14 +28,17 @@ import hashlib
 import logging
 import math
 import random
+from collections import Counter
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from clawloop.generators.candidates import candidate_row, parse_meta_at
 from clawloop.generators.contract import OUTPUT_FORMATS, ContractError, GeneratorMeta
+from clawloop.storage.schemas import INFRA_END_REASONS
 
 log = logging.getLogger("clawloop.synthesize")
 MAX_LEVEL = 3
@@ -348,6 +351,26 @@ def _sample(
 def share_of(n: int, share: float) -> int:
     """How many of n rows a share asks for: ceil(share * n), none for a share of 0."""
     return min(n, math.ceil(share * n - 1e-9)) if share > 0 else 0
+
+
+K = TypeVar("K")
+
+
+def failure_rate_weights(
+    uses: Mapping[str, Iterable[K]], trajectories: Iterable[Mapping[str, Any]]
+) -> dict[K, float]:
+    """What a task uses (a skill, a (domain, skill)) -> 1 + the failure rate of the episodes on
+    the tasks that use it (so 1..2): how the synthesis sources draw more of what the policy
+    fails. `uses` maps task ids to what each uses; infrastructure-ended episodes don't count."""
+    runs: Counter[K] = Counter()
+    fails: Counter[K] = Counter()
+    for t in trajectories:
+        if t["task_id"] not in uses or t["end_reason"] in INFRA_END_REASONS:
+            continue
+        for key in uses[t["task_id"]]:
+            runs[key] += 1
+            fails[key] += not t["passed"]
+    return {key: round(1.0 + fails[key] / n, 6) for key, n in sorted(runs.items())}
 
 
 def llm_picks(rows: list[dict[str, Any]], share: float, run_seed: int, iteration: int) -> list[int]:

@@ -207,20 +207,21 @@ def _assistant_message(
     # every call twice on the next turn. The exact text stays in the turn record.
     raw_content = message.get("content") or ""
     message["content"] = parse_text_tool_calls(raw_content)[2]
-    message["tool_calls"] = [
-        {
-            "id": c.id,
-            "type": "function",
-            "function": {
-                "name": c.name,
-                "arguments": c.arguments
-                if isinstance(c.arguments, str)
-                else json.dumps(c.arguments, ensure_ascii=False),
-            },
-        }
-        for c in calls
-    ]
+    message["tool_calls"] = [native_tool_call(c, c.id) for c in calls]
     return message, raw_content
+
+
+def native_tool_call(call: Any, call_id: str) -> dict[str, Any]:
+    """A parsed call (name, arguments) as an OpenAI `tool_calls` entry, arguments as JSON text."""
+    args = call.arguments
+    return {
+        "id": call_id,
+        "type": "function",
+        "function": {
+            "name": call.name,
+            "arguments": args if isinstance(args, str) else json.dumps(args, ensure_ascii=False),
+        },
+    }
 
 
 def _turn_record(reply: ChatReply, from_text: bool, raw_content: str) -> dict[str, Any]:

@@ -246,27 +246,14 @@ class LocalPolicy:
 def hermes_tool_calls(text: str) -> tuple[list[dict[str, Any]], str] | None:
     """(native tool calls, remaining prose) of a text with `<tool_call>` blocks, all valid; None
     when it has none or any is malformed (then the text is the content, as sampled)."""
-    from clawloop.harness.agent import parse_text_tool_calls
+    from clawloop.harness.agent import native_tool_call, parse_text_tool_calls
 
     if "<tool_call>" not in text:
         return None
     calls, errors, remaining = parse_text_tool_calls(text)
     if errors or not calls:
         return None
-    native = [
-        {
-            "id": f"call_{uuid.uuid4().hex[:12]}",
-            "type": "function",
-            "function": {
-                "name": c.name,
-                "arguments": c.arguments
-                if isinstance(c.arguments, str)
-                else json.dumps(c.arguments, ensure_ascii=False),
-            },
-        }
-        for c in calls
-    ]
-    return native, remaining
+    return [native_tool_call(c, f"call_{uuid.uuid4().hex[:12]}") for c in calls], remaining
 
 
 def _nucleus(logp, top_p: float):

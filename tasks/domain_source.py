@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +19,9 @@ from clawloop.generators.domain.load import builtin_domains, load_domain
 from clawloop.generators.domain.model import DomainError
 from clawloop.generators.domain.synth import synthesize_domain
 from clawloop.generators.domain.taskgraph import Knobs
-from clawloop.generators.synthesize import SynthesizeConfig, share_of
+from clawloop.generators.synthesize import SynthesizeConfig, failure_rate_weights, share_of
 from clawloop.harness.llm import LLMEndpoint, endpoint_chat
 from clawloop.harness.sandbox.base import SandboxError
-from clawloop.storage import schemas
 from clawloop.tasks.sandbox import sandbox_for
 from clawloop.tasks.stage import StageContext, StageError
 
@@ -52,24 +50,15 @@ def _seed(run_seed: int, iteration: int, name: str) -> int:
 
 def failure_weights(graphs: list[Row], trajectories: list[Row]) -> dict[str, dict[str, float]]:
     """domain -> skill -> 1 + the failure rate of the episodes on tasks whose reference plan
-    called the skill (so 1..2). Infrastructure-ended episodes don't count."""
-    skills_of = {
-        g["task_id"]: (g["domain"], {st["skill"] for st in json.loads(g["plan"])})
+    called the skill."""
+    uses = {
+        g["task_id"]: {(g["domain"], st["skill"]) for st in json.loads(g["plan"])}
         for g in graphs
         if g["kept"] and g["task_id"] and g["plan"]
     }
-    runs: Counter[tuple[str, str]] = Counter()
-    fails: Counter[tuple[str, str]] = Counter()
-    for t in trajectories:
-        if t["task_id"] not in skills_of or t["end_reason"] in schemas.INFRA_END_REASONS:
-            continue
-        domain, skills = skills_of[t["task_id"]]
-        for sk in skills:
-            runs[domain, sk] += 1
-            fails[domain, sk] += not t["passed"]
     out: dict[str, dict[str, float]] = {}
-    for (domain, sk), n in sorted(runs.items()):
-        out.setdefault(domain, {})[sk] = round(1.0 + fails[domain, sk] / n, 6)
+    for (domain, skill), w in failure_rate_weights(uses, trajectories).items():
+        out.setdefault(domain, {})[skill] = w
     return out
 
 

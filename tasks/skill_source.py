@@ -20,7 +20,6 @@ import logging
 import os
 import shutil
 import uuid
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
@@ -42,8 +41,14 @@ from clawloop.generators.skillgraph.graph import (
 )
 from clawloop.generators.skillgraph.instantiate import PATH_KEY, Instantiated, instantiate
 from clawloop.generators.skillgraph.model import SkillPath, SkillRecord
-from clawloop.generators.skillgraph.sample import Visits, entropy_report, sample_paths
-from clawloop.generators.synthesize import SynthesizeConfig, share_of
+from clawloop.generators.skillgraph.sample import (
+    Visits,
+    entropy_report,
+    sample_paths,
+    visit_rows,
+    visits_from_rows,
+)
+from clawloop.generators.synthesize import SynthesizeConfig, failure_rate_weights, share_of
 from clawloop.harness.llm import ChatFn, LLMEndpoint, PolicyConfig, endpoint_chat
 from clawloop.harness.sandbox.base import SandboxConfig
 from clawloop.storage import schemas
@@ -122,42 +127,17 @@ def _visits_before(ctx: StageContext) -> Visits:
     m = ctx.manifest("synthesize", ctx.iteration - 1) if ctx.iteration > 1 else None
     if m is None or "skill_visits.parquet" not in {f.name for f in m.files}:
         return Visits()
-    v = Visits()
-    for r in ctx.rows("synthesize", "skill_visits", ctx.iteration - 1):
-        if r["kind"] == "scenario":
-            v.scenarios[r["id"]] = int(r["count"])
-        elif r["kind"] == "skill":
-            v.skills[r["id"]] = int(r["count"])
-        elif r["id"] in ("paths", "dropped"):
-            setattr(v, r["id"], int(r["count"]))
-    return v
-
-
-def visit_rows(v: Visits) -> list[Row]:
-    rows = [{"kind": "scenario", "id": k, "count": int(c)} for k, c in sorted(v.scenarios.items())]
-    rows += [{"kind": "skill", "id": k, "count": int(c)} for k, c in sorted(v.skills.items())]
-    return rows + [
-        {"kind": "meta", "id": "paths", "count": v.paths},
-        {"kind": "meta", "id": "dropped", "count": v.dropped},
-    ]
+    return visits_from_rows(ctx.rows("synthesize", "skill_visits", ctx.iteration - 1))
 
 
 def failure_weights(candidates: list[Row], trajectories: list[Row]) -> dict[str, float]:
-    """Skill -> 1 + the failure rate of the episodes on tasks whose path used it (so 1..2): the
-    sampler draws skills the policy fails more often. Infrastructure-ended episodes don't count."""
-    skills_of = {
+    """Skill -> 1 + the failure rate of the episodes on tasks whose path used it."""
+    uses = {
         r["task_id"]: [st["skill"] for st in json.loads(r[PATH_KEY])["steps"]]
         for r in candidates
         if r.get(PATH_KEY)
     }
-    runs, fails = Counter(), Counter()
-    for t in trajectories:
-        if t["task_id"] not in skills_of or t["end_reason"] in schemas.INFRA_END_REASONS:
-            continue
-        for sk in skills_of[t["task_id"]]:
-            runs[sk] += 1
-            fails[sk] += not t["passed"]
-    return {sk: round(1.0 + fails[sk] / n, 6) for sk, n in sorted(runs.items())}
+    return failure_rate_weights(uses, trajectories)
 
 
 def _weights_before(ctx: StageContext) -> dict[str, float]:

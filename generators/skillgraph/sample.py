@@ -20,6 +20,7 @@ import hashlib
 import math
 import random
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -50,29 +51,40 @@ class Visits:
         self.paths += 1
 
 
-def save_visits(visits: Visits, path: str | Path) -> None:
-    rows = [{"kind": "scenario", "id": k, "count": int(v)} for k, v in visits.scenarios.items()]
-    rows += [{"kind": "skill", "id": k, "count": int(v)} for k, v in visits.skills.items()]
+def visit_rows(visits: Visits) -> list[dict[str, Any]]:
+    """ν as rows {kind: scenario | skill | meta, id, count} (the skill_visits table)."""
+    rows = [
+        {"kind": kind, "id": k, "count": int(c)}
+        for kind, counts in (("scenario", visits.scenarios), ("skill", visits.skills))
+        for k, c in sorted(counts.items())
+    ]
     rows += [{"kind": "meta", "id": "paths", "count": visits.paths}]
-    rows += [{"kind": "meta", "id": "dropped", "count": visits.dropped}]
+    return rows + [{"kind": "meta", "id": "dropped", "count": visits.dropped}]
+
+
+def visits_from_rows(rows: Iterable[dict[str, Any]]) -> Visits:
+    v = Visits()
+    for r in rows:
+        kind, key, count = r["kind"], r["id"], int(r["count"])
+        if kind == "scenario":
+            v.scenarios[key] = count
+        elif kind == "skill":
+            v.skills[key] = count
+        elif key in ("paths", "dropped"):
+            setattr(v, key, count)
+    return v
+
+
+def save_visits(visits: Visits, path: str | Path) -> None:
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp")
-    pd.DataFrame(rows, columns=["kind", "id", "count"]).to_parquet(tmp, index=False)
+    pd.DataFrame(visit_rows(visits), columns=["kind", "id", "count"]).to_parquet(tmp, index=False)
     tmp.replace(out)
 
 
 def load_visits(path: str | Path) -> Visits:
-    df = pd.read_parquet(path)
-    v = Visits()
-    for kind, key, count in df[["kind", "id", "count"]].itertuples(index=False):
-        if kind == "scenario":
-            v.scenarios[key] = int(count)
-        elif kind == "skill":
-            v.skills[key] = int(count)
-        elif key in ("paths", "dropped"):
-            setattr(v, key, int(count))
-    return v
+    return visits_from_rows(pd.read_parquet(path).to_dict("records"))
 
 
 def _inv(count: int) -> float:
