@@ -34,6 +34,7 @@ from clawloop.generators.diagnosis.diagnose import (
     diagnose_stage,
 )
 from clawloop.generators.diagnosis.guidance import read_guidance
+from clawloop.generators.diagnosis.report import pass_rate_png
 from clawloop.generators.diagnosis.summary import SummaryConfig, summarize_failure
 from clawloop.harness import owned
 from clawloop.harness.llm import PolicyConfig
@@ -303,32 +304,9 @@ def external_report(history: pd.DataFrame, iteration: int) -> str:
 
 def plot_external(history: pd.DataFrame) -> bytes:
     """PNG: each external eval set's whole-set pass rate over iterations."""
-    import io
-
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    whole = history[history["capability"] == WHOLE_SET].sort_values("iteration")
-    fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
-    try:
-        for label, g in whole.groupby("eval_set", sort=True):
-            ax.plot(g["iteration"], g["pass_rate"], marker="o", label=str(label))
-        ax.set_xlabel("iteration")
-        ax.set_ylabel("external pass rate")
-        ax.set_ylim(-0.02, 1.02)
-        if not whole.empty:
-            ax.set_xticks(sorted(int(i) for i in whole["iteration"].unique()))
-            ax.legend(loc="best", fontsize="small")
-        ax.set_title("external held-out pass rate (diagnose.eval_tasks)")
-        ax.grid(alpha=0.3)
-        fig.tight_layout()
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png")
-    finally:
-        plt.close(fig)
-    return buf.getvalue()
+    whole = history[history["capability"] == WHOLE_SET]
+    title = "external held-out pass rate (diagnose.eval_tasks)"
+    return pass_rate_png(whole, "eval_set", "external pass rate", title)
 
 
 def external_summary(rates: list[dict[str, Any]], n_tasks: int) -> dict[str, Any]:

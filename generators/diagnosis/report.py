@@ -45,8 +45,10 @@ def pass_rate_table(all_rates: pd.DataFrame) -> str:
     return _md_table(["capability", *[f"iter {i}" for i in iters]], rows)
 
 
-def plot_pass_rates(all_rates: pd.DataFrame, path: Path) -> Path:
-    """PNG line plot of eval pass rate per capability over iterations."""
+def pass_rate_png(rates: pd.DataFrame, by: str, ylabel: str, title: str) -> bytes:
+    """PNG line plot of `pass_rate` over `iteration`, one line per value of column `by`."""
+    import io
+
     import matplotlib
 
     matplotlib.use("Agg")
@@ -54,21 +56,31 @@ def plot_pass_rates(all_rates: pd.DataFrame, path: Path) -> Path:
 
     fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
     try:
-        for cap, g in all_rates.sort_values("iteration").groupby("capability", sort=True):
-            ax.plot(g["iteration"], g["pass_rate"], marker="o", label=str(cap))
+        for label, g in rates.sort_values("iteration").groupby(by, sort=True):
+            ax.plot(g["iteration"], g["pass_rate"], marker="o", label=str(label))
         ax.set_xlabel("iteration")
-        ax.set_ylabel("eval pass rate")
+        ax.set_ylabel(ylabel)
         ax.set_ylim(-0.02, 1.02)
-        if not all_rates.empty:
-            ax.set_xticks(sorted(int(i) for i in all_rates["iteration"].unique()))
+        if not rates.empty:
+            ax.set_xticks(sorted(int(i) for i in rates["iteration"].unique()))
             ax.legend(loc="best", fontsize="small")
-        ax.set_title("held-out pass rate per capability")
+        ax.set_title(title)
         ax.grid(alpha=0.3)
         fig.tight_layout()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, format="png")
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png")
     finally:
         plt.close(fig)
+    return buf.getvalue()
+
+
+def plot_pass_rates(all_rates: pd.DataFrame, path: Path) -> Path:
+    """PNG line plot of eval pass rate per capability over iterations."""
+    png = pass_rate_png(
+        all_rates, "capability", "eval pass rate", "held-out pass rate per capability"
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(png)
     return path
 
 
