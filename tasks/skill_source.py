@@ -61,7 +61,12 @@ log = logging.getLogger("clawloop.synthesize")
 Row = dict[str, Any]
 Tables = dict[str, tuple[Any, list[Row]]]
 EndpointOf = Callable[[StageContext], tuple[LLMEndpoint | None, str]]
-TABLES = ("skill_paths", "skill_plans", "skill_attempts", "skill_visits")
+TABLES = {  # what the source writes, beside the candidates
+    "skill_paths": schemas.SKILL_PATHS,
+    "skill_plans": schemas.SKILL_PLANS,
+    "skill_attempts": schemas.SKILL_ATTEMPTS,
+    "skill_visits": schemas.SKILL_VISITS,
+}
 
 
 def active(s: SynthesizeConfig) -> bool:
@@ -79,15 +84,7 @@ def skills_digest(s: SynthesizeConfig) -> str:
 
 
 def empty_tables() -> Tables:
-    return {name: (_SCHEMAS[name], []) for name in TABLES}
-
-
-_SCHEMAS = {
-    "skill_paths": schemas.SKILL_PATHS,
-    "skill_plans": schemas.SKILL_PLANS,
-    "skill_attempts": schemas.SKILL_ATTEMPTS,
-    "skill_visits": schemas.SKILL_VISITS,
-}
+    return {name: (schema, []) for name, schema in TABLES.items()}
 
 
 def graph_key(corpus_sha: str, scenarios_by: str) -> str:
@@ -250,12 +247,15 @@ def add_skill_graph_tasks(
     out_rows = list(rows)
     for i, cand in zip(slots, made, strict=False):
         out_rows[i] = cand
-    tables: Tables = {
-        "skill_paths": (schemas.SKILL_PATHS, [path_row(p, r) for p, r in zip(paths, results, strict=True)]),
-        "skill_plans": (schemas.SKILL_PLANS, [{"path_id": r.path_id, "plan": r.plan.to_json()} for r in results if r.plan]),
-        "skill_attempts": (schemas.SKILL_ATTEMPTS, [a for r in results for a in r.attempts]),
-        "skill_visits": (schemas.SKILL_VISITS, visit_rows(visits)),
-    }  # fmt: skip
+    rows_of = {
+        "skill_paths": [path_row(p, r) for p, r in zip(paths, results, strict=True)],
+        "skill_plans": [
+            {"path_id": r.path_id, "plan": r.plan.to_json()} for r in results if r.plan
+        ],
+        "skill_attempts": [a for r in results for a in r.attempts],
+        "skill_visits": visit_rows(visits),
+    }
+    tables: Tables = {name: (schema, rows_of[name]) for name, schema in TABLES.items()}
     report = entropy_report(paths, graph)
     summary = {
         "skill_graph": len(made),
