@@ -141,7 +141,7 @@ _COMPILE_LOCK = threading.Lock()
 
 
 @functools.lru_cache(maxsize=256)
-def _compiled(source: bytes) -> types.CodeType | None:
+def compiled(source: bytes) -> types.CodeType | None:
     """Generator source compiled (never run) on the host, once per process and text: forge's
     builds and verify's solve.sh load it instead of compiling it in each sandbox (~10 ms each).
     None when it does not compile: the sandbox then compiles it and reports the error."""
@@ -164,7 +164,7 @@ def _refile(code: types.CodeType, filename: str) -> types.CodeType:
 def code_blob(source: bytes, filename: str) -> bytes | None:
     """The driver's cache file for `source` at `filename`: this interpreter's bytecode magic
     number (16 bytes, so a sandbox interpreter of another version compiles instead) + marshal."""
-    code = _compiled(source)
+    code = compiled(source)
     if code is None:
         return None
     code = code if filename == GENERATOR_FILE else _refile(code, filename)
@@ -174,7 +174,7 @@ def code_blob(source: bytes, filename: str) -> bytes | None:
 def pyc_blob(source: bytes, filename: str) -> bytes | None:
     """A checked hash-based .pyc of `source` at `filename` (PEP 552): what the interpreter would
     write to __pycache__ itself, used only while the source's hash matches."""
-    code = _compiled(source)
+    code = compiled(source)
     if code is None:
         return None
     code = code if filename == GENERATOR_FILE else _refile(code, filename)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import functools
 import json
 import math
 import re
@@ -37,6 +38,7 @@ from clawloop.generators.runner import (
     GeneratorError,
     build_in,
     code_blob,
+    compiled,
     pyc_blob,
     pyc_name,
     read_capped,
@@ -61,12 +63,12 @@ from clawloop.harness.taskenv import (
     parse_reward,
     parse_reward_text,
     prepare_grading,
-    task_timeouts,
 )
 from clawloop.harness.taskfolder.folder import (
     TaskFolderError,
     pack_dir,
-    read_task_info,
+    parse_task_header,
+    parse_task_info,
     tar_files,
     write_files,
 )
@@ -491,7 +493,11 @@ def categorical_leaks(
     a text lists. Ids and years the inputs hold are not leaks by appearing: their selection is."""
     found: list[str] = []
     years = input_years(inputs_text)
-    clauses = {name: [c for c in _CLAUSE.split(text) if c.strip()] for name, text in texts.items()}
+    clauses = {
+        name: [(c, c.lower()) for c in _CLAUSE.split(text) if c.strip()]
+        for name, text in texts.items()
+    }
+    lowered = {name: text.lower() for name, text in texts.items()}
     seen: set[str] = set()
     for rec, row in _records(answer, keys):
         for field, v in rec.items():
@@ -509,8 +515,16 @@ def categorical_leaks(
             label = f"{field}={v!r}" + (f" of {row[0]}" if row else "")
             if label in seen:
                 continue
+            names = (field.lower(), field.replace("_", " ").lower())
             for name, cs in clauses.items():
-                if any(_stated(c, field, forms, row) for c in cs):
+                if not any(n in lowered[name] for n in names):
+                    continue
+                # The cheap test first: most clauses name none of the answer's fields.
+                if any(
+                    _stated(c, field, forms, row)
+                    for c, lc in cs
+                    if names[0] in lc or names[1] in lc
+                ):
                     seen.add(label)
                     found.append(f"{label} stated in {name}")
                     break
@@ -597,22 +611,61 @@ def _check(task_id: str, name: str, passed: bool, reason: str) -> dict[str, Any]
     return {"task_id": task_id, "check": name, "passed": bool(passed), "reason": reason}
 
 
+Entries = dict[str, tuple[bytes, bool] | None]
+_MISSING: Any = object()
+
+
+class TaskFiles:
+    """A task folder's files in memory (folder.tar_files entries): what the host-side checks
+    read, so verify never writes the folder it was handed as a tar to disk."""
+
+    def __init__(self, entries: Entries, name: str = "task") -> None:
+        self.entries = entries
+        self.name = name
+
+    @classmethod
+    def of(cls, task: Path | TaskFiles) -> TaskFiles:
+        """`task` itself, or the folder at that path read into memory."""
+        return task if isinstance(task, TaskFiles) else cls(tar_files(pack_dir(task)), task.name)
+
+    def text(self, rel: str, default: Any = _MISSING) -> str:
+        entry = self.entries.get(rel)
+        if entry is None:
+            if default is _MISSING:
+                raise FileNotFoundError(f"{self.name}/{rel}: no such file in the task folder")
+            return default
+        return entry[0].decode(errors="replace")
+
+    def json(self, rel: str) -> Any:
+        return json.loads(self.text(rel))
+
+    @functools.cached_property
+    def workspace(self) -> dict[str, str]:
+        """The starting workspace's files' texts, by path relative to it, sorted."""
+        top = "environment/workspace/"
+        return {
+            rel[len(top) :]: e[0].decode(errors="replace")
+            for rel, e in sorted(self.entries.items())
+            if rel.startswith(top) and e is not None
+        }
+
+
 def check_determinism(
-    row: dict[str, Any], task_dir: Path, sandbox: SandboxConfig
+    row: dict[str, Any], task: Path | TaskFiles, sandbox: SandboxConfig
 ) -> tuple[bool, str]:
     """Compare forge's two digests; a row without a second digest (imported) is rebuilt here."""
     first, second = row.get("task_sha256") or "", row.get("rebuild_sha256") or ""
     if not first:
         return False, "no build digest recorded for this task; cannot check determinism"
     if not second:
-        gen_path = task_dir / "solution" / "generator.py"
-        if not gen_path.is_file():
+        task = TaskFiles.of(task)
+        code = task.text("solution/generator.py", None)
+        if code is None:
             return False, "no second build and no solution/generator.py to rebuild from"
-        code = gen_path.read_text()
         try:
             from clawloop.harness.sandbox.backend import open_sandbox
 
-            info = read_task_info(task_dir)
+            info = parse_task_info(task.text("task.toml", ""), task.name)
             gen = parse_meta(code)
             with open_sandbox(sandbox) as sb:
                 stage_generator(sb, code)
@@ -675,12 +728,13 @@ def non_input_files(files: dict[str, str], texts: dict[str, str]) -> list[str]:
     return out
 
 
-def check_leak(task_dir: Path) -> tuple[bool, str]:
-    contract = json.loads((task_dir / "tests" / "contract.json").read_text())
-    answer = hidden_answer(json.loads((task_dir / "tests" / "answer.json").read_text()), contract)
-    files = workspace_files(task_dir)
+def check_leak(task: Path | TaskFiles) -> tuple[bool, str]:
+    task = TaskFiles.of(task)
+    contract = task.json("tests/contract.json")
+    answer = hidden_answer(task.json("tests/answer.json"), contract)
+    files = task.workspace
     texts = {
-        "instruction.md": (task_dir / "instruction.md").read_text(),
+        "instruction.md": task.text("instruction.md"),
         "the contract": json.dumps(contract, ensure_ascii=False),
     }
     strays = non_input_files(files, texts)
@@ -718,11 +772,12 @@ def ablation_rewards(
     code: str,
     contract: dict[str, Any],
     answer: dict[str, Any],
-    workspace: Path,
+    workspace: Path | dict[str, str],
     levels: dict[str, tuple[str, int]] | None = None,
 ) -> dict[str, float]:
     """The reward of the reference solution run with each injection the generator declares
-    (its injections()) skipped, on a copy of the starting workspace. A skip that crashes the
+    (its injections()) skipped, on a copy of the starting workspace (a folder, or its files'
+    texts). A skip that crashes the
     solution scores 0: the injection is needed to get any answer at all."""
     import shutil
     import tempfile
@@ -730,33 +785,44 @@ def ablation_rewards(
     from clawloop.harness.taskfolder.grader import grade
 
     ns: dict[str, Any] = {"__name__": "clawloop_ablation"}
-    exec(compile(code, "generator.py", "exec"), ns)  # a built-in's source: see builtin_source
+    # A built-in's source (see builtin_source), compiled once per text for forge and verify.
+    exec(compiled(code.encode()) or compile(code, "generator.py", "exec"), ns)
     out: dict[str, float] = {}
     if levels is not None:
         levels.update(ns.get("INJECTION_LEVELS", {}))
-    for name in ns["injections"]():
-        with tempfile.TemporaryDirectory(prefix="clawloop-ablation-") as tmp:
-            ws = Path(tmp, "ws")
+    names = ns["injections"]()
+    if not names:
+        return out
+    with tempfile.TemporaryDirectory(prefix="clawloop-ablation-") as tmp:
+        ws = Path(tmp, "ws")
+        if isinstance(workspace, dict):  # its files in memory: written once, no copy
+            write_files({rel: (text.encode(), False) for rel, text in workspace.items()}, ws)
+        else:
             shutil.copytree(workspace, ws)
+        inputs = {p for p in ws.rglob("*")}
+        for name in names:
             try:
                 ns["solve"](str(ws), skip=name)
             except Exception:  # noqa: BLE001 (the ablated reader failing is a changed answer)
                 out[name] = 0.0
-                continue
-            out[name] = float(grade(contract, answer, str(ws)).get("reward", 0.0))
+            else:
+                out[name] = float(grade(contract, answer, str(ws)).get("reward", 0.0))
+            # One copy for every skip: the built-in solve only adds its outputs, so removing
+            # what it added restores the starting workspace.
+            for p in sorted(set(ws.rglob("*")) - inputs, reverse=True):
+                p.rmdir() if p.is_dir() and not p.is_symlink() else p.unlink()
     return out
 
 
-def check_ablation(task_dir: Path) -> tuple[bool, str]:
-    gen = task_dir / "solution" / "generator.py"
-    code = gen.read_text() if gen.is_file() else ""
+def check_ablation(task: Path | TaskFiles) -> tuple[bool, str]:
+    task = TaskFiles.of(task)
+    code = task.text("solution/generator.py", "")
     if not builtin_source(code):
         return True, "not a built-in generator: it declares no injections to ablate"
-    contract = json.loads((task_dir / "tests" / "contract.json").read_text())
-    answer = json.loads((task_dir / "tests" / "answer.json").read_text())
+    contract = task.json("tests/contract.json")
+    answer = task.json("tests/answer.json")
     levels: dict[str, tuple[str, int]] = {}
-    ws = task_dir / "environment" / "workspace"
-    rewards = ablation_rewards(code, contract, answer, ws, levels)
+    rewards = ablation_rewards(code, contract, answer, task.workspace, levels)
     if not rewards:
         return True, "this knob level injects no difficulty"
     inert = [n for n, r in rewards.items() if r >= 1.0]
@@ -776,10 +842,11 @@ def check_ablation(task_dir: Path) -> tuple[bool, str]:
     return True, f"skipping any of {', '.join(rewards)} changes the answer"
 
 
-def check_decision_fields(task_dir: Path) -> tuple[bool, str]:
-    contract = json.loads((task_dir / "tests" / "contract.json").read_text())
-    answer = json.loads((task_dir / "tests" / "answer.json").read_text())
-    missing = undefined_decision_fields(contract, answer, workspace_files(task_dir))
+def check_decision_fields(task: Path | TaskFiles) -> tuple[bool, str]:
+    task = TaskFiles.of(task)
+    contract = task.json("tests/contract.json")
+    answer = task.json("tests/answer.json")
+    missing = undefined_decision_fields(contract, answer, task.workspace)
     if missing:
         return False, (
             f"the decisions define {', '.join(missing[:5])}, which no output holds: a rule for "
@@ -789,15 +856,7 @@ def check_decision_fields(task_dir: Path) -> tuple[bool, str]:
 
 
 def workspace_files(task_dir: Path) -> dict[str, str]:
-    ws = task_dir / "environment" / "workspace"
-    return {
-        p.relative_to(ws).as_posix(): p.read_text(errors="replace")
-        for p in sorted(ws.rglob("*"))
-        if p.is_file()
-    }
-
-
-Entries = dict[str, tuple[bytes, bool] | None]
+    return TaskFiles.of(task_dir).workspace
 
 
 def _under(files: Entries, prefix: str) -> Entries:
@@ -805,7 +864,7 @@ def _under(files: Entries, prefix: str) -> Entries:
     return {rel[len(prefix) :]: e for rel, e in files.items() if rel.startswith(prefix)}
 
 
-def _tests_entries(task_dir: Path, files: Entries) -> tuple[Entries, bool]:
+def _tests_entries(task: TaskFiles) -> tuple[Entries, bool]:
     """What goes to /tests after the solution ran: the task's tests/ plus the probe stage
     (driver, probes, a pristine copy of the starting workspace for the no-op and the probes,
     the grader precompiled), and whether tests/test.sh is the canonical one (then the driver
@@ -813,11 +872,12 @@ def _tests_entries(task_dir: Path, files: Entries) -> tuple[Entries, bool]:
     from clawloop.harness.taskfolder.folder import TEST_SH
     from clawloop.harness.taskfolder.probes import trivial_probes
 
+    files = task.entries
     tests = _under(files, "tests/")
-    contract = json.loads((task_dir / "tests" / "contract.json").read_text())
+    contract = task.json("tests/contract.json")
     stage = f"{PROBE_STAGE_NAME}/"
     tests[stage + "driver.py"] = (PROBE_DRIVER.encode(), False)
-    probes = trivial_probes(contract, workspace_files(task_dir))
+    probes = trivial_probes(contract, task.workspace)
     tests[stage + "probes.json"] = (json.dumps(probes).encode(), False)
     grader = tests.get("grader.py")
     # Compiled (never run) here, once per grader text; one that does not compile is left to
@@ -891,7 +951,7 @@ def _prepare(sb: Any) -> str:
 
 
 def run_sandbox_checks(
-    task_dir: Path, sandbox: SandboxConfig, files: Entries | None = None
+    task: Path | TaskFiles, sandbox: SandboxConfig
 ) -> dict[str, tuple[bool, str]]:
     """Oracle, no-op and trivial probes in one fresh sandbox with two execs:
     1. solution/solve.sh on the starting workspace (the answer key is not in the sandbox yet);
@@ -900,15 +960,15 @@ def run_sandbox_checks(
     2. put tests/ in, then in one exec: tests/test.sh (the oracle's reward) and the grading of
        the pristine workspace (no-op) and of each probe over it with the task's own grader, in
        one process (test.sh too, in that process, when it is the canonical one).
-    `files` are the task folder's entries (folder.tar_files), read from `task_dir` if not given.
     Raises SandboxError when the sandbox itself fails."""
     from clawloop.harness.sandbox.backend import open_sandbox
 
-    if files is None:
-        files = tar_files(pack_dir(task_dir))
-    agent_timeout, verifier_timeout = task_timeouts(task_dir)
+    task = TaskFiles.of(task)
+    files = task.entries
+    header = parse_task_header(task.text("task.toml", ""), Path(task.name))
+    agent_timeout, verifier_timeout = header.agent_timeout_sec, header.verifier_timeout_sec
     out: dict[str, tuple[bool, str]] = {}
-    tests, canonical = _tests_entries(task_dir, files)
+    tests, canonical = _tests_entries(task)
     with open_sandbox(sandbox) as sb:
         _put(sb, WORKSPACE, _under(files, "environment/workspace/"))
         _put(sb, SOLUTION, _solution_entries(files))
@@ -1000,36 +1060,34 @@ def verify_task(
         verdict["reason"] = f"forge: {err}"
         return checks, verdict
     checks: list[dict[str, Any]] = []
-    with scratch("clawloop-verify-") as tmp:
-        task_dir = Path(tmp, "task")
-        try:
-            # Read once: written here for the host-side checks, put straight into the sandbox.
-            files = tar_files(forged_row["task_tar"])
-            write_files(files, task_dir)
-        except TaskFolderError as exc:
-            checks.append(_check(task_id, "unpack", False, str(exc)))
-            verdict["reason"] = f"unpack: {exc}"
-            return checks, verdict
+    try:
+        # Read once, into memory: the host-side checks read it there and the sandbox gets it
+        # from there (no folder on disk in between).
+        task = TaskFiles(tar_files(forged_row["task_tar"]), task_id or "task")
+    except TaskFolderError as exc:
+        checks.append(_check(task_id, "unpack", False, str(exc)))
+        verdict["reason"] = f"unpack: {exc}"
+        return checks, verdict
 
-        def run(name: str, fn: Any) -> None:
-            try:
-                ok, reason = fn()
-            except (OSError, ValueError) as exc:  # a SandboxError is the engine's: it propagates
-                ok, reason = False, f"could not run: {type(exc).__name__}: {exc}"
+    def run(name: str, fn: Any) -> None:
+        try:
+            ok, reason = fn()
+        except (OSError, ValueError) as exc:  # a SandboxError is the engine's: it propagates
+            ok, reason = False, f"could not run: {type(exc).__name__}: {exc}"
+        checks.append(_check(task_id, name, ok, reason))
+
+    run("determinism", lambda: check_determinism(forged_row, task, sandbox))
+    run("leak", lambda: check_leak(task))
+    run("decision_fields", lambda: check_decision_fields(task))
+    run("ablation", lambda: check_ablation(task))
+    try:
+        results = run_sandbox_checks(task, sandbox)
+    except (OSError, ValueError, ImportError) as exc:
+        reason = f"could not run: {type(exc).__name__}: {exc}"
+        checks.append(_check(task_id, "oracle", False, reason))
+    else:
+        for name, (ok, reason) in results.items():
             checks.append(_check(task_id, name, ok, reason))
-
-        run("determinism", lambda: check_determinism(forged_row, task_dir, sandbox))
-        run("leak", lambda: check_leak(task_dir))
-        run("decision_fields", lambda: check_decision_fields(task_dir))
-        run("ablation", lambda: check_ablation(task_dir))
-        try:
-            results = run_sandbox_checks(task_dir, sandbox, files)
-        except (OSError, ValueError, ImportError) as exc:
-            reason = f"could not run: {type(exc).__name__}: {exc}"
-            checks.append(_check(task_id, "oracle", False, reason))
-        else:
-            for name, (ok, reason) in results.items():
-                checks.append(_check(task_id, name, ok, reason))
     failed = [c for c in checks if not c["passed"]]
     verdict["kept"] = not failed
     verdict["reason"] = (

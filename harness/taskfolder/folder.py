@@ -240,10 +240,30 @@ def read_task_header(task_dir: Path) -> TaskHeader:
         return TaskHeader(task_id=Path(task_dir).name)
 
 
+def parse_task_header(text: str, task_dir: Path) -> TaskHeader:
+    """read_task_header of a task.toml given as text (`task_dir`: the folder it names)."""
+    try:
+        return _header(tomllib.loads(text), Path(task_dir))
+    except (tomllib.TOMLDecodeError, TaskFolderError):
+        return TaskHeader(task_id=Path(task_dir).name)
+
+
 def read_task_info(task_dir: Path) -> TaskInfo:
     """Parse task.toml back into a TaskInfo (raises TaskFolderError if it is not a clawloop task)."""
-    path = Path(task_dir, "task.toml")
-    doc = _load_task_toml(path)
+    return _task_info(_load_task_toml(Path(task_dir, "task.toml")), Path(task_dir))
+
+
+def parse_task_info(text: str, task_dir: Path) -> TaskInfo:
+    """read_task_info of a task.toml given as text (`task_dir`: the folder it names)."""
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise TaskFolderError(f"{task_dir}/task.toml: cannot read task.toml ({exc})") from exc
+    return _task_info(doc, Path(task_dir))
+
+
+def _task_info(doc: dict[str, Any], task_dir: Path) -> TaskInfo:
+    path = task_dir / "task.toml"
     claw = _table(doc, "metadata", "clawloop")
     if not claw:
         raise TaskFolderError(f"{path}: no [metadata.clawloop] table; not a clawloop task folder")
