@@ -65,10 +65,7 @@ def cmd_forge(args: argparse.Namespace) -> int:
         if detail:
             print(detail, file=sys.stderr)
         return EXIT_ERROR if row["error_kind"] == "sandbox" else EXIT_DROPPED
-    note = (
-        "" if row["task_sha256"] == row["rebuild_sha256"] else " (warning: a second build differed)"
-    )
-    print(f"forged task {row['task_id']} -> {out} (sha256 {row['task_sha256'][:12]}){note}")
+    print(f"forged task {row['task_id']} -> {out} (sha256 {row['task_sha256'][:12]})")
     return EXIT_KEPT
 
 

@@ -1,9 +1,10 @@
 """Forge: a candidate (generator code + seed) -> a Harbor task folder, kept as a FORGED row.
 
-The generator is built twice with its seed in one sandbox exec (two interpreters, the second
-exec'd by the first, so hash-order bugs show up) and the two digests are recorded for verify's determinism check. Transient sandbox
-faults are retried up to `retries` times (1 + retries attempts); a generator bug (exception, timeout, wrong shape) is a
-failed row carrying its error, never retried.
+The generator is built once with its seed in a sandbox and the task's digest is recorded; verify's
+determinism check builds the seed again in an interpreter of its own (another hash seed, so
+hash-order bugs show up) and compares. Transient sandbox faults are retried up to `retries` times
+(1 + retries attempts); a generator bug (exception, timeout, wrong shape) is a failed row carrying
+its error, never retried.
 
     row = forge_candidate(candidate_row, SandboxConfig(backend="auto"))
 """
@@ -31,7 +32,7 @@ RETRY_BACKOFF_S = 0.5
 
 
 def _forge_once(cand: dict[str, Any], sandbox: SandboxConfig, timeout: float) -> dict[str, Any]:
-    """One attempt: both builds in one sandbox, then the task folder on the host.
+    """One attempt: the build in a sandbox, then the task folder on the host.
     Raises SandboxError (retryable) or GeneratorError (not)."""
     from clawloop.harness.sandbox.backend import open_sandbox
 
@@ -42,23 +43,11 @@ def _forge_once(cand: dict[str, Any], sandbox: SandboxConfig, timeout: float) ->
         raise GeneratorError("contract", str(exc)) from exc
     with open_sandbox(sandbox) as sb:
         stage_generator(sb, code)
-        # One exec, two interpreters: the driver execs a fresh one for the second build.
-        chain, log = build_chain(sb, gen, seed, timeout, ["build-0.json", "build-1.json"])
-    if isinstance(chain[0], GeneratorError):
-        raise chain[0]
-    first = validated(chain[0][1], gen, seed)
+        (built, *_), log = build_chain(sb, gen, seed, timeout, ["build.json"])
+    if isinstance(built, GeneratorError):
+        raise built
+    first = validated(built[1], gen, seed)
     digest = first.digest()
-    try:
-        if len(chain) < 2:
-            raise GeneratorError("crash", "the second build never ran")
-        if isinstance(chain[1], GeneratorError):
-            raise chain[1]
-        # Byte-equal results validate to the same task: only a differing one is validated.
-        same = chain[1][0] == chain[0][0]
-        rebuild = digest if same else validated(chain[1][1], gen, seed).digest()
-    except GeneratorError as exc:
-        rebuild = ""
-        log += f"\nsecond build with the same seed failed ({exc.kind}): {exc.message}"
     info = TaskInfo(
         task_id=str(cand["task_id"]),
         capability=gen.meta.capability,
@@ -79,7 +68,7 @@ def _forge_once(cand: dict[str, Any], sandbox: SandboxConfig, timeout: float) ->
         "status": "ok",
         "build_log": log.strip(),
         "task_sha256": digest,
-        "rebuild_sha256": rebuild,
+        "rebuild_sha256": "",  # verify builds the seed again, in another interpreter
         "task_tar": blob,
         "capability": gen.meta.capability,
         "domain": gen.meta.domain,

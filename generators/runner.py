@@ -5,7 +5,9 @@ imports or executes it (it compiles it, once per text, so the sandbox's interpre
 object instead of compiling it each). Execution happens in a sandbox through a small stdlib
 driver that loads the generator file, calls `build(seed)` (N times in one exec: each build execs
 a fresh interpreter for the next) and writes the JSON result to a file we read with a size cap
-(in place on bubblewrap, downloaded elsewhere), or calls `solve(workspace)`. Whatever goes wrong comes back as `GeneratorError(kind, ...)`
+(in place on bubblewrap, downloaded elsewhere), or calls `solve(workspace)` and then, for
+verify's determinism check, `build(seed)` again (solve_then_rebuild). Whatever goes wrong comes
+back as `GeneratorError(kind, ...)`
 with kind in {"contract", "timeout", "crash", "sandbox"}; only "sandbox" is worth retrying.
 
     meta = parse_meta(code)
@@ -20,8 +22,6 @@ import importlib.util
 import json
 import marshal
 import math
-import posixpath
-import sys
 import threading
 import types
 from pathlib import Path
@@ -83,42 +83,69 @@ def fail(out, phase, exc):
         json.dump({"ok": False, "phase": phase, "error": type(exc).__name__ + ": " + str(exc)[:2000],
                    "traceback": "\n".join(tb)}, f)
 
-def main():
-    # build GEN SEED OUT [ALARM NEXT_OUT...]: build once into OUT; with NEXT_OUTs, exec a fresh
-    # interpreter (a new hash seed) for the next build, each under its own ALARM seconds.
-    verb, gen = sys.argv[1], sys.argv[2]
-    out = sys.argv[4] if verb == "build" else sys.argv[-1]
-    rest = sys.argv[5:] if verb == "build" else []
-    if rest:
-        try:
-            from _signal import alarm  # the builtin: `signal` builds its enums (~2 ms)
-        except ImportError:
-            from signal import alarm
-        alarm(int(rest[0]))
+def alarm(seconds):
+    # The builtin _signal: `signal` builds its enums (~2 ms). A handler of our own, since the
+    # default action never ends a process that is its namespace's pid 1 (bubblewrap's
+    # --as-pid-1): an alarm then ends the driver as the signal would have (128 + 14).
+    try:
+        import _signal as sig
+    except ImportError:
+        import signal as sig
+    import os
+    sig.signal(sig.SIGALRM, lambda *_: os._exit(128 + sig.SIGALRM))
+    sig.alarm(seconds)
+
+def build(gen, seed, out):
     phase = "load"
     try:
         mod = load(gen)
-        if verb == "build":
-            phase = "build"
-            result = mod.build(int(sys.argv[3]))
-            phase = "encode"
-            text = json.dumps({"ok": True, "result": result}, sort_keys=True, allow_nan=False)
-        else:
-            phase = "solve"
-            mod.solve(sys.argv[3])
-            text = json.dumps({"ok": True})
+        phase = "build"
+        result = mod.build(seed)
+        phase = "encode"
+        text = json.dumps({"ok": True, "result": result}, sort_keys=True, allow_nan=False)
     except BaseException as exc:
         fail(out, phase, exc)
         sys.exit(3)
     with open(out, "w") as f:
         f.write(text)
-    if len(rest) > 1:
-        alarm(0)
-        sys.stdout.flush()
-        sys.stderr.flush()
+
+def main():
+    verb, gen = sys.argv[1], sys.argv[2]
+    if verb == "build":
+        # build GEN SEED OUT [ALARM NEXT_OUT...]: build once into OUT; with NEXT_OUTs, exec a
+        # fresh interpreter (a new hash seed) for the next build, each under its own ALARM seconds.
+        seed, out, rest = sys.argv[3], sys.argv[4], sys.argv[5:]
+        if rest:
+            alarm(int(rest[0]))
+        build(gen, int(seed), out)
+        if len(rest) > 1:
+            alarm(0)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            import os
+            os.execv(sys.executable, [sys.executable, "-I", "-S", sys.argv[0], "build", gen,
+                                      seed, rest[1], rest[0], *rest[2:]])
+        return
+    # solve GEN WORKSPACE OUT ALARM [SEED BUILD_OUT ALARM]: what the canonical solution/solve.sh
+    # does (solve(WORKSPACE) from WORKSPACE) under ALARM seconds, result in OUT; then, with SEED,
+    # the generator loaded afresh builds SEED again into BUILD_OUT from an empty folder: this
+    # interpreter's hash seed is not forge's, so the build is verify's determinism rebuild.
+    workspace, out = sys.argv[3], sys.argv[4]
+    alarm(int(sys.argv[5]))
+    try:
+        load(gen).solve(workspace)
+    except BaseException as exc:
+        fail(out, "solve", exc)
+        sys.exit(3)
+    with open(out, "w") as f:
+        f.write('{"ok": true}')
+    if len(sys.argv) > 6:
         import os
-        os.execv(sys.executable, [sys.executable, "-I", "-S", sys.argv[0], "build", gen,
-                                  sys.argv[3], rest[1], rest[0], *rest[2:]])
+        alarm(int(sys.argv[8]))
+        empty = os.path.join(os.path.dirname(out), "empty")
+        os.makedirs(empty, exist_ok=True)
+        os.chdir(empty)
+        build(gen, int(sys.argv[6]), sys.argv[7])
 
 main()
 """
@@ -169,28 +196,6 @@ def code_blob(source: bytes, filename: str) -> bytes | None:
         return None
     code = code if filename == GENERATOR_FILE else _refile(code, filename)
     return importlib.util.MAGIC_NUMBER.ljust(16, b"\0") + marshal.dumps(code)
-
-
-def pyc_blob(source: bytes, filename: str) -> bytes | None:
-    """A checked hash-based .pyc of `source` at `filename` (PEP 552): what the interpreter would
-    write to __pycache__ itself, used only while the source's hash matches."""
-    code = compiled(source)
-    if code is None:
-        return None
-    code = code if filename == GENERATOR_FILE else _refile(code, filename)
-    flags = (0b11).to_bytes(4, "little")
-    return (
-        importlib.util.MAGIC_NUMBER
-        + flags
-        + importlib.util.source_hash(source)
-        + marshal.dumps(code)
-    )
-
-
-def pyc_name(filename: str) -> str:
-    """Where the interpreter looks for `filename`'s .pyc (no -O), relative to the file's folder."""
-    stem = posixpath.splitext(posixpath.basename(filename))[0]
-    return f"__pycache__/{stem}.{sys.implementation.cache_tag}.pyc"
 
 
 def stage_generator(sb: Sandbox, code: str) -> None:
@@ -325,6 +330,66 @@ def build_chain(
         results.append(_explain(died, report, gen.label, where, timeout))
         break
     return results, _tail(res.stdout + "\n" + res.stderr, 40)
+
+
+SOLVE_OUT = f"{STAGE}/solve.json"
+REBUILD_OUT = f"{STAGE}/rebuild.json"
+
+
+@dataclasses.dataclass
+class Solved:
+    """What solve_then_rebuild found: the exec, the solve's failure (None: it finished), and
+    the rebuild's result (a GeneratorError when it failed; None when none was asked for or the
+    solve failed first)."""
+
+    res: ExecResult
+    error: str | None
+    rebuild: BuildResult | GeneratorError | None = None
+
+
+def solve_then_rebuild(
+    sb: Sandbox,
+    gen: ParsedGenerator,
+    workspace: str,
+    solve_timeout: float,
+    seed: int | None = None,
+    build_timeout: float = 30.0,
+) -> Solved:
+    """In one interpreter of an already staged sandbox: the reference solution (what the
+    canonical solve.sh runs), then, with a seed, the generator loaded afresh building that seed
+    again, after the solve so the solve never sees a build's state."""
+    argv = ["python3", "-I", "-S", f"{STAGE}/driver.py", "solve", GENERATOR_FILE, workspace]
+    argv += [SOLVE_OUT, str(max(1, math.ceil(solve_timeout)))]
+    timeout = solve_timeout
+    if seed is not None:
+        argv += [str(seed), REBUILD_OUT, str(max(1, math.ceil(build_timeout)))]
+        timeout += build_timeout
+    # Each step's own alarm ends it first; the wall limit covers both, rounded up, and a hang.
+    res = sb.exec(argv, timeout=timeout + 2, cwd=workspace)
+    try:
+        report = _read_capped(sb, SOLVE_OUT, gen.label, "solve")
+    except GeneratorError as exc:
+        return Solved(res, exc.message)
+    if not report or not report.get("ok"):
+        if report is None and (res.timed_out or res.exit_code == SIGALRM_EXIT):
+            return Solved(res, f"timed out after {solve_timeout:g}s")
+        if report:
+            tb = _tail(report.get("traceback", ""), 4)
+            return Solved(res, f"raised {report.get('error', '')}\n{tb}".strip())
+        return Solved(res, _explain(res, None, gen.label, "solve", solve_timeout).message)
+    if seed is None:
+        return Solved(res, None)
+    where = f"seed {seed}, rebuilt after the solve"
+    try:
+        raw = _read_raw(sb, REBUILD_OUT, gen.label, where)
+        built = _parse_report(raw, gen.label, where)
+        if raw is not None and built and built.get("ok"):
+            return Solved(res, None, validated(built, gen, seed))
+    except GeneratorError as exc:
+        return Solved(res, None, exc)
+    alarmed = built is None and res.exit_code == SIGALRM_EXIT
+    died = dataclasses.replace(res, timed_out=res.timed_out or alarmed)
+    return Solved(res, None, _explain(died, built, gen.label, where, build_timeout))
 
 
 def validated(report: dict, gen: ParsedGenerator, seed: int) -> BuildResult:

@@ -33,15 +33,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from clawloop.generators.candidates import parse_meta
+from clawloop.generators.candidates import ParsedGenerator, parse_meta
+from clawloop.generators.contract import BuildResult, ContractError
 from clawloop.generators.runner import (
     GeneratorError,
     build_in,
     code_blob,
     compiled,
-    pyc_blob,
-    pyc_name,
     read_capped,
+    solve_then_rebuild,
     stage_generator,
 )
 from clawloop.harness.sandbox.base import (
@@ -74,6 +74,7 @@ from clawloop.harness.taskfolder.folder import (
 )
 from clawloop.harness.taskfolder.grader import NUMBER_WORDS
 
+REBUILD_TIMEOUT_S = 30.0  # the determinism check's second build (forge's build timeout)
 PROBE_STAGE_NAME = ".clawloop-probes"
 PROBE_STAGE = f"{TESTS}/{PROBE_STAGE_NAME}"
 PROBE_RESULTS = f"{VERIFIER_LOGS}/probes.json"
@@ -669,13 +670,26 @@ def check_determinism(
             gen = parse_meta(code)
             with open_sandbox(sandbox) as sb:
                 stage_generator(sb, code)
-                result, _ = build_in(sb, gen, info.seed, 30.0, "rebuild.json")
+                result, _ = build_in(sb, gen, info.seed, REBUILD_TIMEOUT_S, "rebuild.json")
             second = result.digest()
         except (GeneratorError, TaskFolderError) as exc:
             return False, f"rebuild failed: {exc}"
+    return _agree(first, second)
+
+
+def _agree(first: str, second: str) -> tuple[bool, str]:
     if first != second:
         return False, f"two builds with one seed differ (sha256 {first[:12]} vs {second[:12]})"
     return True, f"two builds with one seed agree (sha256 {first[:12]})"
+
+
+def _rebuilt(first: str, rebuild: BuildResult | GeneratorError | None) -> tuple[bool, str]:
+    """The determinism check from the rebuild after the reference solution."""
+    if rebuild is None:
+        return False, "the second build never ran: the reference solution failed first"
+    if isinstance(rebuild, GeneratorError):
+        return False, f"the second build with the same seed failed ({rebuild.kind}): {rebuild}"
+    return _agree(first, rebuild.digest())
 
 
 def hidden_answer(answer: dict[str, Any], contract: dict[str, Any]) -> dict[str, Any]:
@@ -756,7 +770,6 @@ def check_leak(task: Path | TaskFiles) -> tuple[bool, str]:
 def builtin_source(code: str) -> bool:
     """Is `code` a built-in generator exactly as generators/library.py renders it? Then it is
     this project's own code and the ablation may run it here, outside a sandbox."""
-    from clawloop.generators.contract import ContractError
     from clawloop.generators.library import RenderError, render_generator
 
     try:
@@ -892,17 +905,6 @@ def _tests_entries(task: TaskFiles) -> tuple[Entries, bool]:
     return tests, test_sh is not None and test_sh[0] == TEST_SH.encode()
 
 
-def _solution_entries(files: Entries) -> Entries:
-    """solution/, with generator.py's bytecode cache as solve.sh's interpreter would write it
-    (compiled on the host once per generator text, used only while the source's hash matches)."""
-    entries = _under(files, "solution/")
-    gen = entries.get("generator.py")
-    pyc = None if gen is None else pyc_blob(gen[0], f"{SOLUTION}/generator.py")
-    if pyc is not None:
-        entries[pyc_name(f"{SOLUTION}/generator.py")] = (pyc, False)
-    return entries
-
-
 def _put(sb: Any, remote: str, entries: Entries) -> None:
     """Put entries under the sandbox folder `remote`: straight into a bubblewrap sandbox's files,
     else through a scratch folder and an upload."""
@@ -950,13 +952,30 @@ def _prepare(sb: Any) -> str:
     return ""
 
 
+def solve_driver(task: TaskFiles) -> ParsedGenerator | None:
+    """The task's generator when solution/solve.sh is the canonical one (it runs that
+    generator's solve() on /workspace): then verify runs that solve through the forge driver,
+    which can build the generator's seed again in the same interpreter afterwards."""
+    from clawloop.harness.taskfolder.folder import SOLVE_SH
+
+    if task.text("solution/solve.sh", None) != SOLVE_SH:
+        return None
+    try:
+        return parse_meta(task.text("solution/generator.py", ""))
+    except ContractError:
+        return None
+
+
 def run_sandbox_checks(
-    task: Path | TaskFiles, sandbox: SandboxConfig
+    task: Path | TaskFiles, sandbox: SandboxConfig, rebuild: tuple[int, str] | None = None
 ) -> dict[str, tuple[bool, str]]:
     """Oracle, no-op and trivial probes in one fresh sandbox with two execs:
-    1. solution/solve.sh on the starting workspace (the answer key is not in the sandbox yet);
-       then taskenv.prepare_grading (its leftover processes killed, /tests and
-       /logs/verifier emptied);
+    1. the reference solution on the starting workspace (the answer key is not in the sandbox
+       yet): the canonical solve.sh's solve() through the forge driver, which with `rebuild`
+       (seed, forge's digest) then builds that seed again (the determinism check: another
+       interpreter than forge's, so another hash seed), else `bash solution/solve.sh`; then
+       taskenv.prepare_grading (its leftover processes killed, /tests and /logs/verifier
+       emptied);
     2. put tests/ in, then in one exec: tests/test.sh (the oracle's reward) and the grading of
        the pristine workspace (no-op) and of each probe over it with the task's own grader, in
        one process (test.sh too, in that process, when it is the canonical one).
@@ -969,10 +988,24 @@ def run_sandbox_checks(
     agent_timeout, verifier_timeout = header.agent_timeout_sec, header.verifier_timeout_sec
     out: dict[str, tuple[bool, str]] = {}
     tests, canonical = _tests_entries(task)
+    gen = solve_driver(task)
     with open_sandbox(sandbox) as sb:
         _put(sb, WORKSPACE, _under(files, "environment/workspace/"))
-        _put(sb, SOLUTION, _solution_entries(files))
-        solved = sb.exec(["bash", f"{SOLUTION}/solve.sh"], timeout=agent_timeout, cwd=WORKSPACE)
+        _put(sb, SOLUTION, _under(files, "solution/"))
+        if gen is not None:
+            stage_generator(sb, task.text("solution/generator.py"))
+            seed = None if rebuild is None else rebuild[0]
+            solved = solve_then_rebuild(
+                sb, gen, WORKSPACE, agent_timeout, seed, build_timeout=REBUILD_TIMEOUT_S
+            )
+            solve_error = solved.error
+            if rebuild is not None:
+                out["determinism"] = _rebuilt(rebuild[1], solved.rebuild)
+        else:
+            res = sb.exec(["bash", f"{SOLUTION}/solve.sh"], timeout=agent_timeout, cwd=WORKSPACE)
+            why = "timed out" if res.timed_out else f"exited {res.exit_code}"
+            tail = "\n".join((res.stderr or res.stdout).strip().splitlines()[-4:])
+            solve_error = None if res.ok else f"{why}: {tail}".strip()
         # solve() is LLM-written: whatever it left running dies before the answer key and
         # the verifier arrive, and nothing it planted in /tests or /logs/verifier counts.
         unfit = _prepare(sb)
@@ -989,10 +1022,8 @@ def run_sandbox_checks(
         res = sb.exec(argv, timeout=2 * verifier_timeout)
         oracle = _read_grade(sb)
         probes_text = _text(sb, PROBE_RESULTS)
-    if not solved.ok:
-        why = "timed out" if solved.timed_out else f"exited {solved.exit_code}"
-        tail = "\n".join((solved.stderr or solved.stdout).strip().splitlines()[-4:])
-        out["oracle"] = (False, f"solution/solve.sh {why}: {tail}".strip())
+    if solve_error is not None:
+        out["oracle"] = (False, f"solution/solve.sh {solve_error}")
     elif oracle.passed:
         out["oracle"] = (True, "reference solution scores 1.0")
     else:
@@ -1039,6 +1070,18 @@ def _probe_verdict(result: dict[str, Any], what: str) -> tuple[bool, str]:
     return True, f"{what} scores {float(reward):.3f}, below 1.0"
 
 
+def _rebuild_of(row: dict[str, Any], task: TaskFiles) -> tuple[int, str] | None:
+    """(seed, forge's digest) when the determinism rebuild can follow the reference solution:
+    forge recorded one digest and the task's solve.sh runs its generator."""
+    first, second = row.get("task_sha256") or "", row.get("rebuild_sha256") or ""
+    if not first or second or solve_driver(task) is None:
+        return None
+    try:
+        return parse_task_info(task.text("task.toml", ""), task.name).seed, first
+    except (TaskFolderError, FileNotFoundError):
+        return None
+
+
 def verify_task(
     forged_row: dict[str, Any], sandbox: SandboxConfig
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -1076,18 +1119,29 @@ def verify_task(
             ok, reason = False, f"could not run: {type(exc).__name__}: {exc}"
         checks.append(_check(task_id, name, ok, reason))
 
-    run("determinism", lambda: check_determinism(forged_row, task, sandbox))
+    # Forge builds once: the second build runs after the reference solution, in its interpreter
+    # (check_determinism rebuilds in a sandbox of its own when that solution is not the
+    # generator's, or compares the digests of a row that has two).
+    rebuild = _rebuild_of(forged_row, task)
+    if rebuild is None:
+        run("determinism", lambda: check_determinism(forged_row, task, sandbox))
     run("leak", lambda: check_leak(task))
     run("decision_fields", lambda: check_decision_fields(task))
     run("ablation", lambda: check_ablation(task))
     try:
-        results = run_sandbox_checks(task, sandbox)
+        results = run_sandbox_checks(task, sandbox, rebuild)
     except (OSError, ValueError, ImportError) as exc:
         reason = f"could not run: {type(exc).__name__}: {exc}"
         checks.append(_check(task_id, "oracle", False, reason))
-    else:
-        for name, (ok, reason) in results.items():
-            checks.append(_check(task_id, name, ok, reason))
+        results = {}
+    if rebuild is not None:
+        if "determinism" not in results:
+            run("determinism", lambda: check_determinism(forged_row, task, sandbox))
+        else:
+            checks.append(_check(task_id, "determinism", *results.pop("determinism")))
+        checks.insert(0, checks.pop())  # the determinism row first, as always
+    for name, (ok, reason) in results.items():
+        checks.append(_check(task_id, name, ok, reason))
     failed = [c for c in checks if not c["passed"]]
     verdict["kept"] = not failed
     verdict["reason"] = (

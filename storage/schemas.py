@@ -109,7 +109,9 @@ FORGED = pa.schema(
         ("attempts", pa.int8()),
         ("build_log", pa.string()),
         ("task_sha256", pa.string()),  # digest of the build result (determinism)
-        ("rebuild_sha256", pa.string()),  # digest of a second build, same seed ("" if it failed)
+        # digest of a second build with the seed, when the row has one (an imported folder's);
+        # forge leaves it "": verify builds the seed again after the reference solution
+        ("rebuild_sha256", pa.string()),
         ("task_tar", pa.binary()),  # the Harbor-format folder, tar (uncompressed)
         ("capability", pa.string()),
         ("domain", pa.string()),

@@ -178,7 +178,7 @@ def test_forge_good_candidate() -> None:
     assert set(row) == set(FORGED.names)
     assert row["status"] == "ok", row["error"]
     assert row["attempts"] == 1 and row["error_kind"] == ""
-    assert row["task_sha256"] == row["rebuild_sha256"] != ""
+    assert row["task_sha256"] != "" and row["rebuild_sha256"] == ""  # verify builds it again
     again = forge_candidate(cand, BWRAP)
     assert again["task_tar"] == row["task_tar"]  # same candidate, byte-identical task
 
@@ -193,9 +193,14 @@ def test_forge_generator_bug_is_a_failed_row_not_retried(name: str, kind: str) -
 
 
 @needs_bwrap
-def test_forge_nondeterministic_records_both_digests() -> None:
+def test_a_nondeterministic_generator_forges_and_fails_verify_determinism() -> None:
+    from clawloop.generators.verify import verify_task
+
     row = forge_candidate(candidate_row(fixture("nondeterministic"), 1), BWRAP)
-    assert row["status"] == "ok" and row["task_sha256"] != row["rebuild_sha256"]
+    assert row["status"] == "ok", row["error"]
+    checks, verdict = verify_task(row, BWRAP)
+    det = next(c for c in checks if c["check"] == "determinism")
+    assert not det["passed"] and "differ" in det["reason"] and not verdict["kept"]
 
 
 def test_forge_retries_transient_sandbox_faults(monkeypatch: pytest.MonkeyPatch) -> None:
