@@ -162,9 +162,12 @@ SHIM = (
 )
 
 
-def measure_in_process(tree: str | None, backend: str, cands_file: str, workers: int) -> dict:
-    """One measurement in a fresh interpreter, with this checkout's code or the tree's."""
-    argv = [__file__, "--measure", cands_file, "--backends", backend, "--workers", str(workers)]
+def measure_in_process(tree: str | None, backend: str, n: int, workers: int) -> dict:
+    """One measurement in a fresh interpreter, with this checkout's code or the tree's: its
+    own library renders the N built-in candidates, so verify knows them for built-ins (their
+    ablation runs) exactly as that revision's pipeline would."""
+    argv = [__file__, "--measure", "--tasks", str(n), "--backends", backend]
+    argv += ["--workers", str(workers)]
     cmd = [sys.executable, *argv] if tree is None else [sys.executable, "-c", SHIM, tree, *argv]
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if done.returncode != 0:
@@ -210,22 +213,18 @@ def main() -> int:
         "--after", default="", help="git revision measured as 'after' (default: this checkout)"
     )
     ap.add_argument("--rounds", type=int, default=2, help="alternating rounds with --baseline")
-    ap.add_argument("--measure", default="", help=argparse.SUPPRESS)  # internal: one measurement
+    # internal: one measurement, in this process
+    ap.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
     if args.measure:
-        with open(args.measure) as f:
-            cands = json.load(f)
+        cands = candidates(args.tasks)
         print(json.dumps(throughput(backends[0], cands, args.workers)))
         return 0
     load = os.getloadavg()[0]
     print(f"host: {os.cpu_count()} cores, load average {load:.1f} at start")
-    cands = candidates(args.tasks)
-    n = len(cands)
+    n = args.tasks
     with tempfile.TemporaryDirectory(prefix="clawloop-bench-") as tmp:
-        cands_file = os.path.join(tmp, "candidates.json")
-        with open(cands_file, "w") as f:
-            json.dump(cands, f)
         base = after_tree = None
         if args.baseline:
             base = export_revision(args.baseline, os.path.join(tmp, "baseline"))
@@ -242,8 +241,8 @@ def main() -> int:
             before, after = [], []
             for _ in range(rounds):  # alternating, so load drift hits both alike
                 if base:
-                    before.append(measure_in_process(base, backend, cands_file, args.workers))
-                after.append(measure_in_process(after_tree, backend, cands_file, args.workers))
+                    before.append(measure_in_process(base, backend, n, args.workers))
+                after.append(measure_in_process(after_tree, backend, n, args.workers))
             now = _mean(after)
             if base:
                 was = _mean(before)
