@@ -15,6 +15,7 @@ with kind in {"contract", "timeout", "crash", "sandbox"}; only "sandbox" is wort
 """
 
 from __future__ import annotations
+import __future__
 
 import dataclasses
 import functools
@@ -22,6 +23,8 @@ import importlib.util
 import json
 import marshal
 import math
+import operator
+import re
 import threading
 import types
 from pathlib import Path
@@ -66,14 +69,15 @@ def load(path):
         code = None
     if code is None:
         with open(path, "rb") as f:
-            code = compile(f.read(), path, "exec", dont_inherit=True)
+            code = (compile(f.read(), path, "exec", dont_inherit=True),)
         try:
             with open(path + ".code", "wb") as f:
                 f.write(magic)
                 marshal.dump(code, f)
         except OSError:
             pass
-    exec(code, mod.__dict__)
+    for piece in code:  # the module's pieces, in order (runner.compiled)
+        exec(piece, mod.__dict__)
     return mod
 
 def fail(out, phase, exc):
@@ -165,18 +169,75 @@ def _tail(text: str, n: int = TAIL_LINES) -> str:
 
 
 _COMPILE_LOCK = threading.Lock()
+_COMPILE_ERRORS = (SyntaxError, ValueError, MemoryError, RecursionError, OverflowError)
+# Where a module splits into pieces compiled on their own: a line opening a top-level def or
+# class, or its first decorator.
+_PIECE_START = re.compile(rb"^(?:def |class |async def |@)", re.M)
+_FUTURE_FLAGS = functools.reduce(
+    operator.or_, (getattr(__future__, f).compiler_flag for f in __future__.all_feature_names)
+)
+
+
+def _pieces(source: bytes) -> list[tuple[int, bytes]]:
+    """(first line - 1, text) of each piece: the module's head, then each top-level def or
+    class with its decorators. A piece that ends inside a string or brackets does not compile,
+    and then the whole source is compiled instead (compiled())."""
+    starts = [0]
+    for m in _PIECE_START.finditer(source):
+        head = source.rfind(b"\n", 0, m.start() - 1) + 1
+        if m.start() and not source.startswith(b"@", head):  # not a def after its decorator
+            starts.append(m.start())
+    ends = starts[1:] + [len(source)]
+    out, line = [], 0
+    for a, b in zip(starts, ends, strict=True):
+        out.append((line, source[a:b]))
+        line += source.count(b"\n", a, b)
+    return out
+
+
+@functools.lru_cache(maxsize=8192)
+def _piece(text: bytes, flags: int) -> types.CodeType:
+    return compile(text, GENERATOR_FILE, "exec", flags=flags, dont_inherit=True, optimize=0)
+
+
+def _shifted(code: types.CodeType, lines: int) -> types.CodeType:
+    """The code object as if its text started `lines` lines further down (CPython's line
+    tables count from co_firstlineno), nested functions and classes too."""
+    if not lines:
+        return code
+    consts = tuple(
+        _shifted(c, lines) if isinstance(c, types.CodeType) else c for c in code.co_consts
+    )
+    return code.replace(co_firstlineno=code.co_firstlineno + lines, co_consts=consts)
 
 
 @functools.lru_cache(maxsize=256)
-def compiled(source: bytes) -> types.CodeType | None:
+def compiled(source: bytes) -> tuple[types.CodeType, ...] | None:
     """Generator source compiled (never run) on the host, once per process and text: forge's
-    builds and verify's solve.sh load it instead of compiling it in each sandbox (~10 ms each).
-    None when it does not compile: the sandbox then compiles it and reports the error."""
-    try:
-        with _COMPILE_LOCK:  # as candidates.parse_meta: CPython <= 3.11.7's parser in threads
-            return compile(source, GENERATOR_FILE, "exec", dont_inherit=True, optimize=0)
-    except (SyntaxError, ValueError, MemoryError, RecursionError, OverflowError):
-        return None
+    build and verify's solve load it instead of compiling it in each sandbox (~10 ms each).
+    Compiled piece by piece (the module's head, each top-level def and class), each piece once
+    per process: built-in generators share all but their head, so a new one costs a fraction
+    of a compile. Executing the pieces in order into one namespace is executing the module;
+    their line numbers are the file's. None when it does not compile: the sandbox then
+    compiles it and reports the error."""
+    with _COMPILE_LOCK:  # as candidates.parse_meta: CPython <= 3.11.7's parser in threads
+        try:
+            pieces = _pieces(source)
+            head = _piece(pieces[0][1], 0)
+            flags = head.co_flags & _FUTURE_FLAGS  # `from __future__` holds for the whole file
+            return (head,) + tuple(_shifted(_piece(t, flags), n) for n, t in pieces[1:])
+        except _COMPILE_ERRORS:
+            pass
+        try:
+            return (compile(source, GENERATOR_FILE, "exec", dont_inherit=True, optimize=0),)
+        except _COMPILE_ERRORS:
+            return None
+
+
+def run_pieces(pieces: tuple[types.CodeType, ...], namespace: dict) -> None:
+    """Execute compiled()'s pieces, in order, into one module namespace."""
+    for code in pieces:
+        exec(code, namespace)
 
 
 def _refile(code: types.CodeType, filename: str) -> types.CodeType:
@@ -191,11 +252,12 @@ def _refile(code: types.CodeType, filename: str) -> types.CodeType:
 def code_blob(source: bytes, filename: str) -> bytes | None:
     """The driver's cache file for `source` at `filename`: this interpreter's bytecode magic
     number (16 bytes, so a sandbox interpreter of another version compiles instead) + marshal."""
-    code = compiled(source)
-    if code is None:
+    pieces = compiled(source)
+    if pieces is None:
         return None
-    code = code if filename == GENERATOR_FILE else _refile(code, filename)
-    return importlib.util.MAGIC_NUMBER.ljust(16, b"\0") + marshal.dumps(code)
+    if filename != GENERATOR_FILE:
+        pieces = tuple(_refile(c, filename) for c in pieces)
+    return importlib.util.MAGIC_NUMBER.ljust(16, b"\0") + marshal.dumps(pieces)
 
 
 def stage_generator(sb: Sandbox, code: str) -> None:

@@ -41,6 +41,7 @@ from clawloop.generators.runner import (
     code_blob,
     compiled,
     read_capped,
+    run_pieces,
     solve_then_rebuild,
     stage_generator,
 )
@@ -105,8 +106,9 @@ def load(name, path):
         code = None
     if code is None:
         with open(path, "rb") as f:
-            code = compile(f.read(), path, "exec", dont_inherit=True)
-    exec(code, mod.__dict__)
+            code = (compile(f.read(), path, "exec", dont_inherit=True),)
+    for piece in code:  # the module's pieces, in order (runner.compiled)
+        exec(piece, mod.__dict__)
     return mod
 
 grader = load("grader", "/tests/grader.py")
@@ -799,7 +801,7 @@ def ablation_rewards(
 
     ns: dict[str, Any] = {"__name__": "clawloop_ablation"}
     # A built-in's source (see builtin_source), compiled once per text for forge and verify.
-    exec(compiled(code.encode()) or compile(code, "generator.py", "exec"), ns)
+    run_pieces(compiled(code.encode()) or (compile(code, "generator.py", "exec"),), ns)
     out: dict[str, float] = {}
     if levels is not None:
         levels.update(ns.get("INJECTION_LEVELS", {}))

@@ -127,3 +127,95 @@ def test_generator_output_is_not_run_on_host(tmp_path: Path) -> None:
     with pytest.raises(GeneratorError):
         run_build(code, 1, SandboxConfig(backend="bwrap"), timeout=10)
     assert not os.path.exists(marker)
+
+
+# ---- the host's piecewise compile (runner.compiled): the module, not an approximation of it ----
+
+TRICKY = '''"""Module docstring."""
+from __future__ import annotations
+
+import functools
+
+TEXT = "def not_a_function(): pass"
+
+
+def deco(f):
+    return functools.wraps(f)(lambda *a: ("decorated", f(*a)))
+
+
+@deco
+def decorated(x: Undefined) -> int:
+    return x + 1
+
+
+class Thing:
+    def boom(self):
+        raise ValueError("line 20")
+
+
+def annotations_are_strings():
+    return decorated.__wrapped__.__annotations__
+'''
+
+
+def _run(pieces) -> dict:
+    from clawloop.generators.runner import run_pieces
+
+    ns: dict = {"__name__": "generator"}
+    run_pieces(pieces, ns)
+    return ns
+
+
+def test_compiled_pieces_run_as_the_whole_module() -> None:
+    import traceback
+
+    from clawloop.generators.runner import GENERATOR_FILE, _pieces, compiled
+
+    pieces = compiled(TRICKY.encode())
+    # The head, then `def deco`, the decorator with the def it decorates, `class`, a def.
+    assert pieces is not None and len(pieces) == 5 == len(_pieces(TRICKY.encode()))
+    ns = _run(pieces)
+    assert ns["__doc__"] == "Module docstring."
+    assert ns["TEXT"].startswith("def") and "not_a_function" not in ns
+    assert ns["decorated"](1) == ("decorated", 2)
+    # `from __future__ import annotations` in the head holds in every piece.
+    assert ns["annotations_are_strings"]() == {"x": "Undefined", "return": "int"}
+    with pytest.raises(ValueError) as err:
+        ns["Thing"]().boom()
+    frame = traceback.extract_tb(err.value.__traceback__)[-1]
+    assert (frame.filename, frame.lineno) == (GENERATOR_FILE, 20)
+    assert TRICKY.splitlines()[19].strip() == 'raise ValueError("line 20")'
+
+
+def test_a_split_inside_a_string_or_brackets_compiles_the_whole_source() -> None:
+    from clawloop.generators.runner import compiled
+
+    # A line opening with "def" inside a string: that piece does not compile, the whole does.
+    assert (
+        len(compiled(b'X = """\ndef inside():\n    pass\n"""\n\n\ndef f():\n    return X\n')) == 1
+    )
+    for src in (
+        'X = """\ndef inside():\n    pass\n"""\n',
+        "X = [\n1,\n]\nY = (\n\ndef\n)\n",  # not Python at all: None, compiled nowhere
+        "CALL = dict(\na=1,\n)\n\n\ndef f():\n    return CALL\n",
+    ):
+        pieces = compiled(src.encode())
+        if "def\n)" in src:
+            assert pieces is None
+            continue
+        assert pieces is not None
+        ns = _run(pieces)
+        assert ("X" in ns) or ns["f"]() == {"a": 1}
+
+
+def test_every_builtin_generator_compiles_piecewise_to_the_same_tasks() -> None:
+    from clawloop.generators.library import capabilities, render_generator
+    from clawloop.generators.runner import compiled
+
+    for cap in capabilities():
+        src = render_generator(cap, "bird_banding", 3, 3, "json")
+        pieces = compiled(src.encode())
+        assert pieces is not None and len(pieces) > 20
+        whole: dict = {"__name__": "generator"}
+        exec(compile(src, "generator.py", "exec"), whole)
+        assert _run(pieces)["build"](5) == whole["build"](5), cap
