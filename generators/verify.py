@@ -1,7 +1,7 @@
 """Agent-free verification of a forged task: every check is a row with its reason.
 
 Checks (storage.schemas.CHECKS `check` names):
-    determinism      two builds with one seed gave the same task digest
+    determinism      two builds with one seed, in two interpreters, gave the same task digest
     leak             no non-trivial answer value appears in instruction.md or the contract
     decision_fields  every field a decision defines ("x = ...", "x counts ...") is in some output
     ablation         a built-in's reference solution skipping any one injected difficulty fails
@@ -10,10 +10,11 @@ Checks (storage.schemas.CHECKS `check` names):
     trivial:<probe>  each probe from harness/taskfolder/probes.py (empty, copied, constant outputs) fails
     answer_file      no starting file, copied verbatim to the outputs, passes (an answer left in it)
 
-A task is kept only if every check passes. Oracle, no-op and probes share one fresh sandbox and
-two execs (solve first, before the answer key is put in; then one Python process running the
-canonical test.sh's grading of /workspace, then grading the pristine workspace and every probe
-written over it) because sandbox starts and interpreter starts dominate the cost. Between them,
+A task is kept only if every check passes. Oracle, no-op, probes and the determinism rebuild
+share one fresh sandbox and two execs (solve first, before the answer key is put in, and in its
+interpreter afterwards the generator's second build of the seed; then one Python process running
+the canonical test.sh's grading of /workspace, then grading the pristine workspace and every
+probe written over it) because sandbox starts and interpreter starts dominate the cost. Between them,
 taskenv.prepare_grading (on bubblewrap: the same, from the host) kills what solve.sh left
 running and empties /tests and /logs/verifier, so a hostile solve() cannot rewrite its own
 verdict. On bubblewrap the task's files go straight into the sandbox's folders (no tar).

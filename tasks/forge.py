@@ -1,4 +1,4 @@
-"""Forge: each candidate's generator runs in a sandbox (build twice, solve) into a task folder row.
+"""Forge: each candidate's generator builds its seed in a sandbox into a task folder row.
 
 A sandbox fault is transient and retried inside `forge_candidate` (its row counts the attempts,
 `forge.retries` of them at most); a generator bug is not retried and becomes a failed row.
