@@ -4,7 +4,8 @@ Pasted after _prelude.py by generators/library.py (everything below the marker).
 its result once with `result_spec` (a keyed table plus a summary object); these functions turn it
 into the contract outputs, the answer key and the written files for each output format:
 json (one file with a schema), csv (columns + key), multi (a csv and a summary json) and report
-(markdown for people plus a sidecar JSON holding the graded facts).
+(markdown for people plus a sidecar JSON holding the graded facts). build() is here too: it
+re-draws the skeleton's draw(seed) until every declared injection changes the answer.
 """
 
 # ruff: noqa: F821  (GENERATOR, V, TOLERANCE and to_csv come from the header and _prelude.py)
@@ -163,7 +164,11 @@ def _cell_text(v):
 
 
 def write_result(ws, spec, rows, summary):
-    """Write every output the contract names (the reference solution's last step)."""
+    """Write every output the contract names (the reference solution's last step). An in-memory
+    workspace (build()'s check) records the answer_of values under their paths instead."""
+    if isinstance(ws, dict):
+        ws.update(answer_of(spec, rows, summary))
+        return
     p = _paths(spec)
     os.makedirs(os.path.join(ws, "output"), exist_ok=True)
     for rel, value in answer_of(spec, rows, summary).items():
@@ -246,3 +251,75 @@ def finish(intro, files, spec, rows, summary, decisions, naive=None):
             "decisions": list(dict.fromkeys(rules + [rounding])),
         },
     }
+
+
+# ---------------------------------------------------------------- re-drawing until every injection matters
+
+DRAWS = 8  # draws build() tries per seed before it gives up
+
+
+def build(seed):
+    """The task for `seed`: the skeleton's draw(seed), re-drawn (rng_for salted by the draw
+    number) until skipping any injection this knob level declares changes the answer, as verify's
+    ablation check requires. Draw 0 is the seed's original task, so a seed whose injections all
+    mattered keeps its task. When no draw of DRAWS does, draw 0 is returned and verify drops it
+    (naming the level the inert injection makes its knob act as): a later draw would be dropped
+    as well, and draw 0 keeps the seed's task and verdict what they always were."""
+    first = None
+    try:
+        for n in range(DRAWS):
+            reset_state()
+            ATTEMPT[0] = n
+            task = draw(seed)
+            first = first or task
+            if not any_inert(task):
+                return task
+        return first
+    finally:
+        reset_state()
+
+
+def any_inert(task):
+    """Whether skipping some declared injection leaves the answer as the grader would take it:
+    the reference solve() run with each skipped on the draw's files in memory (no disk), its
+    outputs compared with the answer key (a report's forbidden values aside). A skip that
+    raises changes the answer, as in verify."""
+    tol = task["contract"]["tolerance"]
+    paths = [o.get("sidecar") or o["path"] for o in task["contract"]["outputs"]]
+    for name in injections():
+        ws = dict(task["files"])
+        try:
+            solve(ws, skip=name)
+        except Exception:  # noqa: BLE001 (the ablated reader failing is a changed answer)
+            continue
+        if all(same_value(task["answer"][p], ws.get(p), tol) for p in paths):
+            return True
+    return False
+
+
+def same_value(exp, got, tol):
+    """The grader's equality on in-memory values: numbers within the tolerance (an integer only
+    by a whole number), booleans exactly, strings trimmed, records with exactly their keys."""
+    if isinstance(exp, bool) or isinstance(got, bool):
+        return exp is got
+    if isinstance(exp, int | float):
+        if not isinstance(got, int | float) or (
+            isinstance(exp, int) and not float(got).is_integer()
+        ):
+            return False
+        return abs(got - exp) <= tol["abs"] + tol["rel"] * abs(exp) + 1e-9
+    if isinstance(exp, str):
+        return isinstance(got, str) and got.strip() == exp.strip()
+    if isinstance(exp, list):
+        return (
+            isinstance(got, list)
+            and len(got) == len(exp)
+            and all(same_value(e, g, tol) for e, g in zip(exp, got, strict=True))
+        )
+    if isinstance(exp, dict):
+        return (
+            isinstance(got, dict)
+            and set(got) == set(exp)
+            and all(same_value(v, got[k], tol) for k, v in exp.items())
+        )
+    return exp == got

@@ -8,7 +8,8 @@ module globals GENERATOR and V that the header defines.
 What lives here: seeded ids and a small world (entities in groups), the multi-hop entity registry
 (flat file / index + detail files / cross-reference register / legacy code aliases) with its reader,
 controlled dirtiness on record tables (test rows, orphan rows, an archive distractor, a legacy
-schema, unit and id noise) with its cleaner. The four output formats are in _outputs.py.
+schema, unit and id noise) with its cleaner, and the workspace readers (a folder on disk, or a
+draw's files dict in memory). The four output formats and build() are in _outputs.py.
 """
 
 # ruff: noqa: F821  (GENERATOR and V come from the rendered header)
@@ -64,6 +65,19 @@ def conversion_factor(ws):
 STALE = []  # the stale detail file's entity id, once registry_files made one
 LIVE = []  # the in-scope entity ids of the world make_world made last
 SKIP = set()  # the injections a solve() run ignores (verify's ablation check)
+ATTEMPT = [0]  # which draw of the seed build() is making (0: the seed's original task)
+PARSED = {}  # CSV text -> its rows, for in-memory workspaces (build() reads each file once)
+ROUNDED = {}  # (x, n) -> rnd(x, n)
+
+
+def reset_state():
+    """Every draw starts, and build() ends, with the module globals as a fresh interpreter has them."""
+    STALE.clear()
+    LIVE.clear()
+    SKIP.clear()
+    PARSED.clear()
+    ROUNDED.clear()
+    ATTEMPT[0] = 0
 
 
 def skipping(name):
@@ -122,14 +136,17 @@ def dirt():
 
 def rng_for(seed, salt=""):
     # A str seed goes through sha512 in random.seed: stable across processes (no hash randomisation).
-    return random.Random(f"{GENERATOR['capability']}|{V['name']}|{seed}|{salt}")
+    # Draw 0 keeps the string it always had, so a seed's first draw is the task it always was.
+    redraw = f"|draw {ATTEMPT[0]}" if ATTEMPT[0] else ""
+    return random.Random(f"{GENERATOR['capability']}|{V['name']}|{seed}|{salt}{redraw}")
 
 
 def rnd(x, n=2):
     """Round half up (not Python's half-even), so any tool that rounds the usual way agrees."""
-    return (
-        float(Decimal(repr(float(x))).quantize(Decimal(1).scaleb(-n), rounding=ROUND_HALF_UP)) + 0.0
-    )
+    if (x, n) not in ROUNDED:  # the same few hundred readings come back once per skip
+        q = Decimal(repr(float(x))).quantize(Decimal(1).scaleb(-n), rounding=ROUND_HALF_UP)
+        ROUNDED[x, n] = float(q) + 0.0
+    return ROUNDED[x, n]
 
 
 def fmt_num(x, n):
@@ -326,14 +343,9 @@ def load_registry(ws):
     listed = [(r[ic], r["detail_file"].strip()) for r in read_csv(ws, "data/index.csv")]
     if skipping("stale_detail"):  # every detail file in the folder, listed or not
         folder = f"data/{V['entities']}"
-        listed = [
-            (n[:-5], f"{folder}/{n}")
-            for n in sorted(os.listdir(os.path.join(ws, folder)))
-            if n.endswith(".json")
-        ]
+        listed = [(n[:-5], f"{folder}/{n}") for n in ws_list(ws, folder) if n.endswith(".json")]
     for rid, detail in listed:
-        with open(os.path.join(ws, detail), encoding="utf-8") as f:
-            d = json.load(f)
+        d = read_json(ws, detail)
         if h == 1:
             group = d.get(gc, "")
         elif h == 2:
@@ -381,9 +393,39 @@ def to_csv(columns, rows):
     return buf.getvalue()
 
 
-def read_csv(ws, rel):
+# A workspace is a folder (solve() on disk) or the {relpath: text} dict of a draw's files (build()
+# checking its injections in memory): every read goes through these two.
+
+
+def ws_text(ws, rel):
+    """The text of one workspace file."""
+    if isinstance(ws, dict):
+        return ws[rel]
     with open(os.path.join(ws, rel), encoding="utf-8", newline="") as f:
-        return list(csv.DictReader(f))
+        return f.read()
+
+
+def ws_list(ws, folder):
+    """The sorted names in one workspace folder."""
+    if isinstance(ws, dict):
+        head = folder.rstrip("/") + "/"
+        return sorted({k[len(head) :].split("/")[0] for k in ws if k.startswith(head)})
+    return sorted(os.listdir(os.path.join(ws, folder)))
+
+
+def read_json(ws, rel):
+    return json.loads(ws_text(ws, rel))
+
+
+def read_csv(ws, rel):
+    """The rows of a workspace CSV file as dicts (shared by the readers of an in-memory
+    workspace, which only read them)."""
+    text = ws_text(ws, rel)
+    if not isinstance(ws, dict):
+        return list(csv.DictReader(io.StringIO(text, newline="")))
+    if text not in PARSED:
+        PARSED[text] = list(csv.DictReader(io.StringIO(text, newline="")))
+    return list(PARSED[text])
 
 
 def legacy_path(path):
@@ -426,11 +468,12 @@ def blank_some(rng, rows, col, key):
         rng.choice(by_key[rng.choice(many)])[col] = None
 
 
-def emit_table(rng, path, rows, columns, value_cols, known_ids=()):
+def emit_table(rng, path, rows, columns, value_cols, known_ids=(), peaks=False):
     """Write canonical rows as CSV with dirtiness injected; returns {relpath: text}.
 
     rows hold canonical values (value_cols in V['unit'], None = missing). The reader `read_table`
-    undoes every change here, so the answer key is computed from the clean rows.
+    undoes every change here, so the answer key is computed from the clean rows. `peaks`: only
+    each entity's largest value counts, so the archive's superseded values are raised, not lowered.
     """
     d, ic, files = dirt(), id_col(), {}
     dec = V["decimals"]
@@ -463,7 +506,8 @@ def emit_table(rng, path, rows, columns, value_cols, known_ids=()):
             for r in live:
                 last[r.get(ic)] = max(last.get(r.get(ic), ""), r[date_col()])
             live = [r for r in live if r[date_col()] == last[r.get(ic)]]
-        for r in rng.sample(live, max(1, len(rows) // 8)):
+        # (never more than there are: rows keyed by no id all share one latest date)
+        for r in rng.sample(live, min(len(live), max(1, len(rows) // 8))):
             fake = {c: cell(r, c) for c in columns}
             for c in value_cols:
                 if r.get(c) is not None:
@@ -497,7 +541,8 @@ def emit_table(rng, path, rows, columns, value_cols, known_ids=()):
             for c in value_cols:
                 if x.get(c):  # a latest value keeps the largest of one date's: stale ones win
                     v = float(x[c])
-                    x[c] = fmt_num(v * 2 + 3 if agg() == "latest" else v / 2 + 3, dec)
+                    up = agg() == "latest" or peaks
+                    x[c] = fmt_num(v * 2 + 3 if up else v / 2 + 3, dec)
         files["archive/" + path.split("/")[-1]] = to_csv(
             out_cols, [[x.get(c, "") for c in out_cols] for x in stale]
         )
@@ -550,31 +595,33 @@ def table_decisions(path, columns, value_cols, what, missing=True):
 
 def read_table(ws, path, columns, value_cols):
     """Rows of a table written by emit_table, cleaned: canonical columns, values in V['unit'] or None."""
-    d, out = dirt(), []
+    d, ic, out, factor = dirt(), id_col(), [], []
     sources = [(path, False)] + ([(legacy_path(path), True)] if d >= 2 else [])
     if skipping("legacy_schema"):
         sources = sources[:1]
     if d >= 1 and skipping("archive"):
         sources.append(("archive/" + path.split("/")[-1], False))
     for rel, legacy in sources:
+        # Each canonical column's name in this file.
+        name = {c: legacy_name(c) if legacy else c for c in [*columns, "record_type", "unit"]}
         for raw in read_csv(ws, rel):
 
-            def get(c, raw=raw, legacy=legacy):
-                return (raw.get(legacy_name(c) if legacy else c) or "").strip()
+            def get(c, raw=raw, name=name):
+                return (raw.get(name[c]) or "").strip()
 
             if d >= 1 and get("record_type").lower() == "test" and not skipping("test_rows"):
                 continue
             r = {c: get(c) for c in columns}
-            if id_col() in r:  # a reader skipping dirty ids takes them as written
-                raw_id = raw.get(legacy_name(id_col()) if legacy else id_col()) or ""
-                r[id_col()] = raw_id if skipping("dirty_ids") else norm_id(r[id_col()])
+            if ic in r:  # a reader skipping dirty ids takes them as written
+                r[ic] = (raw.get(name[ic]) or "") if skipping("dirty_ids") else norm_id(r[ic])
             for c in value_cols:
                 if r[c] == "":
                     r[c] = 0.0 if skipping("blanks") else None
                     continue
                 v = float(r[c])
                 if d >= 3 and get("unit") == V["alt_unit"] and not skipping("unit_mismatch"):
-                    v = v / conversion_factor(ws)
+                    factor = factor or [conversion_factor(ws)]  # read once, when first needed
+                    v = v / factor[0]
                 r[c] = rnd(v, V["decimals"])
             out.append(r)
     return out

@@ -82,7 +82,7 @@ INTROS = (
 )
 
 
-def build(seed):
+def draw(seed):
     rng = rng_for(seed)
     world = make_world(rng)
     ic, m, dc = id_col(), V["measure"], date_col()

@@ -81,7 +81,7 @@ INTROS = (
 )
 
 
-def build(seed):
+def draw(seed):
     rng = rng_for(seed)
     world = make_world(rng)
     ic, m = id_col(), V["measure"]

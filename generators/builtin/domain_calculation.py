@@ -88,7 +88,7 @@ INTROS = (
 )
 
 
-def build(seed):
+def draw(seed):
     rng = rng_for(seed)
     world = make_world(rng)
     m = V["measure"]
@@ -98,7 +98,9 @@ def build(seed):
     factors = {c: rnd(rng.uniform(0.4, 2.5), 2) for c in V["categories"]}
     files = registry_files(rng, world)
     ids = sorted(e["id"] for e in world["entities"])
-    files.update(emit_table(rng, _events_path(), events, event_columns(), [m], ids))
+    files.update(
+        emit_table(rng, _events_path(), events, event_columns(), [m], ids, peaks=agg() == "max")
+    )
     files[_factors_path()] = to_csv(
         [V["category"], "factor"], [[c, f"{factors[c]:.2f}"] for c in V["categories"]]
     )
@@ -161,9 +163,9 @@ def _read_factors(ws):
 
 
 def blanks_matter():
-    """A blank read as zero changes no sum: blanks are a difficulty only for a mean, peak or
-    latest value."""
-    return not additive()
+    """A blank read as zero changes no sum and raises no peak (the readings are positive):
+    blanks are a difficulty only for a mean or a latest value."""
+    return agg() in ("mean", "latest")
 
 
 def injections():

@@ -106,7 +106,7 @@ INTROS = (
 )
 
 
-def build(seed):
+def draw(seed):
     rng = rng_for(seed)
     world = make_world(rng)
     m, dc = V["measure"], date_col()

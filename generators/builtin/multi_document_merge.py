@@ -89,7 +89,7 @@ INTROS = (
 )
 
 
-def build(seed):
+def draw(seed):
     rng = rng_for(seed)
     world = make_world(rng)
     ic, m, cc, d = id_col(), V["measure"], V["category"], dirt()
@@ -211,12 +211,10 @@ def _read_docs(ws):
     ic, m, cc = id_col(), V["measure"], V["category"]
     back = {v: k for k, v in _legacy_keys().items()}
     docs = []
-    folder = os.path.join(ws, "updates")
-    for name in sorted(os.listdir(folder)):
+    for name in ws_list(ws, "updates"):
         if not name.endswith(".json"):
             continue
-        with open(os.path.join(folder, name), encoding="utf-8") as f:
-            body = json.load(f)
+        body = read_json(ws, "updates/" + name)
         if body.get("format") == "v1" and not skipping("legacy_schema"):
             body = {back.get(k, k): v for k, v in body.items()}
             body["records"] = [{back.get(k, k): v for k, v in r.items()} for r in body["records"]]

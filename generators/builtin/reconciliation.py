@@ -54,7 +54,7 @@ def _per_entity(scope, ledger):
 
 
 def _compute(reg, ledger, statement):
-    """Pure core shared by build (on the truth) and solve (on the cleaned files)."""
+    """Pure core shared by draw (on the truth) and solve (on the cleaned files)."""
     ic, scope = id_col(), in_scope(reg)
     led_c, rep_c = _cols()
     totals = _per_entity(scope, ledger)
@@ -97,7 +97,7 @@ INTROS = (
 )
 
 
-def build(seed):
+def draw(seed):
     rng = rng_for(seed)
     world = make_world(rng)
     ic, m, dc = id_col(), V["measure"], date_col()
@@ -166,9 +166,9 @@ def build(seed):
 
 
 def blanks_matter():
-    """A blank read as zero changes no sum: blanks are a difficulty only for a mean, peak or
-    latest value."""
-    return not additive()
+    """A blank read as zero changes no sum and raises no peak (the readings are positive):
+    blanks are a difficulty only for a mean or a latest value."""
+    return agg() in ("mean", "latest")
 
 
 def injections():

@@ -80,7 +80,7 @@ INTROS = (
 )
 
 
-def build(seed):
+def draw(seed):
     rng = rng_for(seed)
     world = make_world(rng)
     ic, m, dc = id_col(), V["measure"], date_col()
@@ -178,20 +178,19 @@ def _read_all(ws):
                 m: rnd(float(r[sc[1]]) / factor, V["decimals"]),
             }
         )
-    with open(os.path.join(ws, _export_path()), encoding="utf-8") as f:
-        for r in json.load(f):
-            v = float(r["qty"])
-            if r["uom"] == V["alt_unit"]:
-                v = v / factor
-            ts = r["ts"]
-            out.append(
-                {
-                    "reading_id": r["rid"],
-                    ic: norm_id(r["who"]),
-                    "date": f"{ts[:4]}-{ts[4:6]}-{ts[6:]}",
-                    m: rnd(v, V["decimals"]),
-                }
-            )
+    for r in read_json(ws, _export_path()):
+        v = float(r["qty"])
+        if r["uom"] == V["alt_unit"]:
+            v = v / factor
+        ts = r["ts"]
+        out.append(
+            {
+                "reading_id": r["rid"],
+                ic: norm_id(r["who"]),
+                "date": f"{ts[:4]}-{ts[4:6]}-{ts[6:]}",
+                m: rnd(v, V["decimals"]),
+            }
+        )
     return out
 
 
