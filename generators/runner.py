@@ -24,13 +24,12 @@ import json
 import marshal
 import math
 import operator
-import re
 import threading
 import types
 from pathlib import Path
 from typing import Literal
 
-from clawloop.generators.candidates import ParsedGenerator, parse_meta
+from clawloop.generators.candidates import ParsedGenerator, parse_meta, source_pieces
 from clawloop.generators.contract import BuildResult, ContractError, validate_build
 from clawloop.harness.sandbox.base import ExecResult, Sandbox, SandboxConfig, SandboxError
 from clawloop.harness.sandbox.scratch import scratch
@@ -170,29 +169,9 @@ def _tail(text: str, n: int = TAIL_LINES) -> str:
 
 _COMPILE_LOCK = threading.Lock()
 _COMPILE_ERRORS = (SyntaxError, ValueError, MemoryError, RecursionError, OverflowError)
-# Where a module splits into pieces compiled on their own: a line opening a top-level def or
-# class, or its first decorator.
-_PIECE_START = re.compile(rb"^(?:def |class |async def |@)", re.M)
 _FUTURE_FLAGS = functools.reduce(
     operator.or_, (getattr(__future__, f).compiler_flag for f in __future__.all_feature_names)
 )
-
-
-def _pieces(source: bytes) -> list[tuple[int, bytes]]:
-    """(first line - 1, text) of each piece: the module's head, then each top-level def or
-    class with its decorators. A piece that ends inside a string or brackets does not compile,
-    and then the whole source is compiled instead (compiled())."""
-    starts = [0]
-    for m in _PIECE_START.finditer(source):
-        head = source.rfind(b"\n", 0, m.start() - 1) + 1
-        if m.start() and not source.startswith(b"@", head):  # not a def after its decorator
-            starts.append(m.start())
-    ends = starts[1:] + [len(source)]
-    out, line = [], 0
-    for a, b in zip(starts, ends, strict=True):
-        out.append((line, source[a:b]))
-        line += source.count(b"\n", a, b)
-    return out
 
 
 @functools.lru_cache(maxsize=8192)
@@ -222,7 +201,7 @@ def compiled(source: bytes) -> tuple[types.CodeType, ...] | None:
     compiles it and reports the error."""
     with _COMPILE_LOCK:  # as candidates.parse_meta: CPython <= 3.11.7's parser in threads
         try:
-            pieces = _pieces(source)
+            pieces = source_pieces(source)
             head = _piece(pieces[0][1], 0)
             flags = head.co_flags & _FUTURE_FLAGS  # `from __future__` holds for the whole file
             return (head,) + tuple(_shifted(_piece(t, flags), n) for n, t in pieces[1:])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import os
 import shutil
 import subprocess
@@ -169,11 +170,12 @@ def _run(pieces) -> dict:
 def test_compiled_pieces_run_as_the_whole_module() -> None:
     import traceback
 
-    from clawloop.generators.runner import GENERATOR_FILE, _pieces, compiled
+    from clawloop.generators.candidates import source_pieces
+    from clawloop.generators.runner import GENERATOR_FILE, compiled
 
     pieces = compiled(TRICKY.encode())
     # The head, then `def deco`, the decorator with the def it decorates, `class`, a def.
-    assert pieces is not None and len(pieces) == 5 == len(_pieces(TRICKY.encode()))
+    assert pieces is not None and len(pieces) == 5 == len(source_pieces(TRICKY.encode()))
     ns = _run(pieces)
     assert ns["__doc__"] == "Module docstring."
     assert ns["TEXT"].startswith("def") and "not_a_function" not in ns
@@ -219,3 +221,19 @@ def test_every_builtin_generator_compiles_piecewise_to_the_same_tasks() -> None:
         whole: dict = {"__name__": "generator"}
         exec(compile(src, "generator.py", "exec"), whole)
         assert _run(pieces)["build"](5) == whole["build"](5), cap
+
+
+def test_parse_meta_piece_by_piece_reads_what_the_whole_parse_reads() -> None:
+    from clawloop.generators.candidates import _module
+
+    src = fixture("good")
+    assert [type(n).__name__ for n in _module(src).body] == [
+        type(n).__name__ for n in ast.parse(src).body
+    ]
+    # `def build` only inside a string: that piece does not parse alone, the whole source is
+    # parsed, and the generator still lacks build().
+    hidden = src.replace("def build(seed):", 'DOC = """\ndef build(seed):\n"""\n\n\ndef _b(seed):')
+    with pytest.raises(ContractError, match=r"does not define build\(\)"):
+        parse_meta(hidden)
+    with pytest.raises(ContractError, match="not valid Python"):
+        parse_meta(src + "\ndef broken(:\n")

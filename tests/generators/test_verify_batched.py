@@ -71,7 +71,7 @@ def test_a_second_build_that_fails_or_hangs_fails_determinism(
     # sees it and fails or hangs (forge's build, in a sandbox of its own, never does).
     import clawloop.generators.verify as verify
 
-    monkeypatch.setattr(verify, "REBUILD_TIMEOUT_S", 2.0)
+    monkeypatch.setattr(verify, "REBUILD_TIMEOUT_S", 6.0)  # sleep(60) outlasts it
     for action, needle in [
         ("raise RuntimeError('second')", "crash"),
         ("time.sleep(60)", "timeout"),
