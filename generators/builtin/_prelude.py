@@ -466,6 +466,21 @@ def blank_some(rng, rows, col, key):
     ]
     if not hit and many:
         rng.choice(by_key[rng.choice(many)])[col] = None
+    dc = date_col()
+    if agg() == "latest" and rows and dc in rows[0]:
+        # Only an entity's latest-dated rows count: unless some in-scope entity's are all
+        # blank (it keeps an earlier value), blank one's, or no blank changes the answer.
+        def latest(k):
+            top = max(r[dc] for r in by_key[k])
+            return [r for r in by_key[k] if r[dc] == top]
+
+        def earlier(k):
+            return any(r[dc] < latest(k)[0][dc] and r[col] is not None for r in by_key[k])
+
+        live = [k for k in many if k in LIVE + [""] and earlier(k)]
+        if live and not any(all(r[col] is None for r in latest(k)) for k in live):
+            for r in latest(rng.choice(live)):
+                r[col] = None
 
 
 def emit_table(rng, path, rows, columns, value_cols, known_ids=(), peaks=False):

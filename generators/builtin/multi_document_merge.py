@@ -123,6 +123,7 @@ def draw(seed):
     files = registry_files(rng, world)
     legacy_files = set(rng.sample([doc["file"] for doc in docs[1:]], 2)) if d >= 2 else set()
     unit_files = set(rng.sample([doc["file"] for doc in docs], 2)) if d >= 3 else set()
+    used = set()  # the current key names the v1 documents renamed (the rule names only those)
     for doc in docs:
         recs = [dict(r) for r in doc["records"]]
         if d >= 1 and doc is docs[-1]:
@@ -142,6 +143,7 @@ def draw(seed):
                     r[ic] = " " + r[ic].lower() + " "
         if doc["file"] in legacy_files:
             lk = _legacy_keys()
+            used.update(k for x in [body, *recs] for k in x if k in lk)
             body = {lk.get(k, k): v for k, v in body.items()}
             body["format"] = "v1"
             recs = [{lk.get(k, k): v for k, v in r.items()} for r in recs]
@@ -194,7 +196,7 @@ def draw(seed):
         decisions += [
             "A null field means no update for that field.",
             'Documents marked "format": "v1" use older key names: '
-            + ", ".join(f"{v} = {k}" for k, v in lk.items())
+            + ", ".join(f"{v} = {k}" for k, v in lk.items() if k in used)
             + ".",
         ]
     if d >= 3:

@@ -213,3 +213,25 @@ def test_a_redrawn_task_is_the_same_in_two_interpreters(tmp_path: Path) -> None:
         for hs in ("1", "4242")
     }
     assert len(outs) == 1
+
+
+def test_a_latest_value_keeps_a_load_bearing_blank(tmp_path: Path) -> None:
+    """Found by the full oracle matrix: for a latest-value measure only an entity's latest rows
+    count, and every draw of this seed blanked other rows (blanks inert in all 8 draws). Now an
+    in-scope entity's latest rows are blanked when no random blank hit them."""
+    code = render_generator("domain_calculation", "herbarium_loans", 3, 3, "json")
+    task, ws = built(code, 1015, tmp_path)
+    rewards = ablation_rewards(code, task["contract"], task["answer"], ws)
+    assert "blanks" in rewards and all(r < 1.0 for r in rewards.values()), rewards
+
+
+def test_the_legacy_key_rule_names_only_the_keys_v1_documents_use(tmp_path: Path) -> None:
+    """Found by the full oracle matrix: no record of this seed's v1 documents carried the
+    category, yet the rule listed `class = genus`, a key no file holds (decision_fields)."""
+    from clawloop.generators.verify import undefined_decision_fields
+
+    code = render_generator("multi_document_merge", "coral_nursery", 1, 2, "json")
+    task, _ = built(code, 1006, tmp_path)
+    assert undefined_decision_fields(task["contract"], task["answer"], task["files"]) == []
+    rule = next(d for d in task["contract"]["decisions"] if "older key names" in d)
+    assert "class = " not in rule and "ref = " in rule
