@@ -793,8 +793,8 @@ def ablation_rewards(
 ) -> dict[str, float]:
     """The reward of the reference solution run with each injection the generator declares
     (its injections()) skipped, on a copy of the starting workspace (a folder, or its files'
-    texts). A skip that crashes the
-    solution scores 0: the injection is needed to get any answer at all."""
+    texts). A skip that crashes the solution scores 0: the injection is needed to get any
+    answer at all."""
     import shutil
     import tempfile
 
@@ -869,10 +869,6 @@ def check_decision_fields(task: Path | TaskFiles) -> tuple[bool, str]:
             "nothing the agent writes (drop the rule or add the field)"
         )
     return True, "every field the decisions define is in some output"
-
-
-def workspace_files(task_dir: Path) -> dict[str, str]:
-    return TaskFiles.of(task_dir).workspace
 
 
 def _under(files: Entries, prefix: str) -> Entries:
