@@ -448,6 +448,13 @@ def blanks_matter():
     return True
 
 
+def blanks_change_an_aggregate():
+    """A skeleton's blanks_matter when it aggregates each entity's readings: a blank read as
+    zero changes no sum and raises no peak (the readings are positive), so blanks are a
+    difficulty only for a mean or a latest value."""
+    return agg() in ("mean", "latest")
+
+
 def blank_some(rng, rows, col, key):
     """Dirtiness >= 2: blank one value in a few entities (never an entity's only value; at least
     one somewhere, so the difficulty is there). Changes the truth."""

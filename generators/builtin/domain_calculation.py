@@ -162,10 +162,7 @@ def _read_factors(ws):
     return {r[V["category"]].strip(): float(r["factor"]) for r in read_csv(ws, _factors_path())}
 
 
-def blanks_matter():
-    """A blank read as zero changes no sum and raises no peak (the readings are positive):
-    blanks are a difficulty only for a mean or a latest value."""
-    return agg() in ("mean", "latest")
+blanks_matter = blanks_change_an_aggregate
 
 
 def injections():

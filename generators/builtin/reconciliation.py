@@ -165,10 +165,7 @@ def draw(seed):
     return finish(intro, files, spec, rows, summary, decisions, naive)
 
 
-def blanks_matter():
-    """A blank read as zero changes no sum and raises no peak (the readings are positive):
-    blanks are a difficulty only for a mean or a latest value."""
-    return agg() in ("mean", "latest")
+blanks_matter = blanks_change_an_aggregate
 
 
 def injections():

@@ -21,20 +21,6 @@ from clawloop.tasks.config import ConfigError, parse_config
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
 
 
-@pytest.fixture(scope="module")
-def harness(tmp_path_factory):
-    home = tmp_path_factory.mktemp("prefect-home")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("PREFECT_HOME", str(home))
-    mp.setenv("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    mp.setenv("PREFECT_LOCAL_STORAGE_PATH", str(home / "storage"))
-    from prefect.testing.utilities import prefect_test_harness
-
-    with prefect_test_harness(server_startup_timeout=60):
-        yield
-    mp.undo()
-
-
 # ---- config: refused with the field and the fix (no Prefect, no cluster) -------------------
 
 

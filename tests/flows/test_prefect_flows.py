@@ -11,20 +11,6 @@ pytestmark = pytest.mark.prefect
 SCHEMA = pa.schema([("task_id", pa.string()), ("score", pa.float64())])
 
 
-@pytest.fixture(scope="module")
-def harness(tmp_path_factory):
-    home = tmp_path_factory.mktemp("prefect-home")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("PREFECT_HOME", str(home))
-    mp.setenv("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    mp.setenv("PREFECT_LOCAL_STORAGE_PATH", str(home / "storage"))
-    from prefect.testing.utilities import prefect_test_harness
-
-    with prefect_test_harness(server_startup_timeout=60):
-        yield
-    mp.undo()
-
-
 @task(name="bump")
 def _bump(row: dict, by: float) -> dict:
     return {**row, "score": row["score"] + by}

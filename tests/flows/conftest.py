@@ -1,0 +1,20 @@
+"""Fixtures shared by the flow tests."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture(scope="module")
+def harness(tmp_path_factory):
+    """A temporary Prefect server and home for one test module (Prefect's test harness)."""
+    home = tmp_path_factory.mktemp("prefect-home")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("PREFECT_HOME", str(home))
+    mp.setenv("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    mp.setenv("PREFECT_LOCAL_STORAGE_PATH", str(home / "storage"))
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=60):
+        yield
+    mp.undo()
