@@ -12,8 +12,8 @@ cost of one sandboxed `true` (a bare `bwrap ... true`; a bare docker SDK
 stop), and prints the ratio. Targets on 2 cores: bwrap >= 1000 tasks/min (120 ms CPU per task);
 layer <= 1.5x.
 
-    .venv/bin/python benchmarks/forge_verify.py [--tasks 200] [--workers 4] [--backends bwrap,docker]
-        [--baseline REV] [--rounds 2]
+    .venv/bin/python benchmarks/forge_verify.py [--tasks 200] [--workers 4] [--batch 8]
+        [--backends bwrap,docker] [--baseline REV] [--rounds 2]
 """
 
 from __future__ import annotations
@@ -128,20 +128,37 @@ def cpu_seconds() -> tuple[float, float]:
     return t.user + t.system, t.children_user + t.children_system
 
 
-def throughput(backend: str, cands: list[dict], workers: int) -> dict:
-    """Forge and verify `cands` here: tasks/min, CPU ms per task (host, sandboxes), kept."""
+def throughput(backend: str, cands: list[dict], workers: int, batch: int) -> dict:
+    """Forge and verify `cands` here, as the stages do (forge per task, verify per batch of
+    `batch` tasks, verify.batch; a revision before batched verify verifies each task alone):
+    tasks/min, CPU ms per task (host, sandboxes), kept."""
     sb = SandboxConfig(backend=backend)
+    try:
+        from clawloop.generators.verify import verify_tasks
+    except ImportError:  # a --baseline revision from before batched gradings
+        verify_tasks = None
 
-    def one(cand: dict) -> str:
-        row = forge_candidate(cand, sb)
-        if row["status"] != "ok":
-            return f"forge {row['error_kind']}: {row['error'].splitlines()[0]}"
-        _, verdict = verify_task(row, sb)
-        return "" if verdict["kept"] else verdict["reason"]
+    def one(group: list[dict]) -> list[str]:
+        rows, out = [], {}
+        for cand in group:
+            row = forge_candidate(cand, sb)
+            if row["status"] != "ok":
+                out[cand["task_id"]] = f"forge {row['error_kind']}: {row['error'].splitlines()[0]}"
+            else:
+                rows.append(row)
+        if verify_tasks is not None:
+            checked = verify_tasks(rows, sb)
+        else:
+            checked = [verify_task(row, sb) for row in rows]
+        for _, verdict in checked:
+            out[verdict["task_id"]] = "" if verdict["kept"] else verdict["reason"]
+        return list(out.values())
 
+    per = max(1, min(batch, -(-len(cands) // workers)))
+    groups = [cands[i : i + per] for i in range(0, len(cands), per)]
     t0, (host0, kids0) = time.perf_counter(), cpu_seconds()
     with ThreadPoolExecutor(workers) as pool:
-        outcomes = list(pool.map(one, cands))
+        outcomes = [o for group in pool.map(one, groups) for o in group]
     took, (host1, kids1) = time.perf_counter() - t0, cpu_seconds()
     n = len(cands)
     return {
@@ -162,12 +179,12 @@ SHIM = (
 )
 
 
-def measure_in_process(tree: str | None, backend: str, n: int, workers: int) -> dict:
+def measure_in_process(tree: str | None, backend: str, n: int, workers: int, batch: int) -> dict:
     """One measurement in a fresh interpreter, with this checkout's code or the tree's: its
     own library renders the N built-in candidates, so verify knows them for built-ins (their
     ablation runs) exactly as that revision's pipeline would."""
     argv = [__file__, "--measure", "--tasks", str(n), "--backends", backend]
-    argv += ["--workers", str(workers)]
+    argv += ["--workers", str(workers), "--batch", str(batch)]
     cmd = [sys.executable, *argv] if tree is None else [sys.executable, "-c", SHIM, tree, *argv]
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if done.returncode != 0:
@@ -206,6 +223,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tasks", type=int, default=200, help="tasks forged+verified per backend")
     ap.add_argument("--workers", type=int, default=4, help="threads (sandbox-bound work)")
+    ap.add_argument("--batch", type=int, default=8, help="tasks per verify batch (verify.batch)")
     ap.add_argument("--backends", default="bwrap,docker")
     ap.add_argument("--repeat", type=int, default=20, help="repeats of each overhead measurement")
     ap.add_argument("--baseline", default="", help="git revision to compare with (before/after)")
@@ -219,7 +237,7 @@ def main() -> int:
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
     if args.measure:
         cands = candidates(args.tasks)
-        print(json.dumps(throughput(backends[0], cands, args.workers)))
+        print(json.dumps(throughput(backends[0], cands, args.workers, args.batch)))
         return 0
     load = os.getloadavg()[0]
     print(f"host: {os.cpu_count()} cores, load average {load:.1f} at start")
@@ -241,8 +259,8 @@ def main() -> int:
             before, after = [], []
             for _ in range(rounds):  # alternating, so load drift hits both alike
                 if base:
-                    before.append(measure_in_process(base, backend, n, args.workers))
-                after.append(measure_in_process(after_tree, backend, n, args.workers))
+                    before.append(measure_in_process(base, backend, n, args.workers, args.batch))
+                after.append(measure_in_process(after_tree, backend, n, args.workers, args.batch))
             now = _mean(after)
             if base:
                 was = _mean(before)

@@ -1,7 +1,7 @@
 """Per-item cost of each execution.runner (dask, ray when importable) against threads, in one run.
 
 The same N built-in candidates (benchmarks/forge_verify.py's `candidates`) are forged and then
-verified by the pipeline's own Prefect tasks (`forge_one`, `verify_one`) through
+verified by the pipeline's own Prefect tasks (`forge_one`, `verify_batch`) through
 `prefect_mapper`, two task runs per item, inside one Prefect flow per runner whose task runner is
 the one `flows/pipeline.py` gives a stage (`task_runner`: threads, or a local Dask / Ray cluster
 sized from --workers). Per runner it measures:
@@ -50,7 +50,7 @@ from clawloop.tasks.forge import forge_one  # noqa: E402
 from clawloop.tasks.mapping import prefect_mapper  # noqa: E402
 from clawloop.tasks.settings import ExecutionSettings  # noqa: E402
 from clawloop.tasks.verify import _crashed as verify_crashed  # noqa: E402
-from clawloop.tasks.verify import verify_one  # noqa: E402
+from clawloop.tasks.verify import batches, verify_batch  # noqa: E402
 
 
 @task(name="noop", cache_policy=NO_CACHE, persist_result=False)
@@ -92,7 +92,15 @@ def forge_verify_flow(
     forged = prefect_mapper(
         forge_one, cands, forge_crashed, workers=workers, sandbox=sandbox, retries=3
     )
-    checked = prefect_mapper(verify_one, forged, verify_crashed, workers=workers, sandbox=sandbox)
+    groups = batches(forged, 8, workers)
+    done = prefect_mapper(
+        verify_batch,
+        groups,
+        lambda rows, exc: [verify_crashed(r, exc) for r in rows],
+        workers=workers,
+        sandbox=sandbox,
+    )
+    checked = [c for batch in done for c in batch]
     took, cpu = time.perf_counter() - t0, tree_cpu_s() - cpu0
     verdicts = [(v["task_id"], bool(v["kept"]), v["reason"]) for _, v in checked]
     return took, cpu, verdicts

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import dataclasses
 import functools
 import json
 import math
@@ -81,16 +82,21 @@ PROBE_STAGE_NAME = ".clawloop-probes"
 PROBE_STAGE = f"{TESTS}/{PROBE_STAGE_NAME}"
 PROBE_RESULTS = f"{VERIFIER_LOGS}/probes.json"
 
-# Runs inside the sandbox after solve.sh, in one interpreter: first (with --oracle) what the
-# canonical tests/test.sh does (the task's grader.py grading /workspace into reward.json and
-# details.json, its output in test.log), then the no-op (the pristine starting workspace) and each
-# probe (its files written over the pristine workspace, graded, then put back) with the same
-# grader module. The grader's code object comes precompiled from the host when the interpreter
-# versions match (grader.code), else it is compiled here.
+# Runs inside a sandbox after the reference solution, in one interpreter, for each job of
+# STAGE/jobs.json (one task's grading; the jobs of a batch are several tasks' solved workspaces
+# and answer keys side by side, graded one after another): first (with "oracle") what the
+# canonical tests/test.sh does (the grader grading the job's workspace into its reward.json and
+# details.json, its output in test.log), then the no-op (the task's pristine starting workspace)
+# and each probe (its files written over the pristine workspace, graded, then put back) with the
+# same grader module, the job's results written last (so a job with results is complete). Each
+# job runs under its own alarm: one that outlasts it ends the interpreter, and the host grades
+# the jobs left without results again, each alone. The grader's code object comes precompiled
+# from the host when the interpreter versions match (STAGE/grader.code), else it is compiled here.
 PROBE_DRIVER = r"""
 import json, marshal, os, sys
-stage, out = sys.argv[1], sys.argv[2]
-oracle = "--oracle" in sys.argv[3:]
+stage = sys.argv[1]
+with open(os.path.join(stage, "jobs.json")) as f:
+    spec = json.load(f)
 
 def load(name, path):
     mod = type(sys)(name)
@@ -112,9 +118,20 @@ def load(name, path):
         exec(piece, mod.__dict__)
     return mod
 
-grader = load("grader", "/tests/grader.py")
-if oracle:
-    logs = "/logs/verifier"
+def alarm(seconds):
+    # As the forge driver's: the builtin _signal, and a handler that ends the process (the
+    # default action never ends a namespace's pid 1).
+    try:
+        import _signal as sig
+    except ImportError:
+        import signal as sig
+    sig.signal(sig.SIGALRM, lambda *_: os._exit(124))
+    sig.alarm(seconds)
+
+grader = load("grader", spec["grader"])
+
+def oracle(job):
+    logs = job["logs"]
     reward, details = logs + "/reward.json", logs + "/details.json"
     os.makedirs(logs, exist_ok=True)
     for name in os.listdir(logs):
@@ -124,8 +141,8 @@ if oracle:
     with open(logs + "/test.log", "w") as log:
         sys.stdout = log
         try:
-            grader.main(["--tests-dir", "/tests", "--workspace", "/workspace", "--out", reward,
-                         "--details", details])
+            grader.main(["--tests-dir", job["tests"], "--workspace", job["workspace"], "--out",
+                         reward, "--details", details])
         except BaseException as exc:
             print("grader failed: %s: %s" % (type(exc).__name__, exc))
         finally:
@@ -137,14 +154,9 @@ if oracle:
         with open(reward, "w") as f:
             f.write('{"reward": 0.0}\n')
 
-contract = json.load(open("/tests/contract.json"))
-answer = json.load(open("/tests/answer.json"))
-probes = json.load(open(os.path.join(stage, "probes.json")))
-ws = os.path.join(stage, "workspace")
-top = os.path.realpath(ws) + os.sep
-
-def overlay(files):
+def overlay(ws, files):
     # Write a probe's files over the pristine workspace; return how to put it back.
+    top = os.path.realpath(ws) + os.sep
     saved, made = [], []
     try:
         for rel, text in files.items():
@@ -182,23 +194,38 @@ def restore(saved, made):
     for d in reversed(made):
         os.rmdir(d)
 
-results = {}
-for name, files in [("noop", {})] + sorted(probes.items()):
-    key = name if name == "noop" else "trivial:" + name
-    try:
-        undo = overlay(files)
-    except Exception as exc:
-        results[key] = {"reward": 0.0, "error": "%s: %s" % (type(exc).__name__, exc)}
-        continue
-    try:
-        g = grader.grade(contract, answer, ws)
-        results[key] = {"reward": float(g.get("reward", 0.0)), "passed": bool(g.get("passed"))}
-    except Exception as exc:
-        results[key] = {"reward": 0.0, "error": "%s: %s" % (type(exc).__name__, exc)}
-    finally:
-        restore(*undo)
-with open(out, "w") as f:
-    json.dump(results, f)
+def probes(job):
+    with open(job["tests"] + "/contract.json") as f:
+        contract = json.load(f)
+    with open(job["tests"] + "/answer.json") as f:
+        answer = json.load(f)
+    with open(job["probes"]) as f:
+        probes = json.load(f)
+    ws = job["pristine"]
+    results = {}
+    for name, files in [("noop", {})] + sorted(probes.items()):
+        key = name if name == "noop" else "trivial:" + name
+        try:
+            undo = overlay(ws, files)
+        except Exception as exc:
+            results[key] = {"reward": 0.0, "error": "%s: %s" % (type(exc).__name__, exc)}
+            continue
+        try:
+            g = grader.grade(contract, answer, ws)
+            results[key] = {"reward": float(g.get("reward", 0.0)), "passed": bool(g.get("passed"))}
+        except Exception as exc:
+            results[key] = {"reward": 0.0, "error": "%s: %s" % (type(exc).__name__, exc)}
+        finally:
+            restore(*undo)
+    with open(job["results"], "w") as f:
+        json.dump(results, f)
+
+for job in spec["jobs"]:
+    alarm(job["alarm"])
+    if job["oracle"]:
+        oracle(job)
+    probes(job)
+alarm(0)
 """
 
 # ---- leak check: pure ----------------------------------------------------------------------
@@ -876,32 +903,109 @@ def _under(files: Entries, prefix: str) -> Entries:
     return {rel[len(prefix) :]: e for rel, e in files.items() if rel.startswith(prefix)}
 
 
-def _tests_entries(task: TaskFiles) -> tuple[Entries, bool]:
-    """What goes to /tests after the solution ran: the task's tests/ plus the probe stage
-    (driver, probes, a pristine copy of the starting workspace for the no-op and the probes,
-    the grader precompiled), and whether tests/test.sh is the canonical one (then the driver
-    grades the oracle in the same interpreter as the probes)."""
-    from clawloop.harness.taskfolder.folder import TEST_SH
+# A solved workspace graded in a batch's sandbox is copied there: at most this much.
+MAX_BATCH_WORKSPACE_BYTES = 16 * 1024 * 1024
+MAX_BATCH_WORKSPACE_ENTRIES = 4096
+
+
+@dataclasses.dataclass
+class GradeJob:
+    """One task's grading once its reference solution ran, ready for a grading sandbox: its
+    answer key (the tests/ files the grader reads), the probe stage (probes.json and the pristine
+    starting workspace under workspace/), its workspace as the solution left it, and how long
+    its grading may take."""
+
+    tests: Entries
+    stage: Entries
+    workspace: Entries
+    timeout: float
+
+
+@dataclasses.dataclass
+class Graded:
+    """What a grading exec left for one task: the oracle's grade and the probes' results
+    (probes.json's text; None when the exec ended before writing it, `why` says how)."""
+
+    oracle: Grade
+    probes: str | None
+    why: str = ""
+
+
+@dataclasses.dataclass
+class SolveStep:
+    """A task after its sandbox's first exec: `out` holds the determinism verdict (or, with
+    `final`, every sandbox verdict: the sandbox could not be graded in); then either its
+    grading (`graded`, in its own sandbox) or the job that grades it in a batch's."""
+
+    out: dict[str, tuple[bool, str]]
+    solve_error: str | None = None
+    final: bool = False
+    graded: Graded | None = None
+    job: GradeJob | None = None
+
+
+@functools.cache
+def canonical_test_side() -> Entries:
+    """The test-side files forge writes into every task (tests/test.sh, grader.py,
+    state_predicates.py): a task holding exactly these is graded by our one grader module."""
+    from clawloop.harness.taskfolder.folder import (
+        GRADER_PATH,
+        STATE_PREDICATES_PATH,
+        TEST_SH,
+    )
+
+    return {
+        "test.sh": (TEST_SH.encode(), True),
+        "grader.py": (GRADER_PATH.read_bytes(), False),
+        "state_predicates.py": (STATE_PREDICATES_PATH.read_bytes(), False),
+    }
+
+
+def _canonical(tests: Entries) -> bool:
+    return all(
+        (tests.get(rel) or (b"",))[0] == entry[0] for rel, entry in canonical_test_side().items()
+    )
+
+
+def _probe_stage(task: TaskFiles) -> Entries:
+    """probes.json (harness/taskfolder/probes.py) and the pristine starting workspace."""
     from clawloop.harness.taskfolder.probes import trivial_probes
 
-    files = task.entries
-    tests = _under(files, "tests/")
-    contract = task.json("tests/contract.json")
-    stage = f"{PROBE_STAGE_NAME}/"
-    tests[stage + "driver.py"] = (PROBE_DRIVER.encode(), False)
-    probes = trivial_probes(contract, task.workspace)
-    tests[stage + "probes.json"] = (json.dumps(probes).encode(), False)
-    grader = tests.get("grader.py")
-    # Compiled (never run) here, once per grader text; one that does not compile is left to
-    # the driver, which compiles it and reports.
-    blob = None if grader is None else code_blob(grader[0], f"{TESTS}/grader.py")
+    probes = trivial_probes(task.json("tests/contract.json"), task.workspace)
+    stage: Entries = {"probes.json": (json.dumps(probes).encode(), False), "workspace": None}
+    for rel, entry in _under(task.entries, "environment/workspace/").items():
+        stage["workspace/" + rel] = entry
+    return stage
+
+
+def _driver_stage(grader: tuple[bytes, bool] | None, grader_path: str, jobs: list[dict]) -> Entries:
+    """The driver, its jobs and the grader precompiled (here, never run, once per grader text;
+    one that does not compile is left to the driver, which compiles it and reports)."""
+    stage: Entries = {
+        "driver.py": (PROBE_DRIVER.encode(), False),
+        "jobs.json": (json.dumps({"grader": grader_path, "jobs": jobs}).encode(), False),
+    }
+    blob = None if grader is None else code_blob(grader[0], grader_path)
     if blob is not None:
-        tests[stage + "grader.code"] = (blob, False)
-    tests[stage + "workspace"] = None
-    for rel, entry in _under(files, "environment/workspace/").items():
-        tests[stage + "workspace/" + rel] = entry
-    test_sh = tests.get("test.sh")
-    return tests, test_sh is not None and test_sh[0] == TEST_SH.encode()
+        stage["grader.code"] = (blob, False)
+    return stage
+
+
+def _job(tests: str, workspace: str, logs: str, stage: str, oracle: bool, timeout: float) -> dict:
+    return {
+        "tests": tests,
+        "workspace": workspace,
+        "logs": logs,
+        "probes": f"{stage}/probes.json",
+        "pristine": f"{stage}/workspace",
+        "results": f"{logs}/probes.json",
+        "oracle": oracle,
+        "alarm": max(1, math.ceil(timeout)),
+    }
+
+
+def _driver_argv() -> list[str]:
+    return ["python3", "-I", "-S", f"{PROBE_STAGE}/driver.py", PROBE_STAGE]
 
 
 def _put(sb: Any, remote: str, entries: Entries) -> None:
@@ -926,15 +1030,20 @@ def _text(sb: Any, remote: str, cap: int = MAX_REWARD_BYTES) -> str | None:
     return None if data is None else data.decode(errors="replace")
 
 
-def _read_grade(sb: Any) -> Grade:
+def _read_grade(sb: Any, logs: str = VERIFIER_LOGS) -> Grade:
     """taskenv.read_grade without a download per file: reward.json and details.json, else (as
-    Harbor reads them) reward.txt."""
-    text = _text(sb, REWARD_FILE)
+    Harbor reads them) reward.txt, from the folder `logs` (the verifier's)."""
+    text = _text(sb, REWARD_FILE.replace(VERIFIER_LOGS, logs, 1))
     if text is None:
-        plain = _text(sb, REWARD_TEXT_FILE)
+        plain = _text(sb, REWARD_TEXT_FILE.replace(VERIFIER_LOGS, logs, 1))
         if plain is not None:
             return parse_reward_text(plain)
-    return parse_reward(text, _text(sb, DETAILS_FILE, MAX_DETAILS_BYTES))
+    details = _text(sb, DETAILS_FILE.replace(VERIFIER_LOGS, logs, 1), MAX_DETAILS_BYTES)
+    return parse_reward(text, details)
+
+
+def _ended(res: Any) -> str:
+    return "timed out" if res.timed_out else f"exited {res.exit_code}: {res.stderr.strip()[-300:]}"
 
 
 def _prepare(sb: Any) -> str:
@@ -965,28 +1074,30 @@ def solve_driver(task: TaskFiles) -> ParsedGenerator | None:
         return None
 
 
-def run_sandbox_checks(
-    task: Path | TaskFiles, sandbox: SandboxConfig, rebuild: tuple[int, str] | None = None
-) -> dict[str, tuple[bool, str]]:
-    """Oracle, no-op and trivial probes in one fresh sandbox with two execs:
+def solve_in_sandbox(
+    task: TaskFiles, sandbox: SandboxConfig, rebuild: tuple[int, str] | None, defer: bool
+) -> SolveStep:
+    """The sandbox part of verify, in one fresh sandbox:
     1. the reference solution on the starting workspace (the answer key is not in the sandbox
        yet): the canonical solve.sh's solve() through the forge driver, which with `rebuild`
        (seed, forge's digest) then builds that seed again (the determinism check: another
        interpreter than forge's, so another hash seed), else `bash solution/solve.sh`; then
        taskenv.prepare_grading (its leftover processes killed, /tests and /logs/verifier
        emptied);
-    2. put tests/ in, then in one exec: tests/test.sh (the oracle's reward) and the grading of
-       the pristine workspace (no-op) and of each probe over it with the task's own grader, in
-       one process (test.sh too, in that process, when it is the canonical one).
+    2. with `defer`, when the task's test side is ours and the solved workspace is plain files:
+       that workspace is copied out as a GradeJob, for grade_jobs to grade with other tasks';
+       else, here: tests/ put in, then in one exec tests/test.sh (the oracle's reward) and the
+       grading of the pristine workspace (no-op) and of each probe over it with the task's own
+       grader, in one process (test.sh too, in that process, when it is the canonical one).
     Raises SandboxError when the sandbox itself fails."""
     from clawloop.harness.sandbox.backend import open_sandbox
 
-    task = TaskFiles.of(task)
     files = task.entries
     header = parse_task_header(task.text("task.toml", ""), Path(task.name))
-    agent_timeout, verifier_timeout = header.agent_timeout_sec, header.verifier_timeout_sec
+    agent_timeout, timeout = header.agent_timeout_sec, 2 * header.verifier_timeout_sec
     out: dict[str, tuple[bool, str]] = {}
-    tests, canonical = _tests_entries(task)
+    tests = _under(files, "tests/")
+    canonical = tests.get("test.sh") == canonical_test_side()["test.sh"]
     gen = solve_driver(task)
     with open_sandbox(sandbox) as sb:
         _put(sb, WORKSPACE, _under(files, "environment/workspace/"))
@@ -1009,30 +1120,86 @@ def run_sandbox_checks(
         # the verifier arrive, and nothing it planted in /tests or /logs/verifier counts.
         unfit = _prepare(sb)
         if unfit:
-            return _unfit(unfit)
-        _put(sb, TESTS, tests)
-        grade = f"python3 -I -S {PROBE_STAGE}/driver.py {PROBE_STAGE} {PROBE_RESULTS}"
+            return SolveStep(_unfit(unfit), final=True)
+        read_tree = getattr(sb, "read_tree", None)
+        if defer and read_tree is not None and _canonical(tests):
+            workspace = read_tree(WORKSPACE, MAX_BATCH_WORKSPACE_BYTES, MAX_BATCH_WORKSPACE_ENTRIES)
+            if workspace is not None:
+                keys = {k: tests[k] for k in ("contract.json", "answer.json") if k in tests}
+                job = GradeJob(keys, _probe_stage(task), workspace, timeout)
+                return SolveStep(out, solve_error, job=job)
+        stage = _probe_stage(task)
+        job = _job(TESTS, WORKSPACE, VERIFIER_LOGS, PROBE_STAGE, canonical, timeout)
+        stage.update(_driver_stage(tests.get("grader.py"), f"{TESTS}/grader.py", [job]))
+        _put(sb, TESTS, {**tests, **{f"{PROBE_STAGE_NAME}/{k}": e for k, e in stage.items()}})
         if canonical:
-            argv = [*grade.split(), "--oracle"]
+            argv = _driver_argv()
         else:
             # `sh -c`, not a string (which runs under `bash -lc`): a login shell's profile
             # costs a few ms per task and nothing here needs it.
+            grade = " ".join(_driver_argv())
             argv = ["sh", "-c", f"bash {TESTS}/test.sh >{VERIFIER_LOGS}/test.log 2>&1; {grade}"]
-        res = sb.exec(argv, timeout=2 * verifier_timeout)
-        oracle = _read_grade(sb)
-        probes_text = _text(sb, PROBE_RESULTS)
-    if solve_error is not None:
-        out["oracle"] = (False, f"solution/solve.sh {solve_error}")
-    elif oracle.passed:
+        res = sb.exec(argv, timeout=timeout)
+        graded = Graded(_read_grade(sb), _text(sb, job["results"]), _ended(res))
+    return SolveStep(out, solve_error, graded=graded)
+
+
+def grade_jobs(jobs: list[GradeJob], sandbox: SandboxConfig) -> list[Graded]:
+    """Grade several solved tasks (GradeJobs) in one fresh sandbox and one interpreter: task i's
+    solved workspace at /workspace/i, its answer key and probe stage at /tests/i, our grader (the
+    one their test side holds) once at /tests; each graded as its own sandbox would (the oracle,
+    then the no-op and every probe), under its own alarm. A task the exec left without results
+    (its grading outlasted its alarm, or one before it did) is graded again alone, so its
+    verdict is the one it would get alone."""
+    from clawloop.harness.sandbox.backend import open_sandbox
+
+    tests = dict(canonical_test_side())
+    workspaces: Entries = {}
+    specs = []
+    for i, job in enumerate(jobs):
+        for rel, entry in {**job.tests, **job.stage}.items():
+            tests[f"{i}/{rel}"] = entry
+        workspaces[str(i)] = None
+        for rel, entry in job.workspace.items():
+            workspaces[f"{i}/{rel}"] = entry
+        where = f"{TESTS}/{i}"
+        logs = f"{VERIFIER_LOGS}/{i}"
+        specs.append(_job(where, f"{WORKSPACE}/{i}", logs, where, True, job.timeout))
+    stage = _driver_stage(tests["grader.py"], f"{TESTS}/grader.py", specs)
+    tests.update({f"{PROBE_STAGE_NAME}/{k}": e for k, e in stage.items()})
+    with open_sandbox(sandbox) as sb:
+        _put(sb, TESTS, tests)
+        _put(sb, WORKSPACE, workspaces)
+        res = sb.exec(_driver_argv(), timeout=sum(job.timeout for job in jobs))
+        why = _ended(res)
+        out = [
+            Graded(_read_grade(sb, spec["logs"]), _text(sb, spec["results"]), why) for spec in specs
+        ]
+    if len(jobs) == 1:
+        return out
+    return [
+        g if g.probes is not None else grade_jobs([job], sandbox)[0]
+        for g, job in zip(out, jobs, strict=True)
+    ]
+
+
+def sandbox_verdicts(solved: SolveStep) -> dict[str, tuple[bool, str]]:
+    """Every sandbox check's verdict (determinism, oracle, no-op, probes, answer file) from a
+    task's solve and grading. Raises SandboxError when the grading left no results."""
+    if solved.final or solved.graded is None:
+        return solved.out
+    out = dict(solved.out)
+    graded = solved.graded
+    if solved.solve_error is not None:
+        out["oracle"] = (False, f"solution/solve.sh {solved.solve_error}")
+    elif graded.oracle.passed:
         out["oracle"] = (True, "reference solution scores 1.0")
     else:
+        oracle = graded.oracle
         out["oracle"] = (False, f"reference solution scores {oracle.reward:.3f}: {oracle.reason}")
-    if probes_text is None:
-        why = (
-            "timed out" if res.timed_out else f"exited {res.exit_code}: {res.stderr.strip()[-300:]}"
-        )
-        raise SandboxError(f"grading the no-op and probes produced no results ({why})")
-    results = json.loads(probes_text)
+    if graded.probes is None:
+        raise SandboxError(f"grading the no-op and probes produced no results ({graded.why})")
+    results = json.loads(graded.probes)
     ok, reason = _probe_verdict(results.pop("noop", {}), "the untouched workspace")
     out["noop"] = (ok, reason if ok else "false positive: " + reason)
     copies = {n: r for n, r in results.items() if n.startswith("trivial:copy:")}
@@ -1053,6 +1220,14 @@ def run_sandbox_checks(
         else (True, f"none of the {len(copies)} starting files passes as the outputs")
     )
     return out
+
+
+def run_sandbox_checks(
+    task: Path | TaskFiles, sandbox: SandboxConfig, rebuild: tuple[int, str] | None = None
+) -> dict[str, tuple[bool, str]]:
+    """Oracle, no-op and trivial probes (and, with `rebuild`, determinism) in one fresh sandbox
+    with two execs (solve_in_sandbox). Raises SandboxError when the sandbox itself fails."""
+    return sandbox_verdicts(solve_in_sandbox(TaskFiles.of(task), sandbox, rebuild, defer=False))
 
 
 def _unfit(reason: str) -> dict[str, tuple[bool, str]]:
@@ -1081,12 +1256,20 @@ def _rebuild_of(row: dict[str, Any], task: TaskFiles) -> tuple[int, str] | None:
         return None
 
 
-def verify_task(
-    forged_row: dict[str, Any], sandbox: SandboxConfig
-) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """CHECKS rows and one VERDICTS row for a FORGED row; the verdict names the first failed
-    check. A fault of the sandbox itself raises SandboxError: it says nothing about the task, so
-    the caller retries it rather than record it as a verdict."""
+@dataclasses.dataclass
+class _Verifying:
+    """A task between verify's two halves: the host checks' rows and its sandbox's first exec."""
+
+    row: dict[str, Any]
+    task: TaskFiles | None
+    checks: list[dict[str, Any]]
+    verdict: dict[str, Any]
+    rebuild: tuple[int, str] | None = None
+    solved: SolveStep | None = None
+    error: str = ""  # why the sandbox part could not run
+
+
+def _start(forged_row: dict[str, Any], sandbox: SandboxConfig, defer: bool) -> _Verifying:
     task_id = str(forged_row.get("task_id", ""))
     verdict = {
         "task_id": task_id,
@@ -1096,46 +1279,63 @@ def verify_task(
         "domain": forged_row.get("domain", ""),
         "split": forged_row.get("split", ""),
     }
+    state = _Verifying(forged_row, None, [], verdict)
     if forged_row.get("status") != "ok" or not forged_row.get("task_tar"):
         err = forged_row.get("error") or "no task folder"
-        checks = [_check(task_id, "forge", False, f"forge failed: {err}")]
+        state.checks.append(_check(task_id, "forge", False, f"forge failed: {err}"))
         verdict["reason"] = f"forge: {err}"
-        return checks, verdict
-    checks: list[dict[str, Any]] = []
+        return state
     try:
         # Read once, into memory: the host-side checks read it there and the sandbox gets it
         # from there (no folder on disk in between).
         task = TaskFiles(tar_files(forged_row["task_tar"]), task_id or "task")
     except TaskFolderError as exc:
-        checks.append(_check(task_id, "unpack", False, str(exc)))
+        state.checks.append(_check(task_id, "unpack", False, str(exc)))
         verdict["reason"] = f"unpack: {exc}"
-        return checks, verdict
-
-    def run(name: str, fn: Any) -> None:
-        try:
-            ok, reason = fn()
-        except (OSError, ValueError) as exc:  # a SandboxError is the engine's: it propagates
-            ok, reason = False, f"could not run: {type(exc).__name__}: {exc}"
-        checks.append(_check(task_id, name, ok, reason))
-
+        return state
+    state.task = task
     # Forge builds once: the second build runs after the reference solution, in its interpreter
     # (check_determinism rebuilds in a sandbox of its own when that solution is not the
     # generator's, or compares the digests of a row that has two).
-    rebuild = _rebuild_of(forged_row, task)
-    if rebuild is None:
-        run("determinism", lambda: check_determinism(forged_row, task, sandbox))
-    run("leak", lambda: check_leak(task))
-    run("decision_fields", lambda: check_decision_fields(task))
-    run("ablation", lambda: check_ablation(task))
+    state.rebuild = _rebuild_of(forged_row, task)
+    if state.rebuild is None:
+        _run(state, "determinism", lambda: check_determinism(forged_row, task, sandbox))
+    _run(state, "leak", lambda: check_leak(task))
+    _run(state, "decision_fields", lambda: check_decision_fields(task))
+    _run(state, "ablation", lambda: check_ablation(task))
     try:
-        results = run_sandbox_checks(task, sandbox, rebuild)
+        state.solved = solve_in_sandbox(task, sandbox, state.rebuild, defer)
     except (OSError, ValueError, ImportError) as exc:
-        reason = f"could not run: {type(exc).__name__}: {exc}"
-        checks.append(_check(task_id, "oracle", False, reason))
-        results = {}
-    if rebuild is not None:
+        state.error = f"could not run: {type(exc).__name__}: {exc}"
+    return state
+
+
+def _run(state: _Verifying, name: str, fn: Any) -> None:
+    try:
+        ok, reason = fn()
+    except (OSError, ValueError) as exc:  # a SandboxError is the engine's: it propagates
+        ok, reason = False, f"could not run: {type(exc).__name__}: {exc}"
+    state.checks.append(_check(state.verdict["task_id"], name, ok, reason))
+
+
+def _finish(state: _Verifying, sandbox: SandboxConfig) -> tuple[list[dict], dict[str, Any]]:
+    checks, verdict, task_id = state.checks, state.verdict, state.verdict["task_id"]
+    if state.task is None:
+        return checks, verdict
+    results: dict[str, tuple[bool, str]] = {}
+    if state.error:
+        checks.append(_check(task_id, "oracle", False, state.error))
+    elif state.solved is not None:
+        try:
+            results = sandbox_verdicts(state.solved)
+        except (OSError, ValueError) as exc:
+            checks.append(
+                _check(task_id, "oracle", False, f"could not run: {type(exc).__name__}: {exc}")
+            )
+    if state.rebuild is not None:
         if "determinism" not in results:
-            run("determinism", lambda: check_determinism(forged_row, task, sandbox))
+            row, task = state.row, state.task
+            _run(state, "determinism", lambda: check_determinism(row, task, sandbox))
         else:
             checks.append(_check(task_id, "determinism", *results.pop("determinism")))
         checks.insert(0, checks.pop())  # the determinism row first, as always
@@ -1147,3 +1347,33 @@ def verify_task(
         f"{failed[0]['check']}: {failed[0]['reason']}" if failed else "all checks passed"
     )
     return checks, verdict
+
+
+def verify_tasks(
+    forged_rows: list[dict[str, Any]], sandbox: SandboxConfig
+) -> list[tuple[list[dict[str, Any]], dict[str, Any]]]:
+    """verify_task for each row, the same rows it would give, with the gradings batched: each
+    task's reference solution runs in a sandbox of its own, and then one sandbox and one
+    interpreter grade every task whose test side is ours (grade_jobs) instead of one each. A
+    fault of the sandbox itself raises SandboxError (retry the rows)."""
+    states = [_start(row, sandbox, defer=len(forged_rows) > 1) for row in forged_rows]
+    waiting = [s for s in states if s.solved is not None and s.solved.job is not None]
+    if waiting:
+        try:
+            graded = grade_jobs([s.solved.job for s in waiting], sandbox)  # type: ignore[union-attr]
+        except (OSError, ValueError) as exc:
+            for s in waiting:
+                s.error = f"could not run: {type(exc).__name__}: {exc}"
+        else:
+            for s, g in zip(waiting, graded, strict=True):
+                s.solved.graded = g  # type: ignore[union-attr]
+    return [_finish(s, sandbox) for s in states]
+
+
+def verify_task(
+    forged_row: dict[str, Any], sandbox: SandboxConfig
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """CHECKS rows and one VERDICTS row for a FORGED row; the verdict names the first failed
+    check. A fault of the sandbox itself raises SandboxError: it says nothing about the task, so
+    the caller retries it rather than record it as a verdict."""
+    return verify_tasks([forged_row], sandbox)[0]

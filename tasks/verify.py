@@ -10,7 +10,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 from pydantic import Field
 
-from clawloop.generators.verify import verify_task
+from clawloop.generators.verify import verify_tasks
 from clawloop.harness.sandbox.base import SandboxConfig
 from clawloop.harness.sandbox.pool import HOST_COLUMN, hosts_used, with_host_column
 from clawloop.storage import schemas
@@ -29,24 +29,39 @@ Checked = tuple[list[Check], Verdict]
 
 
 class VerifySettings(Section):
-    workers: int = Field(2, ge=1, le=256, description="tasks verified concurrently")
+    workers: int = Field(2, ge=1, le=256, description="batches of tasks verified concurrently")
+    batch: int = Field(
+        8,
+        ge=1,
+        le=64,
+        description="tasks per batch: each task's reference solution runs in a sandbox of its "
+        "own, then one grading interpreter grades the batch (the verdicts do not depend on it)",
+    )
+
+
+def _run_name() -> str:
+    """verify-<first task id>+<how many more> in the Prefect UI."""
+    from prefect.runtime import task_run
+
+    rows = task_run.parameters.get("forged") or [{"task_id": "?"}]
+    return f"verify-{rows[0]['task_id']}" + (f"+{len(rows) - 1}" if len(rows) > 1 else "")
 
 
 @task(
-    name="verify-one",
-    task_run_name="verify-{forged[task_id]}",
+    name="verify-batch",
+    task_run_name=_run_name,
     retries=SANDBOX_RETRIES,
     retry_delay_seconds=[1, 2, 4],
     retry_condition_fn=retry_transient,
     cache_policy=NO_CACHE,
     persist_result=False,
 )
-def verify_one(forged: Forged, sandbox: SandboxConfig) -> Checked:
-    """A FORGED row -> its CHECKS rows and VERDICTS row (naming the host its sandboxes ran on);
-    a sandbox fault raises (retried)."""
+def verify_batch(forged: list[Forged], sandbox: SandboxConfig) -> list[Checked]:
+    """FORGED rows -> each one's CHECKS rows and VERDICTS row (naming the hosts the batch's
+    sandboxes ran on); a sandbox fault raises (the batch is retried)."""
     with hosts_used() as hosts:
-        checks, verdict = verify_task(forged, sandbox)
-    return checks, {**verdict, HOST_COLUMN: hosts.label()}
+        results = verify_tasks(forged, sandbox)
+    return [(checks, {**verdict, HOST_COLUMN: hosts.label()}) for checks, verdict in results]
 
 
 def _crashed(forged: Forged, exc: BaseException) -> Checked:
@@ -67,6 +82,14 @@ def _crashed(forged: Forged, exc: BaseException) -> Checked:
     return [check], {**verdict, HOST_COLUMN: ""}
 
 
+def batches(rows: list[Forged], size: int, workers: int) -> list[list[Forged]]:
+    """Consecutive batches of at most `size` rows, small enough that `workers` all get one."""
+    if not rows:
+        return []
+    per = max(1, min(size, -(-len(rows) // max(1, workers))))
+    return [rows[i : i + per] for i in range(0, len(rows), per)]
+
+
 def config_slice(cfg: RunConfig, iteration: int) -> dict[str, Any]:
     return {"sandbox": cfg.sandbox.cache_slice()}
 
@@ -76,13 +99,15 @@ def run(ctx: StageContext) -> StageResult:
     forged = ctx.rows("forge", "tasks")
     infra: list[str] = []
 
-    def crashed(row: Forged, exc: BaseException) -> Checked:
+    def crashed(batch: list[Forged], exc: BaseException) -> list[Checked]:
         if is_transient(exc):
-            infra.append(f"{row['task_id']}: {type(exc).__name__}: {exc}")
-        return _crashed(row, exc)
+            infra.extend(f"{row['task_id']}: {type(exc).__name__}: {exc}" for row in batch)
+        return [_crashed(row, exc) for row in batch]
 
     box = sandbox_for(ctx) if forged else cfg.sandbox.to_sandbox_config()
-    results = ctx.map(verify_one, forged, crashed, workers=cfg.verify.workers, sandbox=box)
+    groups = batches(forged, cfg.verify.batch, cfg.verify.workers)
+    done = ctx.map(verify_batch, groups, crashed, workers=cfg.verify.workers, sandbox=box)
+    results = [r for batch in done for r in batch]
     fail_on_infra(ctx, "tasks", infra, len(forged), "fix the sandbox engine (see the error)")
     checks = [c for cs, _ in results for c in cs]
     verdicts = [v for _, v in results]

@@ -92,6 +92,40 @@ def _force(func, path, _exc) -> None:  # noqa: ANN001 (shutil.rmtree's onerror s
         os.unlink(path)
 
 
+def _tree(
+    top: Path, max_bytes: int, max_entries: int
+) -> dict[str, tuple[bytes, bool] | None] | None:
+    """BwrapSandbox.read_tree's walk of the host folder `top`."""
+    out: dict[str, tuple[bytes, bool] | None] = {}
+    total = 0
+    stack = [""]
+    while stack:
+        rel = stack.pop()
+        with os.scandir(top / rel) as it:
+            entries = list(it)
+        for entry in entries:
+            name = f"{rel}{entry.name}"
+            st = entry.stat(follow_symlinks=False)
+            if len(out) >= max_entries:
+                return None
+            if stat.S_ISDIR(st.st_mode):
+                out[name] = None
+                stack.append(name + "/")
+                continue
+            total += st.st_size
+            if not stat.S_ISREG(st.st_mode) or total > max_bytes:
+                return None
+            fd = os.open(entry.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            try:
+                data = _read_all(fd, st.st_size + 1)
+            finally:
+                os.close(fd)
+            if len(data) != st.st_size:
+                return None
+            out[name] = (data, bool(st.st_mode & 0o111))
+    return out
+
+
 class BwrapSandbox(Sandbox):
     backend = "bwrap"
 
@@ -305,10 +339,18 @@ class BwrapSandbox(Sandbox):
         made: dict[str, Path] = {"": top}
 
         def folder(rel: str) -> Path:
+            # Parents first: a folder made here under a checked parent is inside the sandbox;
+            # only one that was there already (perhaps a symlink an exec planted) is resolved.
             if rel not in made:
-                _mkdirs(top / rel, self.fs, self.uid)
-                self._inside(top / rel)
-                made[rel] = top / rel
+                path = folder(os.path.dirname(rel)) / os.path.basename(rel)
+                try:
+                    path.mkdir()
+                except FileExistsError:
+                    self._inside(path)
+                else:
+                    if self.uid is not None:
+                        os.chown(path, self.uid, self.uid)
+                made[rel] = path
             return made[rel]
 
         for rel, entry in sorted(files.items()):
@@ -349,6 +391,19 @@ class BwrapSandbox(Sandbox):
             return data
         finally:
             os.close(fd)
+
+    def read_tree(
+        self, remote: str, max_bytes: int, max_entries: int
+    ) -> dict[str, tuple[bytes, bool] | None] | None:
+        """Every folder (None) and regular file ((data, executable)) under the directory
+        `remote`, as write_files takes them; None when the tree holds anything else (a symlink,
+        a FIFO, a device) or is over `max_bytes` in files or `max_entries` entries: then it
+        cannot be copied as it is."""
+        top = self._idle_dir(remote, create=False)
+        try:
+            return _tree(top, max_bytes, max_entries)
+        except OSError:  # a folder or file the sandbox made unreadable
+            return None
 
     def reset_dirs(self, remotes: list[str]) -> str:
         """Empty each directory of `remotes` from the host (what taskenv.prepare_grading's exec

@@ -211,11 +211,26 @@ def test_the_driver_grades_every_probe_over_a_pristine_workspace(code_blob) -> N
         "c_after": {},
         "d_escape": {"../../escape.txt": "x"},
     }
+    stage = "/tests/.clawloop-probes"
+    job = {
+        "tests": "/tests",
+        "workspace": "/workspace",
+        "logs": "/logs/verifier",
+        "probes": f"{stage}/probes.json",
+        "pristine": f"{stage}/workspace",
+        "results": "/logs/verifier/p.json",
+        "oracle": True,
+        "alarm": 30,
+    }
     tests = {
         "grader.py": (FAKE_GRADER.encode(), False),
         "contract.json": (b"{}", False),
         "answer.json": (b"{}", False),
         ".clawloop-probes/driver.py": (PROBE_DRIVER.encode(), False),
+        ".clawloop-probes/jobs.json": (
+            json.dumps({"grader": "/tests/grader.py", "jobs": [job]}).encode(),
+            False,
+        ),
         ".clawloop-probes/probes.json": (json.dumps(probes).encode(), False),
         ".clawloop-probes/workspace/out.txt": (b"pristine", False),
         ".clawloop-probes/workspace/keep.csv": (b"a,b\n", False),
@@ -225,18 +240,7 @@ def test_the_driver_grades_every_probe_over_a_pristine_workspace(code_blob) -> N
     with BwrapSandbox(SB) as sb:
         sb.write_files("/workspace", {"out.txt": (b"right", False)})
         sb.write_files("/tests", tests)
-        stage = "/tests/.clawloop-probes"
-        res = sb.exec(
-            [
-                "python3",
-                "-I",
-                "-S",
-                f"{stage}/driver.py",
-                stage,
-                "/logs/verifier/p.json",
-                "--oracle",
-            ]
-        )
+        res = sb.exec(["python3", "-I", "-S", f"{stage}/driver.py", stage])
         assert res.ok, res.stderr
         results = json.loads(sb.read_file("/logs/verifier/p.json", 1 << 20))
         reward = json.loads(sb.read_file("/logs/verifier/reward.json", 1 << 20))
@@ -248,3 +252,100 @@ def test_the_driver_grades_every_probe_over_a_pristine_workspace(code_blob) -> N
     assert results["trivial:c_after"]["reward"] == 0.0  # b_right's file was put back
     assert "outside the workspace" in results["trivial:d_escape"]["error"]
     assert after.stdout.split() == [".", "./keep.csv", "./out.txt", "pristine"]
+
+
+# ---- gradings batched across tasks (verify_tasks, grade_jobs) ---------------------------------
+
+
+def _with_solve_tail(row: dict, tmp_path: Path, tail: str) -> dict:
+    def edit(folder: Path) -> None:
+        solve = folder / "solution/solve.sh"
+        solve.write_text(solve.read_text() + tail)
+
+    return edited(row, tmp_path, edit)
+
+
+def test_batched_gradings_give_each_task_the_rows_it_gets_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import clawloop.generators.verify as verify
+
+    good = forge(GOOD)
+
+    def zero_reward(folder: Path) -> None:
+        (folder / "tests/test.sh").write_text(
+            "#!/bin/bash\nmkdir -p /logs/verifier\necho '{\"reward\": 0.0}' > /logs/verifier/reward.json\n"
+        )
+
+    def answer_in_readme(folder: Path) -> None:
+        answer = json.loads((folder / "tests/answer.json").read_text())
+        text = json.dumps(answer["output/totals.json"])
+        (folder / "environment/workspace/README.txt").write_text(text)
+
+    rows = [
+        good,
+        forge(GOOD, seed=5),
+        _with_solve_tail(forge((FIXTURES / "bad_solve.py").read_text()), tmp_path / "p", PLANTS),
+        edited(good, tmp_path / "t", zero_reward),  # its own test.sh: graded in its sandbox
+        edited(good, tmp_path / "r", answer_in_readme),
+        # A symlink in the solved workspace: not copied, graded in its own sandbox.
+        _with_solve_tail(good, tmp_path / "l", "ln -s /tests/answer.json /workspace/output/x\n"),
+        forge((FIXTURES / "bad_solve.py").read_text(), seed=6),
+    ]
+    batched: list[int] = []
+    grade_jobs = verify.grade_jobs
+
+    def counting(jobs, sandbox):  # noqa: ANN001, ANN202
+        batched.append(len(jobs))
+        return grade_jobs(jobs, sandbox)
+
+    monkeypatch.setattr(verify, "grade_jobs", counting)
+    together = verify.verify_tasks(rows, SB)
+    assert batched == [5]  # all but the foreign test.sh and the symlink, in one grading exec
+    alone = [verify.verify_task(r, SB) for r in rows]
+    assert batched == [5]  # one task alone is graded in its own sandbox
+    assert together == alone
+    kept = [v["kept"] for _, v in together]
+    assert kept == [True, True, False, False, False, True, False]
+
+
+SLOW_GRADER = """
+import json, os, time
+def grade(contract, answer, workspace):
+    if os.path.exists(os.path.join(workspace, "slow")):
+        time.sleep(30)
+    ok = os.path.exists(os.path.join(workspace, "out.txt"))
+    return {"reward": 1.0 if ok else 0.0, "passed": ok, "checks": []}
+def main(argv):
+    ws = argv[argv.index("--workspace") + 1]
+    out = argv[argv.index("--out") + 1]
+    g = grade({}, {}, ws)
+    open(out, "w").write(json.dumps({"reward": g["reward"]}))
+"""
+
+
+def test_a_grading_past_its_alarm_costs_only_its_own_results(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The middle job's grading outlasts its alarm: the interpreter ends, the first job's results
+    # stand, the last job (never reached) is graded again alone, and so is the slow one, which
+    # again leaves none: its grading is the one that failed.
+    import clawloop.generators.verify as verify
+
+    monkeypatch.setattr(
+        verify, "canonical_test_side", lambda: {"grader.py": (SLOW_GRADER.encode(), False)}
+    )
+    probes = {"probes.json": (b"{}", False), "workspace": None}
+    keys = {"contract.json": (b"{}", False), "answer.json": (b"{}", False)}
+    solved = {"out.txt": (b"x", False)}
+    jobs = [
+        verify.GradeJob(keys, probes, solved, 20.0),
+        verify.GradeJob(keys, {**probes, "workspace/slow": (b"", False)}, solved, 1.0),
+        verify.GradeJob(keys, probes, solved, 20.0),
+    ]
+    first, slow, last = verify.grade_jobs(jobs, SB)
+    assert first.oracle.passed and json.loads(first.probes) == {
+        "noop": {"reward": 0.0, "passed": False}
+    }
+    assert last.oracle.passed and last.probes is not None
+    assert slow.probes is None and slow.why in ("timed out", "exited 124: ")

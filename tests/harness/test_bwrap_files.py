@@ -84,3 +84,28 @@ def test_direct_access_is_refused_while_an_exec_runs(sb) -> None:
         assert sb.reset_dirs(["/tests"]) != ""
     finally:
         t.join()
+
+
+def test_read_tree_copies_plain_trees_and_nothing_else(sb) -> None:
+    res = sb.exec(
+        [
+            "sh",
+            "-c",
+            "mkdir -p output/deep empty && printf 1 > output/a && printf 22 > output/deep/b",
+        ]
+    )
+    assert res.ok, res.stderr
+    tree = sb.read_tree("/workspace", 1 << 20, 100)
+    assert tree == {
+        "output": None,
+        "empty": None,
+        "output/deep": None,
+        "output/a": (b"1", False),
+        "output/deep/b": (b"22", False),
+    }
+    assert sb.read_tree("/workspace", 2, 100) is None  # over the bytes cap
+    assert sb.read_tree("/workspace", 1 << 20, 4) is None  # over the entries cap
+    for plant in ("ln -s /etc/passwd output/link", "mkfifo output/fifo"):
+        res = sb.exec(["sh", "-c", f"rm -f output/link output/fifo; {plant}"])
+        assert res.ok, res.stderr
+        assert sb.read_tree("/workspace", 1 << 20, 100) is None, plant
