@@ -98,7 +98,7 @@ def alarm(seconds):
     sig.signal(sig.SIGALRM, lambda *_: os._exit(128 + sig.SIGALRM))
     sig.alarm(seconds)
 
-def build(gen, seed, out):
+def built(gen, seed, out):
     phase = "load"
     try:
         mod = load(gen)
@@ -108,12 +108,44 @@ def build(gen, seed, out):
         text = json.dumps({"ok": True, "result": result}, sort_keys=True, allow_nan=False)
     except BaseException as exc:
         fail(out, phase, exc)
-        sys.exit(3)
+        return False
     with open(out, "w") as f:
         f.write(text)
+    return True
+
+def build(gen, seed, out):
+    if not built(gen, seed, out):
+        sys.exit(3)
+
+def solve_each(jobs):
+    # solve-batch JOBS: for each job of the JSON file JOBS (a built-in task: this project's own
+    # code, its workspace beside the others'), what `solve` does, under the job's own alarms; a
+    # job past one ends the interpreter and leaves the jobs after it without reports.
+    import os
+    with open(jobs) as f:
+        jobs = json.load(f)
+    for job in jobs:
+        alarm(job["alarm"])
+        os.chdir(job["workspace"])
+        try:
+            load(job["gen"]).solve(job["workspace"])
+        except BaseException as exc:
+            fail(job["out"], "solve", exc)
+            continue
+        with open(job["out"], "w") as f:
+            f.write('{"ok": true}')
+        if job["seed"] is not None:
+            alarm(job["build_alarm"])
+            os.makedirs(job["empty"], exist_ok=True)
+            os.chdir(job["empty"])
+            built(job["gen"], job["seed"], job["build_out"])
+    alarm(0)
 
 def main():
     verb, gen = sys.argv[1], sys.argv[2]
+    if verb == "solve-batch":
+        solve_each(gen)
+        return
     if verb == "build":
         # build GEN SEED OUT [ALARM NEXT_OUT...]: build once into OUT; with NEXT_OUTs, exec a
         # fresh interpreter (a new hash seed) for the next build, each under its own ALARM seconds.
@@ -431,6 +463,75 @@ def solve_then_rebuild(
     alarmed = built is None and res.exit_code == SIGALRM_EXIT
     died = dataclasses.replace(res, timed_out=res.timed_out or alarmed)
     return Solved(res, None, _explain(died, built, gen.label, where, build_timeout))
+
+
+@dataclasses.dataclass
+class SolveJob:
+    """One built-in task for solve_each: its generator, where its starting workspace is, its
+    solve's timeout, and the seed to build again afterwards (None: no rebuild)."""
+
+    gen: ParsedGenerator
+    code: str
+    workspace: str
+    solve_timeout: float
+    seed: int | None = None
+    build_timeout: float = 30.0
+
+
+def solve_each(sb: Sandbox, jobs: list[SolveJob]) -> list[Solved | None]:
+    """solve_then_rebuild for several built-in generators (this project's own code, never an
+    LLM's: they need no sandbox from each other) in one exec and one interpreter of a started
+    sandbox, each job under its own alarms, its workspace its own. Per job: its Solved when the
+    solve finished and the rebuild, if asked for, wrote a result (a contract violation in it is
+    its GeneratorError); None otherwise (a failure, or a job the interpreter never reached):
+    run that one through solve_then_rebuild alone, whose messages say what went wrong."""
+    files: dict[str, tuple[bytes, bool] | None] = {"driver.py": (DRIVER_SOURCE.encode(), False)}
+    specs = []
+    for i, job in enumerate(jobs):
+        source = job.code.encode()
+        files[f"{i}/generator.py"] = (source, False)
+        blob = code_blob(source, GENERATOR_FILE)  # the one file name tracebacks give
+        if blob is not None:
+            files[f"{i}/generator.py.code"] = (blob, False)
+        specs.append(
+            {
+                "gen": f"{STAGE}/{i}/generator.py",
+                "workspace": job.workspace,
+                "out": f"{STAGE}/{i}/solve.json",
+                "alarm": max(1, math.ceil(job.solve_timeout)),
+                "seed": job.seed,
+                "build_out": f"{STAGE}/{i}/rebuild.json",
+                "build_alarm": max(1, math.ceil(job.build_timeout)),
+                "empty": f"{STAGE}/{i}/empty",
+            }
+        )
+    files["jobs.json"] = (json.dumps(specs).encode(), False)
+    sb.write_files(STAGE, files)  # type: ignore[attr-defined]
+    wall = sum(j.solve_timeout + (j.build_timeout if j.seed is not None else 0) for j in jobs)
+    argv = ["python3", "-I", "-S", f"{STAGE}/driver.py", "solve-batch", f"{STAGE}/jobs.json"]
+    res = sb.exec(argv, timeout=wall + 2, cwd="/workspace")
+    out: list[Solved | None] = []
+    for job, spec in zip(jobs, specs, strict=True):
+        try:
+            report = _read_capped(sb, spec["out"], job.gen.label, "solve")
+            if not report or not report.get("ok"):
+                out.append(None)
+                continue
+            if job.seed is None:
+                out.append(Solved(res, None))
+                continue
+            built = _read_capped(sb, spec["build_out"], job.gen.label, "rebuild")
+        except GeneratorError:
+            out.append(None)
+            continue
+        if not built or not built.get("ok"):
+            out.append(None)
+            continue
+        try:
+            out.append(Solved(res, None, validated(built, job.gen, job.seed)))
+        except GeneratorError as exc:
+            out.append(Solved(res, None, exc))
+    return out
 
 
 def validated(report: dict, gen: ParsedGenerator, seed: int) -> BuildResult:

@@ -30,6 +30,7 @@ import dataclasses
 import functools
 import json
 import math
+import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,11 +40,13 @@ from clawloop.generators.candidates import ParsedGenerator, parse_meta
 from clawloop.generators.contract import BuildResult, ContractError
 from clawloop.generators.runner import (
     GeneratorError,
+    SolveJob,
     build_in,
     code_blob,
     compiled,
     read_capped,
     run_pieces,
+    solve_each,
     solve_then_rebuild,
     stage_generator,
 )
@@ -493,7 +496,7 @@ def _stated(clause: str, field: str, forms: list[str], row: tuple) -> bool:
     """The clause names the field (as written or in words) and the value right after it (or
     right before it: "4 flagged"), not as a condition or a definition ("rows with reconciled
     false", "reconciled is true when ..."), and, for a row's field, names the row too."""
-    if row and not any(re.search(_shape_literal(r), clause) for r in row):
+    if row and not any(r in clause and re.search(_shape_literal(r), clause) for r in row):
         return False
     for name in {field, field.replace("_", " ")}:
         for m in re.finditer(r"(?<![\w])" + re.escape(name) + r"(?![\w])", clause, re.I):
@@ -823,7 +826,6 @@ def ablation_rewards(
     texts). A skip that crashes the solution scores 0: the injection is needed to get any
     answer at all."""
     import shutil
-    import tempfile
 
     from clawloop.harness.taskfolder.grader import grade
 
@@ -836,13 +838,13 @@ def ablation_rewards(
     names = ns["injections"]()
     if not names:
         return out
-    with tempfile.TemporaryDirectory(prefix="clawloop-ablation-") as tmp:
+    with scratch("clawloop-ablation-") as tmp:
         ws = Path(tmp, "ws")
         if isinstance(workspace, dict):  # its files in memory: written once, no copy
             write_files({rel: (text.encode(), False) for rel, text in workspace.items()}, ws)
         else:
             shutil.copytree(workspace, ws)
-        inputs = {p for p in ws.rglob("*")}
+        inputs = _tree_paths(str(ws))
         for name in names:
             try:
                 ns["solve"](str(ws), skip=name)
@@ -852,8 +854,16 @@ def ablation_rewards(
                 out[name] = float(grade(contract, answer, str(ws)).get("reward", 0.0))
             # One copy for every skip: the built-in solve only adds its outputs, so removing
             # what it added restores the starting workspace.
-            for p in sorted(set(ws.rglob("*")) - inputs, reverse=True):
-                p.rmdir() if p.is_dir() and not p.is_symlink() else p.unlink()
+            for p in sorted(_tree_paths(str(ws)) - inputs, reverse=True):
+                os.rmdir(p) if os.path.isdir(p) and not os.path.islink(p) else os.unlink(p)
+    return out
+
+
+def _tree_paths(top: str) -> set[str]:
+    """Every path below `top` (folders and files, symlinks not followed)."""
+    out = set()
+    for folder, dirs, files in os.walk(top):
+        out.update(os.path.join(folder, n) for n in dirs + files)
     return out
 
 
@@ -1269,7 +1279,7 @@ class _Verifying:
     error: str = ""  # why the sandbox part could not run
 
 
-def _start(forged_row: dict[str, Any], sandbox: SandboxConfig, defer: bool) -> _Verifying:
+def _start(forged_row: dict[str, Any], sandbox: SandboxConfig) -> _Verifying:
     task_id = str(forged_row.get("task_id", ""))
     verdict = {
         "task_id": task_id,
@@ -1303,11 +1313,83 @@ def _start(forged_row: dict[str, Any], sandbox: SandboxConfig, defer: bool) -> _
     _run(state, "leak", lambda: check_leak(task))
     _run(state, "decision_fields", lambda: check_decision_fields(task))
     _run(state, "ablation", lambda: check_ablation(task))
+    return state
+
+
+def _solve_alone(state: _Verifying, sandbox: SandboxConfig, defer: bool) -> None:
+    assert state.task is not None
     try:
-        state.solved = solve_in_sandbox(task, sandbox, state.rebuild, defer)
+        state.solved = solve_in_sandbox(state.task, sandbox, state.rebuild, defer)
     except (OSError, ValueError, ImportError) as exc:
         state.error = f"could not run: {type(exc).__name__}: {exc}"
-    return state
+
+
+def _together(state: _Verifying) -> bool:
+    """Can the task's reference solution run in one interpreter with other tasks'? Only a
+    built-in generator's (this project's code) with the canonical solve.sh and test side."""
+    task = state.task
+    return (
+        task is not None
+        and solve_driver(task) is not None
+        and _canonical(_under(task.entries, "tests/"))
+        and builtin_source(task.text("solution/generator.py", ""))
+    )
+
+
+def _solve_together(states: list[_Verifying], sandbox: SandboxConfig) -> None:
+    """The reference solutions (and determinism rebuilds) of built-in tasks in one fresh
+    sandbox and one interpreter (runner.solve_each), task i's starting workspace at
+    /workspace/i; each solved workspace is copied out as its GradeJob. A task this leaves
+    without one (a failed solve or rebuild, a job the interpreter never reached, a workspace
+    that cannot be copied) is left for solve_in_sandbox, alone."""
+    from clawloop.harness.sandbox.backend import open_sandbox
+
+    jobs, files = [], {}
+    for i, state in enumerate(states):
+        assert state.task is not None
+        task = state.task
+        header = parse_task_header(task.text("task.toml", ""), Path(task.name))
+        gen = solve_driver(task)
+        assert gen is not None
+        files[str(i)] = None
+        for rel, entry in _under(task.entries, "environment/workspace/").items():
+            files[f"{i}/{rel}"] = entry
+        seed = None if state.rebuild is None else state.rebuild[0]
+        jobs.append(
+            SolveJob(
+                gen,
+                task.text("solution/generator.py"),
+                f"{WORKSPACE}/{i}",
+                header.agent_timeout_sec,
+                seed,
+                REBUILD_TIMEOUT_S,
+            )
+        )
+    with open_sandbox(sandbox) as sb:
+        if getattr(sb, "read_tree", None) is None:
+            return  # a backend without direct file access: each alone
+        _put(sb, WORKSPACE, files)
+        solved = solve_each(sb, jobs)
+        for i, (state, done) in enumerate(zip(states, solved, strict=True)):
+            if done is None:
+                continue
+            workspace = sb.read_tree(
+                f"{WORKSPACE}/{i}", MAX_BATCH_WORKSPACE_BYTES, MAX_BATCH_WORKSPACE_ENTRIES
+            )
+            if workspace is None:
+                continue
+            assert state.task is not None
+            out = (
+                {}
+                if state.rebuild is None
+                else {"determinism": _rebuilt(state.rebuild[1], done.rebuild)}
+            )
+            tests = _under(state.task.entries, "tests/")
+            keys = {k: tests[k] for k in ("contract.json", "answer.json") if k in tests}
+            header = parse_task_header(state.task.text("task.toml", ""), Path(state.task.name))
+            timeout = 2 * header.verifier_timeout_sec
+            job = GradeJob(keys, _probe_stage(state.task), workspace, timeout)
+            state.solved = SolveStep(out, None, job=job)
 
 
 def _run(state: _Verifying, name: str, fn: Any) -> None:
@@ -1356,7 +1438,16 @@ def verify_tasks(
     task's reference solution runs in a sandbox of its own, and then one sandbox and one
     interpreter grade every task whose test side is ours (grade_jobs) instead of one each. A
     fault of the sandbox itself raises SandboxError (retry the rows)."""
-    states = [_start(row, sandbox, defer=len(forged_rows) > 1) for row in forged_rows]
+    batch = len(forged_rows) > 1
+    states = [_start(row, sandbox) for row in forged_rows]
+    together = [s for s in states if batch and _together(s)]
+    if len(together) > 1:
+        # What this leaves unsolved is solved alone below, and a fault reported there.
+        with contextlib.suppress(OSError, ValueError, ImportError):
+            _solve_together(together, sandbox)
+    for s in states:
+        if s.task is not None and s.solved is None:
+            _solve_alone(s, sandbox, defer=batch)
     waiting = [s for s in states if s.solved is not None and s.solved.job is not None]
     if waiting:
         try:

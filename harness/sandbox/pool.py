@@ -35,10 +35,12 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-
-import pyarrow as pa
+from typing import TYPE_CHECKING
 
 from .base import DockerHost, SandboxConfig, SandboxError
+
+if TYPE_CHECKING:  # imported where a stage writes its tables: a sandbox does not need it
+    import pyarrow as pa
 
 log = logging.getLogger("clawloop.sandbox.pool")
 
@@ -54,6 +56,8 @@ FIX_HOST = (
 
 def with_host_column(schema: pa.Schema) -> pa.Schema:
     """A stage table's schema plus the `sandbox_host` column (its rows come from sandboxes)."""
+    import pyarrow as pa
+
     return (
         schema if HOST_COLUMN in schema.names else schema.append(pa.field(HOST_COLUMN, pa.string()))
     )

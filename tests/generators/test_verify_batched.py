@@ -349,3 +349,64 @@ def test_a_grading_past_its_alarm_costs_only_its_own_results(
     }
     assert last.oracle.passed and last.probes is not None
     assert slow.probes is None and slow.why in ("timed out", "exited 124: ")
+
+
+# ---- built-in reference solutions solved together (runner.solve_each) ---------------------------
+
+
+def test_builtin_tasks_solved_and_graded_together_get_the_rows_they_get_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import clawloop.generators.verify as verify
+    from clawloop.generators.library import render_generator
+
+    rows = []
+    for i, (cap, fmt) in enumerate(
+        [("reconciliation", "json"), ("anomaly_flagging", "csv"), ("entity_resolution", "report")]
+    ):
+        code = render_generator(cap, "apiculture", multihop=i % 2, dirtiness=1, output_format=fmt)
+        row = forge_candidate(candidate_row(code, 11 + i, origin="builtin"), SB)
+        assert row["status"] == "ok", row["error"]
+        rows.append(row)
+    rows.append(forge(GOOD))  # not a built-in: solved in its own sandbox
+    calls: list[int] = []
+    solve_each = verify.solve_each
+
+    def counting(sb, jobs):  # noqa: ANN001, ANN202
+        calls.append(len(jobs))
+        return solve_each(sb, jobs)
+
+    monkeypatch.setattr(verify, "solve_each", counting)
+    together = verify.verify_tasks(rows, SB)
+    assert calls == [3]
+    assert together == [verify.verify_task(r, SB) for r in rows]
+    assert all(v["kept"] for _, v in together), [v["reason"] for _, v in together]
+    determinism = [c for cs, _ in together for c in cs if c["check"] == "determinism"]
+    assert len(determinism) == 4 and all("agree" in c["reason"] for c in determinism)
+
+
+def test_solve_each_leaves_failed_and_unreached_jobs_to_be_solved_alone() -> None:
+    from clawloop.generators.candidates import parse_meta
+    from clawloop.generators.runner import SolveJob, solve_each
+
+    raises = GOOD.replace(
+        "def solve(workspace):", "def solve(workspace):\n    raise ValueError('no')"
+    )
+    hangs = GOOD.replace(
+        "def solve(workspace):", "def solve(workspace):\n    import time; time.sleep(60)"
+    )
+    codes = [GOOD, raises, GOOD, hangs, GOOD]
+    from clawloop.generators.runner import run_build
+
+    files = {rel: (text.encode(), False) for rel, text in run_build(GOOD, 4, SB).files.items()}
+    with BwrapSandbox(SB) as sb:
+        for i in range(len(codes)):
+            sb.write_files(f"/workspace/{i}", files)
+        jobs = [
+            SolveJob(parse_meta(c), c, f"/workspace/{i}", 1.0 if c is hangs else 20.0, 4)
+            for i, c in enumerate(codes)
+        ]
+        first, failed, third, hung, unreached = solve_each(sb, jobs)
+    assert first is not None and first.error is None and first.rebuild is not None
+    assert third is not None and third.rebuild.digest() == first.rebuild.digest()
+    assert failed is None and hung is None and unreached is None
