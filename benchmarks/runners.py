@@ -2,14 +2,15 @@
 
 The same N built-in candidates (benchmarks/forge_verify.py's `candidates`) are forged and then
 verified by the pipeline's own Prefect tasks (`forge_one`, `verify_batch`) through
-`prefect_mapper`, two task runs per item, inside one Prefect flow per runner whose task runner is
-the one `flows/pipeline.py` gives a stage (`task_runner`: threads, or a local Dask / Ray cluster
-sized from --workers). Per runner it measures:
+`prefect_mapper` (a task run per item, one per verify batch), inside one Prefect flow per
+runner whose task runner is the one `flows/pipeline.py` gives a stage (`task_runner`: threads,
+or a local Dask / Ray cluster sized from --workers). Per runner it measures:
 
   start-up   a flow mapping one no-op item: the flow run, the cluster's start and its workers'
              first imports (a fixed cost per stage flow)
   no-op      N no-op items: what a Prefect task run costs per item on that runner, nothing else
-  forge+v    N forge + N verify task runs: wall seconds, and (wall - start-up) / N per item
+  forge+v    N forge task runs, one verify task run per batch of 8: wall seconds, and
+             (wall - start-up) / N per item
   CPU        CPU seconds of this process and every process under it (cluster workers and their
              sandboxes) per item: it depends less than wall time on what else the host runs
 

@@ -10,16 +10,26 @@ Checks (storage.schemas.CHECKS `check` names):
     trivial:<probe>  each probe from harness/taskfolder/probes.py (empty, copied, constant outputs) fails
     answer_file      no starting file, copied verbatim to the outputs, passes (an answer left in it)
 
-A task is kept only if every check passes. Oracle, no-op, probes and the determinism rebuild
-share one fresh sandbox and two execs (solve first, before the answer key is put in, and in its
-interpreter afterwards the generator's second build of the seed; then one Python process running
-the canonical test.sh's grading of /workspace, then grading the pristine workspace and every
-probe written over it) because sandbox starts and interpreter starts dominate the cost. Between them,
-taskenv.prepare_grading (on bubblewrap: the same, from the host) kills what solve.sh left
-running and empties /tests and /logs/verifier, so a hostile solve() cannot rewrite its own
-verdict. On bubblewrap the task's files go straight into the sandbox's folders (no tar).
+A task is kept only if every check passes. Sandbox starts and interpreter starts dominate the
+cost, so the sandbox checks use as few of each as their isolation allows:
+  - solve: the reference solution runs before the answer key is in the sandbox, and in its
+    interpreter afterwards the generator builds the seed again (determinism: another interpreter
+    than forge's, so another hash seed). Each task's in a sandbox of its own (solve_in_sandbox),
+    except built-in generators' (this project's code, not an LLM's): a batch of those is solved
+    in one sandboxed interpreter (runner.solve_each), each under its own alarms.
+  - grade: one Python process runs the canonical test.sh's grading of the solved workspace, then
+    grades the pristine workspace (no-op) and every probe written over it. With verify_tasks,
+    every task of a batch whose test side is ours is graded by one such process in one fresh
+    sandbox (grade_jobs), its solved workspace copied there; any other in its own sandbox, after
+    taskenv.prepare_grading (on bubblewrap: the same, from the host) has killed what solve.sh
+    left running and emptied /tests and /logs/verifier, so a hostile solve() cannot rewrite its
+    own verdict.
+A task that falls out of a batch (a job past its alarm, a failed built-in solve, a solved
+workspace holding links) is run again alone, so each task's rows are the ones verify_task gives
+it alone. On bubblewrap the task's files go straight into the sandbox's folders (no tar).
 
     checks, verdict = verify_task(forged_row, SandboxConfig(backend="bwrap"))
+    results = verify_tasks(forged_rows, SandboxConfig(backend="bwrap"))  # [(checks, verdict)]
 """
 
 from __future__ import annotations
