@@ -95,16 +95,19 @@ PROBE_STAGE_NAME = ".clawloop-probes"
 PROBE_STAGE = f"{TESTS}/{PROBE_STAGE_NAME}"
 PROBE_RESULTS = f"{VERIFIER_LOGS}/probes.json"
 
-# Runs inside a sandbox after the reference solution, in one interpreter, for each job of
-# STAGE/jobs.json (one task's grading; the jobs of a batch are several tasks' solved workspaces
-# and answer keys side by side, graded one after another): first (with "oracle") what the
-# canonical tests/test.sh does (the grader grading the job's workspace into its reward.json and
-# details.json, its output in test.log), then the no-op (the task's pristine starting workspace)
-# and each probe (its files written over the pristine workspace, graded, then put back) with the
-# same grader module, the job's results written last (so a job with results is complete). Each
-# job runs under its own alarm: one that outlasts it ends the interpreter, and the host grades
-# the jobs left without results again, each alone. The grader's code object comes precompiled
-# from the host when the interpreter versions match (STAGE/grader.code), else it is compiled here.
+# Runs inside a sandbox after the reference solution, for each job of STAGE/jobs.json (one
+# task's grading; the jobs of a batch are several tasks' solved workspaces and answer keys side by
+# side): this interpreter loads the grader once, then forks one child per job, so no job's
+# grading can leave state (a module's, the C libraries': sqlite's heap limit) or spent CPU time
+# to the next. The child does first (with "oracle") what the canonical tests/test.sh does (the
+# grader grading the job's workspace into its reward.json and details.json, its output in
+# test.log), then the no-op (the task's pristine starting workspace) and each probe (its files
+# written over the pristine workspace, graded, then put back) with the same grader module, the
+# job's results written last (so a job with results is complete), under the job's alarm (its
+# default action: a child is not the namespace's pid 1, so it dies of it even inside C code).
+# The host grades a job left without results again, alone. The grader's code object comes
+# precompiled from the host when the interpreter versions match (STAGE/grader.code), else it is
+# compiled here.
 PROBE_DRIVER = r"""
 import json, marshal, os, sys
 stage = sys.argv[1]
@@ -132,13 +135,12 @@ def load(name, path):
     return mod
 
 def alarm(seconds):
-    # As the forge driver's: the builtin _signal, and a handler that ends the process (the
-    # default action never ends a namespace's pid 1).
+    # The builtin _signal (`signal` builds its enums, ~2 ms), its default action.
     try:
         import _signal as sig
     except ImportError:
         import signal as sig
-    sig.signal(sig.SIGALRM, lambda *_: os._exit(124))
+    sig.signal(sig.SIGALRM, sig.SIG_DFL)
     sig.alarm(seconds)
 
 grader = load("grader", spec["grader"])
@@ -176,21 +178,24 @@ def overlay(ws, files):
             path = os.path.join(ws, rel)
             if not os.path.realpath(path).startswith(top):
                 raise ValueError("probe path %r is outside the workspace" % rel)
-            missing, d = [], os.path.dirname(path)
-            while not os.path.isdir(d):
-                missing.append(d)
-                d = os.path.dirname(d)
-            for d in reversed(missing):
-                os.mkdir(d)
-                made.append(d)
             try:
-                with open(path, "rb") as f:
-                    before = f.read()
-            except FileNotFoundError:
-                before = None
-            saved.append((path, before))
-            with open(path, "w") as f:
-                f.write(text)
+                missing, d = [], os.path.dirname(path)
+                while not os.path.isdir(d):
+                    missing.append(d)
+                    d = os.path.dirname(d)
+                for d in reversed(missing):
+                    os.mkdir(d)
+                    made.append(d)
+                try:
+                    with open(path, "rb") as f:
+                        before = f.read()
+                except FileNotFoundError:
+                    before = None
+                saved.append((path, before))
+                with open(path, "w") as f:
+                    f.write(text)
+            except OSError as exc:  # named by the path in the workspace, not where it is
+                raise OSError(exc.errno, "probe file %r: %s" % (rel, exc.strerror)) from None
     except BaseException:
         restore(saved, made)
         raise
@@ -234,11 +239,18 @@ def probes(job):
         json.dump(results, f)
 
 for job in spec["jobs"]:
-    alarm(job["alarm"])
-    if job["oracle"]:
-        oracle(job)
-    probes(job)
-alarm(0)
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            alarm(job["alarm"])
+            if job["oracle"]:
+                oracle(job)
+            probes(job)
+            code = 0
+        finally:
+            os._exit(code)
+    os.waitpid(pid, 0)
 """
 
 # ---- leak check: pure ----------------------------------------------------------------------
@@ -1074,7 +1086,9 @@ def _prepare(sb: Any) -> str:
         return prepare_grading(sb)
     if not sb.kill_strays():
         return "processes left running in the sandbox could not be killed; not graded"
-    why = reset([TESTS, VERIFIER_LOGS])
+    # /tmp and /solution too: a grading in a batch's fresh sandbox finds them empty, and a
+    # solve that filled the sandbox's disk there must not fail this one.
+    why = reset([TESTS, VERIFIER_LOGS, "/tmp", SOLUTION])
     if why:
         return f"could not reset {TESTS} and {VERIFIER_LOGS} before grading ({why}); not graded"
     return ""
@@ -1152,19 +1166,21 @@ def solve_in_sandbox(
         job = _job(TESTS, WORKSPACE, VERIFIER_LOGS, PROBE_STAGE, canonical, timeout)
         stage.update(_driver_stage(tests.get("grader.py"), f"{TESTS}/grader.py", [job]))
         _put(sb, TESTS, {**tests, **{f"{PROBE_STAGE_NAME}/{k}": e for k, e in stage.items()}})
+        cwd = "/"  # the driver's paths are absolute, and a solve may have locked /workspace
         if canonical:
             argv = _driver_argv()
         else:
+            cwd = WORKSPACE
             # `sh -c`, not a string (which runs under `bash -lc`): a login shell's profile
             # costs a few ms per task and nothing here needs it.
             grade = " ".join(_driver_argv())
             argv = ["sh", "-c", f"bash {TESTS}/test.sh >{VERIFIER_LOGS}/test.log 2>&1; {grade}"]
-        res = sb.exec(argv, timeout=timeout)
+        res = sb.exec(argv, timeout=timeout, cwd=cwd)
         graded = Graded(_read_grade(sb), _text(sb, job["results"]), _ended(res))
     return SolveStep(out, solve_error, graded=graded)
 
 
-def grade_jobs(jobs: list[GradeJob], sandbox: SandboxConfig) -> list[Graded]:
+def grade_jobs(jobs: list[GradeJob], sandbox: SandboxConfig) -> list[Graded | OSError | ValueError]:
     """Grade several solved tasks (GradeJobs) in one fresh sandbox and one interpreter: task i's
     solved workspace at /workspace/i, its answer key and probe stage at /tests/i, our grader (the
     one their test side holds) once at /tests; each graded as its own sandbox would (the oracle,
@@ -1188,9 +1204,16 @@ def grade_jobs(jobs: list[GradeJob], sandbox: SandboxConfig) -> list[Graded]:
     stage = _driver_stage(tests["grader.py"], f"{TESTS}/grader.py", specs)
     tests.update({f"{PROBE_STAGE_NAME}/{k}": e for k, e in stage.items()})
     with open_sandbox(sandbox) as sb:
-        _put(sb, TESTS, tests)
-        _put(sb, WORKSPACE, workspaces)
-        res = sb.exec(_driver_argv(), timeout=sum(job.timeout for job in jobs))
+        try:
+            _put(sb, TESTS, tests)
+            _put(sb, WORKSPACE, workspaces)
+        except (OSError, ValueError):
+            if len(jobs) == 1:
+                raise
+            # One task's files do not fit the batch's layout (a path at the length limit):
+            # each is graded alone, and only that one's own setup fails.
+            return [_alone(job, sandbox) for job in jobs]
+        res = sb.exec(_driver_argv(), timeout=sum(job.timeout for job in jobs), cwd="/")
         why = _ended(res)
         out = [
             Graded(_read_grade(sb, spec["logs"]), _text(sb, spec["results"]), why) for spec in specs
@@ -1198,9 +1221,16 @@ def grade_jobs(jobs: list[GradeJob], sandbox: SandboxConfig) -> list[Graded]:
     if len(jobs) == 1:
         return out
     return [
-        g if g.probes is not None else grade_jobs([job], sandbox)[0]
+        g if g.probes is not None else _alone(job, sandbox)
         for g, job in zip(out, jobs, strict=True)
     ]
+
+
+def _alone(job: GradeJob, sandbox: SandboxConfig) -> Graded | OSError | ValueError:
+    try:
+        return grade_jobs([job], sandbox)[0]
+    except (OSError, ValueError) as exc:
+        return exc
 
 
 def sandbox_verdicts(solved: SolveStep) -> dict[str, tuple[bool, str]]:
@@ -1217,8 +1247,9 @@ def sandbox_verdicts(solved: SolveStep) -> dict[str, tuple[bool, str]]:
     else:
         oracle = graded.oracle
         out["oracle"] = (False, f"reference solution scores {oracle.reward:.3f}: {oracle.reason}")
-    if graded.probes is None:
-        raise SandboxError(f"grading the no-op and probes produced no results ({graded.why})")
+    if graded.probes is None:  # alone too: its own grading ended early (a limit, an alarm)
+        out["noop"] = (False, f"grading the no-op and probes produced no results ({graded.why})")
+        return out
     results = json.loads(graded.probes)
     ok, reason = _probe_verdict(results.pop("noop", {}), "the untouched workspace")
     out["noop"] = (ok, reason if ok else "false positive: " + reason)
@@ -1467,7 +1498,10 @@ def verify_tasks(
                 s.error = f"could not run: {type(exc).__name__}: {exc}"
         else:
             for s, g in zip(waiting, graded, strict=True):
-                s.solved.graded = g  # type: ignore[union-attr]
+                if isinstance(g, Graded):
+                    s.solved.graded = g  # type: ignore[union-attr]
+                else:
+                    s.error = f"could not run: {type(g).__name__}: {g}"
     return [_finish(s, sandbox) for s in states]
 
 

@@ -92,10 +92,15 @@ def _force(func, path, _exc) -> None:  # noqa: ANN001 (shutil.rmtree's onerror s
         os.unlink(path)
 
 
+MAX_TREE_PATH = 1024  # bytes of a path read_tree copies (copied deeper, it must still fit)
+
+
 def _tree(
     top: Path, max_bytes: int, max_entries: int
 ) -> dict[str, tuple[bytes, bool] | None] | None:
     """BwrapSandbox.read_tree's walk of the host folder `top`."""
+    if os.stat(top).st_mode & 0o500 != 0o500:
+        return None
     out: dict[str, tuple[bytes, bool] | None] = {}
     total = 0
     stack = [""]
@@ -106,14 +111,16 @@ def _tree(
         for entry in entries:
             name = f"{rel}{entry.name}"
             st = entry.stat(follow_symlinks=False)
-            if len(out) >= max_entries:
+            if len(out) >= max_entries or len(os.fsencode(name)) > MAX_TREE_PATH:
                 return None
             if stat.S_ISDIR(st.st_mode):
+                if st.st_mode & 0o500 != 0o500:  # the sandbox could not read it: nor may a copy
+                    return None
                 out[name] = None
                 stack.append(name + "/")
                 continue
             total += st.st_size
-            if not stat.S_ISREG(st.st_mode) or total > max_bytes:
+            if not stat.S_ISREG(st.st_mode) or total > max_bytes or not st.st_mode & 0o400:
                 return None
             fd = os.open(entry.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
             try:
@@ -397,8 +404,9 @@ class BwrapSandbox(Sandbox):
     ) -> dict[str, tuple[bytes, bool] | None] | None:
         """Every folder (None) and regular file ((data, executable)) under the directory
         `remote`, as write_files takes them; None when the tree holds anything else (a symlink,
-        a FIFO, a device) or is over `max_bytes` in files or `max_entries` entries: then it
-        cannot be copied as it is."""
+        a FIFO, a device), an entry its owner may not read (write_files would write it
+        readable), a path over MAX_TREE_PATH bytes, or is over `max_bytes` in files or
+        `max_entries` entries: then it cannot be copied as it is."""
         top = self._idle_dir(remote, create=False)
         try:
             return _tree(top, max_bytes, max_entries)

@@ -29,6 +29,7 @@ import sqlite3
 from typing import Any
 
 MAX_LISTED = 5  # differing records named in a failed guard's detail
+MAX_SQL_STEPS = 200_000  # x 1000 sqlite VM steps a snapshot may take to load (a count: no clock)
 
 
 def load_records(read: Any, workspace: str, path: str, schema: dict[str, Any]) -> dict[str, list]:
@@ -37,7 +38,14 @@ def load_records(read: Any, workspace: str, path: str, schema: dict[str, Any]) -
     if schema.get("store") == "sqlite":
         text = read(workspace, f"{path}/{schema.get('file', '')}")
         conn = sqlite3.connect(":memory:")
-        conn.set_authorizer(_no_attach)
+        conn.set_authorizer(_in_memory_only)
+        steps = [0]
+
+        def budget() -> int:  # a query that runs on inside sqlite's C code is stopped too
+            steps[0] += 1
+            return int(steps[0] > MAX_SQL_STEPS)
+
+        conn.set_progress_handler(budget, 1000)
         try:
             conn.executescript(text)
         except sqlite3.Error as exc:
@@ -69,9 +77,15 @@ def load_records(read: Any, workspace: str, path: str, schema: dict[str, Any]) -
     return out
 
 
-def _no_attach(action: int, *args: Any) -> int:
-    """A dump may not reach outside memory (ATTACH writes files)."""
-    return sqlite3.SQLITE_DENY if action == sqlite3.SQLITE_ATTACH else sqlite3.SQLITE_OK
+def _in_memory_only(action: int, arg1: Any = None, *args: Any) -> int:
+    """A dump may not reach outside its in-memory database: no ATTACH (nor VACUUM INTO, which
+    attaches; both write files) and no PRAGMA but the foreign_keys one `.dump` writes (others,
+    like hard_heap_limit, outlive the connection)."""
+    if action == sqlite3.SQLITE_ATTACH:
+        return sqlite3.SQLITE_DENY
+    if action == sqlite3.SQLITE_PRAGMA and str(arg1).lower() != "foreign_keys":
+        return sqlite3.SQLITE_DENY
+    return sqlite3.SQLITE_OK
 
 
 def _matches(record: Any, match: dict[str, Any], equal: Any) -> bool:
