@@ -144,6 +144,11 @@ def alarm(seconds):
     sig.alarm(seconds)
 
 grader = load("grader", spec["grader"])
+# What every job's child would otherwise import again: grader.main's argparse and what it
+# imports when it first makes a parser (shutil, for the terminal's width; locale). Then the
+# objects so far are frozen, so the children's collections leave their pages shared.
+import argparse, gc, locale, shutil
+gc.freeze()
 
 def oracle(job):
     logs = job["logs"]
