@@ -24,9 +24,11 @@ from clawloop.generators.candidates import candidate_row  # noqa: E402
 from clawloop.generators.contract import OUTPUT_FORMATS  # noqa: E402
 from clawloop.generators.forge import forge_candidate  # noqa: E402
 from clawloop.generators.library import capabilities, domains, render_generator  # noqa: E402
-from clawloop.generators.verify import verify_task  # noqa: E402
+from clawloop.generators.verify import verify_tasks  # noqa: E402
 from clawloop.harness.sandbox.backend import docker_available  # noqa: E402
 from clawloop.harness.sandbox.base import SandboxConfig  # noqa: E402
+
+BATCH = 8  # tasks verified together, as the verify stage's default verify.batch
 
 
 def candidates(
@@ -72,24 +74,41 @@ def full_matrix(formats: tuple[str, ...] = OUTPUT_FORMATS) -> tuple[list[dict], 
     return rows, problems
 
 
-def run_one(cand: dict, sb: SandboxConfig) -> tuple[dict, bool, bool, str, str, bool]:
-    """(candidate, oracle passed, noop failed, first oracle/noop problem, verdict reason,
-    ablation passed: every injected difficulty changes the answer)."""
-    row = forge_candidate(cand, sb)
-    if row["status"] != "ok":
-        why = f"forge {row['error_kind']}: {row['error'].splitlines()[0]}"
-        return cand, False, False, why, why, False
-    checks, verdict = verify_task(row, sb)
-    by = {c["check"]: c for c in checks}
-    oracle = by.get("oracle", {}).get("passed", False)
-    noop = by.get("noop", {}).get("passed", False)
-    bad = [
-        f"{c['check']}: {c['reason']}"
-        for c in checks
-        if c["check"] in ("oracle", "noop") and not c["passed"]
-    ]
-    ablation = by.get("ablation", {}).get("passed", False)
-    return cand, oracle, noop, bad[0] if bad else "", verdict["reason"], ablation
+def run_batch(
+    cands: list[dict], sb: SandboxConfig
+) -> list[tuple[dict, bool, bool, str, str, bool]]:
+    """Forge each candidate, then verify the batch as the verify stage does (verify_tasks). Per
+    candidate: (candidate, oracle passed, noop failed, first oracle/noop problem, verdict
+    reason, ablation passed: every injected difficulty changes the answer)."""
+    out: dict[str, tuple[dict, bool, bool, str, str, bool]] = {}
+    forged = []
+    for cand in cands:
+        row = forge_candidate(cand, sb)
+        if row["status"] != "ok":
+            why = f"forge {row['error_kind']}: {row['error'].splitlines()[0]}"
+            out[cand["task_id"]] = (cand, False, False, why, why, False)
+        else:
+            forged.append((cand, row))
+    verified = verify_tasks([row for _, row in forged], sb)
+    for (cand, _), (checks, verdict) in zip(forged, verified, strict=True):
+        by = {c["check"]: c for c in checks}
+        oracle = by.get("oracle", {}).get("passed", False)
+        noop = by.get("noop", {}).get("passed", False)
+        bad = [
+            f"{c['check']}: {c['reason']}"
+            for c in checks
+            if c["check"] in ("oracle", "noop") and not c["passed"]
+        ]
+        ablation = by.get("ablation", {}).get("passed", False)
+        out[cand["task_id"]] = (
+            cand,
+            oracle,
+            noop,
+            bad[0] if bad else "",
+            verdict["reason"],
+            ablation,
+        )
+    return [out[c["task_id"]] for c in cands]
 
 
 def main() -> int:
@@ -106,7 +125,7 @@ def main() -> int:
         default=",".join(OUTPUT_FORMATS),
         help="comma-separated output formats to take (e.g. report: the free-report matrix)",
     )
-    ap.add_argument("--workers", type=int, default=2, help="tasks forged+verified at once")
+    ap.add_argument("--workers", type=int, default=2, help="batches forged+verified at once")
     args = ap.parse_args()
 
     formats = tuple(f.strip() for f in args.formats.split(",") if f.strip())
@@ -130,8 +149,9 @@ def main() -> int:
                 continue
         sb = SandboxConfig(backend=backend)
         t0 = time.monotonic()
+        groups = [cands[i : i + BATCH] for i in range(0, len(cands), BATCH)]
         with ThreadPoolExecutor(args.workers) as pool:
-            results = list(pool.map(run_one, cands, itertools.repeat(sb)))
+            results = [r for g in pool.map(run_batch, groups, itertools.repeat(sb)) for r in g]
         took = time.monotonic() - t0
         n = len(results)
         oracle = sum(r[1] for r in results)
