@@ -1390,6 +1390,9 @@ def _solve_together(states: list[_Verifying], sandbox: SandboxConfig) -> None:
     that cannot be copied) is left for solve_in_sandbox, alone."""
     from clawloop.harness.sandbox.backend import open_sandbox
 
+    box = open_sandbox(sandbox)  # not started yet
+    if getattr(box, "read_tree", None) is None:
+        return  # a backend without direct file access (docker): each alone
     jobs, files = [], {}
     for i, state in enumerate(states):
         assert state.task is not None
@@ -1411,9 +1414,7 @@ def _solve_together(states: list[_Verifying], sandbox: SandboxConfig) -> None:
                 REBUILD_TIMEOUT_S,
             )
         )
-    with open_sandbox(sandbox) as sb:
-        if getattr(sb, "read_tree", None) is None:
-            return  # a backend without direct file access: each alone
+    with box as sb:
         _put(sb, WORKSPACE, files)
         solved = solve_each(sb, jobs)
         for i, (state, done) in enumerate(zip(states, solved, strict=True)):
