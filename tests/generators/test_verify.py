@@ -453,3 +453,22 @@ def test_check_leak_reads_files_the_task_never_points_to(tmp_path: Path) -> None
         assert ok is kept, reason
         if not kept:
             assert "top_hive='HV-102' stated in workspace file NOTES.txt" in reason
+
+
+def test_a_batch_gives_each_task_the_rows_it_gets_alone_on_every_backend(
+    sandbox: SandboxConfig,
+) -> None:
+    from clawloop.generators.candidates import candidate_row as row_of
+    from clawloop.generators.library import render_generator
+    from clawloop.generators.verify import verify_tasks
+
+    builtin = render_generator("reconciliation", "apiculture", multihop=1, dirtiness=1)
+    rows = [
+        forged("good", sandbox),
+        forged("leaky", sandbox),
+        forge_candidate(row_of(builtin, 3, origin="builtin"), sandbox),
+        forge_candidate(row_of(builtin, 4, origin="builtin"), sandbox),
+    ]
+    together = verify_tasks(rows, sandbox)
+    assert together == [verify_task(r, sandbox) for r in rows]
+    assert [v["kept"] for _, v in together] == [True, False, True, True]
