@@ -255,7 +255,11 @@ for job in spec["jobs"]:
             code = 0
         finally:
             os._exit(code)
-    os.waitpid(pid, 0)
+    _, status = os.waitpid(pid, 0)
+    if status:  # how the child ended, for the host to say why the job has no results
+        os.makedirs(job["logs"], exist_ok=True)
+        with open(job["logs"] + "/grading.status", "w") as f:
+            f.write(str(status))
 """
 
 # ---- leak check: pure ----------------------------------------------------------------------
@@ -299,8 +303,8 @@ def is_revealing_string(s: str, inputs_text: str) -> bool:
 _PROSE_NUMBER = re.compile(
     r"(?<![\w.])("
     r"\d+(?:\.\d+)?[eE][+-]?\d+"
-    r"|\d{1,3}(?:,\d{3})+(?:\.\d+)?"
-    r"|\d{1,3}(?:[ \u00a0\u202f]\d{3})+(?:,\d+)?"
+    r"|\d{1,3}(?:,\d{3}){1,6}(?:\.\d+)?"
+    r"|\d{1,3}(?:[ \u00a0\u202f]\d{3}){1,6}(?:,\d+)?"
     r"|\d+,\d+"
     r"|\d+(?:\.\d+)?"
     r")(?![\w]|[.,]\d)"
@@ -827,6 +831,9 @@ def check_leak(task: Path | TaskFiles) -> tuple[bool, str]:
 # ---- ablation: every injected difficulty is load-bearing ----------------------------------------
 
 
+BUILTIN_FORMATS = frozenset(("json", "csv", "report"))  # the contract outputs built-ins write
+
+
 def builtin_source(code: str) -> bool:
     """Is `code` a built-in generator exactly as generators/library.py renders it? Then it is
     this project's own code and the ablation may run it here, outside a sandbox."""
@@ -901,6 +908,14 @@ def check_ablation(task: Path | TaskFiles) -> tuple[bool, str]:
         return True, "not a built-in generator: it declares no injections to ablate"
     contract = task.json("tests/contract.json")
     answer = task.json("tests/answer.json")
+    # This runs on the host: only outputs a built-in writes (parsed in plain Python), never a
+    # task folder's other kinds (a state output's SQL is run by sqlite, C code).
+    odd = sorted({str(o.get("format")) for o in contract.get("outputs", [])} - BUILTIN_FORMATS)
+    if odd:
+        return False, (
+            f"the contract has {', '.join(odd)} outputs, which no built-in generator writes: "
+            "not this generator's task"
+        )
     levels: dict[str, tuple[str, int]] = {}
     rewards = ablation_rewards(code, contract, answer, task.workspace, levels)
     if not rewards:
@@ -1083,6 +1098,30 @@ def _ended(res: Any) -> str:
     return "timed out" if res.timed_out else f"exited {res.exit_code}: {res.stderr.strip()[-300:]}"
 
 
+_SIGNALS = {
+    9: "SIGKILL: a memory or process limit?",
+    11: "SIGSEGV",
+    14: "SIGALRM: past its alarm",
+    24: "SIGXCPU: past its CPU time limit",
+    25: "SIGXFSZ: past the file size limit",
+}
+
+
+def _why(sb: Any, logs: str, res: Any) -> str:
+    """How a job's grading ended when it left no results: its child's wait status (the driver
+    writes grading.status), else how the whole exec ended."""
+    text = (_text(sb, f"{logs}/grading.status") or "").strip()
+    if not text.isdigit():
+        return _ended(res)
+    status = int(text)
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        return f"its grading was killed by signal {sig}" + (
+            f" ({_SIGNALS[sig]})" if sig in _SIGNALS else ""
+        )
+    return f"its grading exited {os.WEXITSTATUS(status)}"
+
+
 def _prepare(sb: Any) -> str:
     """taskenv.prepare_grading; on bubblewrap the two folders are emptied from the host (no exec:
     when an exec returns, nothing it started is alive to race the host)."""
@@ -1180,8 +1219,9 @@ def solve_in_sandbox(
             # costs a few ms per task and nothing here needs it.
             grade = " ".join(_driver_argv())
             argv = ["sh", "-c", f"bash {TESTS}/test.sh >{VERIFIER_LOGS}/test.log 2>&1; {grade}"]
-        res = sb.exec(argv, timeout=timeout, cwd=cwd)
-        graded = Graded(_read_grade(sb), _text(sb, job["results"]), _ended(res))
+        # The job's alarm ends it (as in a batch); the wall limit is only a backstop.
+        res = sb.exec(argv, timeout=job["alarm"] + 2, cwd=cwd)
+        graded = Graded(_read_grade(sb), _text(sb, job["results"]), _why(sb, job["logs"], res))
     return SolveStep(out, solve_error, graded=graded)
 
 
@@ -1218,10 +1258,15 @@ def grade_jobs(jobs: list[GradeJob], sandbox: SandboxConfig) -> list[Graded | OS
             # One task's files do not fit the batch's layout (a path at the length limit):
             # each is graded alone, and only that one's own setup fails.
             return [_alone(job, sandbox) for job in jobs]
-        res = sb.exec(_driver_argv(), timeout=sum(job.timeout for job in jobs), cwd="/")
-        why = _ended(res)
+        wall = sum(spec["alarm"] for spec in specs) + 2
+        res = sb.exec(_driver_argv(), timeout=wall, cwd="/")
         out = [
-            Graded(_read_grade(sb, spec["logs"]), _text(sb, spec["results"]), why) for spec in specs
+            Graded(
+                _read_grade(sb, spec["logs"]),
+                _text(sb, spec["results"]),
+                _why(sb, spec["logs"], res),
+            )
+            for spec in specs
         ]
     if len(jobs) == 1:
         return out

@@ -397,20 +397,29 @@ def to_csv(columns, rows):
 # checking its injections in memory): every read goes through these two.
 
 
+def ws_rel(rel):
+    """`rel` when it names a path inside the workspace; a data file naming one outside it (an
+    absolute path, a `..`) is refused, so a solve reads its own task's files and no others."""
+    norm = os.path.normpath(rel)
+    if os.path.isabs(norm) or norm == ".." or norm.startswith("../"):
+        raise ValueError(f"{rel!r} is not a path inside the workspace")
+    return rel
+
+
 def ws_text(ws, rel):
     """The text of one workspace file."""
     if isinstance(ws, dict):
-        return ws[rel]
-    with open(os.path.join(ws, rel), encoding="utf-8", newline="") as f:
+        return ws[ws_rel(rel)]
+    with open(os.path.join(ws, ws_rel(rel)), encoding="utf-8", newline="") as f:
         return f.read()
 
 
 def ws_list(ws, folder):
     """The sorted names in one workspace folder."""
     if isinstance(ws, dict):
-        head = folder.rstrip("/") + "/"
+        head = ws_rel(folder).rstrip("/") + "/"
         return sorted({k[len(head) :].split("/")[0] for k in ws if k.startswith(head)})
-    return sorted(os.listdir(os.path.join(ws, folder)))
+    return sorted(os.listdir(os.path.join(ws, ws_rel(folder))))
 
 
 def read_json(ws, rel):

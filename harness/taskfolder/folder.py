@@ -40,6 +40,7 @@ GRADER_PATH = Path(str(grader.__file__))
 STATE_PREDICATES_PATH = Path(str(state_predicates.__file__))
 BASE_IMAGE = "clawloop-base:latest"
 MAX_UNPACKED_BYTES = 64 * 1024 * 1024
+MAX_TIMEOUT_SEC = 24 * 3600.0  # a task.toml timeout_sec longer than a day is refused
 DEFAULT_ORG = "clawloop"
 # Harbor's ORG_NAME_PATTERN (harbor.constants), one side of the slash; ".." is refused too.
 NAME_PART = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9._-]*")
@@ -221,6 +222,12 @@ def _header(doc: dict[str, Any], task_dir: Path) -> TaskHeader:
         raise TaskFolderError(
             f"{task_dir}/task.toml: a timeout_sec is not a number ({exc})"
         ) from exc
+    for name, value in (("agent", agent), ("verifier", verifier)):
+        if not (0 < value <= MAX_TIMEOUT_SEC):  # NaN and inf too
+            raise TaskFolderError(
+                f"{task_dir}/task.toml: [{name}] timeout_sec is {value!r}; it must be more than 0 "
+                f"and at most {MAX_TIMEOUT_SEC:g} seconds"
+            )
     return TaskHeader(
         task_id=bare_task_id(str(_table(doc, "task").get("name") or Path(task_dir).name)),
         capability=str(claw.get("capability") or _table(doc, "metadata").get("category") or ""),

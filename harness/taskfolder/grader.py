@@ -48,8 +48,17 @@ class OutputUnreadable(Exception):
 # ---------------------------------------------------------------- safe reading
 
 
+def inside(rel: str) -> bool:
+    """Is `rel` a relative path that stays inside the folder it is taken from? (An absolute one
+    or one through `..` would mean a different file wherever the workspace is put.)"""
+    parts = str(rel).replace("\\", "/").split("/")
+    return bool(rel) and not os.path.isabs(rel) and ".." not in parts
+
+
 def read_output(workspace: str, rel: str, limit: int | None = None) -> str:
     limit = MAX_BYTES if limit is None else limit
+    if not inside(rel):
+        raise OutputUnreadable(f"{rel} is not a path inside the workspace")
     root = os.path.realpath(workspace)
     path = os.path.realpath(os.path.join(root, rel))
     if not path.startswith(root + os.sep):
@@ -357,8 +366,8 @@ REPORT_WHERE = ("row", "named", "anywhere")
 _REPORT_NUMBER = re.compile(
     r"(?<![\w.])("
     r"\d+(?:\.\d+)?[eE][+-]?\d+"
-    r"|\d{1,3}(?:,\d{3})+(?:\.\d+)?"
-    r"|\d{1,3}(?:[ \u00a0\u202f]\d{3})+(?:[.,]\d+)?"
+    r"|\d{1,3}(?:,\d{3}){1,6}(?:\.\d+)?"
+    r"|\d{1,3}(?:[ \u00a0\u202f]\d{3}){1,6}(?:[.,]\d+)?"
     r"|\d+,\d+"
     r"|\d+(?:\.\d+)?"
     r")(?!\d|[.,]\d)"

@@ -62,6 +62,8 @@ def load_records(read: Any, workspace: str, path: str, schema: dict[str, Any]) -
             cols = [c[0] for c in cur.description]
             out[name] = [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]
         return out
+    if not path or os.path.isabs(path) or ".." in path.replace("\\", "/").split("/"):
+        raise ValueError(f"{path}: not a folder inside the workspace")
     root = os.path.join(os.path.realpath(workspace), path)
     out = {}
     for name in sorted(os.listdir(root)) if os.path.isdir(root) else []:
@@ -77,13 +79,28 @@ def load_records(read: Any, workspace: str, path: str, schema: dict[str, Any]) -
     return out
 
 
-def _in_memory_only(action: int, arg1: Any = None, *args: Any) -> int:
+# What a dump may not use: virtual tables (their modules are sqlite's attack surface) and the
+# functions that reach files, extensions or raw pointers (fts3_tokenizer).
+_DENIED_ACTIONS = frozenset(
+    getattr(sqlite3, name)
+    for name in ("SQLITE_ATTACH", "SQLITE_DETACH", "SQLITE_CREATE_VTABLE", "SQLITE_DROP_VTABLE")
+    if hasattr(sqlite3, name)
+)
+_DENIED_FUNCTIONS = frozenset(
+    ("fts3_tokenizer", "load_extension", "readfile", "writefile", "edit", "zipfile")
+)
+
+
+def _in_memory_only(action: int, arg1: Any = None, arg2: Any = None, *args: Any) -> int:
     """A dump may not reach outside its in-memory database: no ATTACH (nor VACUUM INTO, which
-    attaches; both write files) and no PRAGMA but the foreign_keys one `.dump` writes (others,
-    like hard_heap_limit, outlive the connection)."""
-    if action == sqlite3.SQLITE_ATTACH:
+    attaches; both write files), no virtual table, no function of _DENIED_FUNCTIONS, and no
+    PRAGMA but the foreign_keys one `.dump` writes (others, like hard_heap_limit, outlive the
+    connection)."""
+    if action in _DENIED_ACTIONS:
         return sqlite3.SQLITE_DENY
     if action == sqlite3.SQLITE_PRAGMA and str(arg1).lower() != "foreign_keys":
+        return sqlite3.SQLITE_DENY
+    if action == sqlite3.SQLITE_FUNCTION and str(arg2).lower() in _DENIED_FUNCTIONS:
         return sqlite3.SQLITE_DENY
     return sqlite3.SQLITE_OK
 

@@ -225,7 +225,7 @@ def test_an_output_path_into_another_slot_is_refused(
     assert batches == [2]
     assert together == alone
     assert kept(together) == [True, False]
-    assert "resolves outside the workspace" in by_check(together[1])["oracle"]["reason"]
+    assert "is not a path inside the workspace" in by_check(together[1])["oracle"]["reason"]
 
 
 def test_a_grading_that_kills_the_interpreter_costs_no_other_task_its_results(

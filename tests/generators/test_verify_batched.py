@@ -348,7 +348,7 @@ def test_a_grading_past_its_alarm_costs_only_its_own_results(
         "noop": {"reward": 0.0, "passed": False}
     }
     assert last.oracle.passed and last.probes is not None
-    assert slow.probes is None and slow.why in ("timed out", "exited 124: ")
+    assert slow.probes is None and "SIGALRM" in slow.why
 
 
 # ---- built-in reference solutions solved together (runner.solve_each) ---------------------------
