@@ -356,3 +356,18 @@ def test_the_grader_and_the_contract_know_the_same_leniencies() -> None:
     from clawloop.harness.taskfolder import grader, spec
 
     assert grader.LENIENCIES == spec.LENIENCIES
+
+
+@pytest.mark.parametrize("rel", ["/workspace/out.json", "../ws/out.json", "a/../../ws/out.json"])
+def test_an_output_path_not_inside_the_workspace_is_refused_wherever_it_points(
+    tmp_path: Path, rel: str
+) -> None:
+    # Each of these names the real output from where the workspace is: still refused, so the
+    # verdict never depends on where the workspace was put.
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "out.json").write_text('{"a": 1}')
+    contract = {"outputs": [{"path": rel, "format": "json", "schema": {"type": "object"}}]}
+    result = grade(contract, {rel: {"a": 1}}, str(ws))
+    assert not result["passed"]
+    assert "not a path inside the workspace" in json.dumps(result["checks"])

@@ -206,3 +206,12 @@ def test_test_sh_leaves_a_reward_when_the_grader_dies(row: dict, tmp_path: Path)
         reward, details = _verifier_files(sb)
     assert reward == {"reward": 0.0} and not g.passed and g.checks == []
     assert details["passed"] is False and g.reason == "grader exited 3 without writing a reward"
+
+
+@pytest.mark.parametrize("value", ["0.0", "-2.0", "inf", "nan", "1e9"])
+def test_a_timeout_out_of_range_is_refused(tmp_path: Path, value: str) -> None:
+    from clawloop.harness.taskfolder.folder import TaskFolderError, parse_task_info
+
+    text = f'[task]\nname = "clawloop/x"\n[agent]\ntimeout_sec = {value}\n[metadata.clawloop]\nseed = 1\n'
+    with pytest.raises(TaskFolderError, match="timeout_sec"):
+        parse_task_info(text, tmp_path)
