@@ -14,6 +14,7 @@ layer <= 1.5x.
 
     .venv/bin/python benchmarks/forge_verify.py [--tasks 200] [--workers 4] [--batch 8]
         [--backends bwrap,docker] [--baseline REV] [--rounds 2]
+    .venv/bin/python benchmarks/forge_verify.py --split [--tasks 96]   # where the CPU goes
 """
 
 from __future__ import annotations
@@ -170,6 +171,47 @@ def throughput(backend: str, cands: list[dict], workers: int, batch: int) -> dic
     }
 
 
+def split(cands: list[dict], batch: int) -> None:
+    """Forge and verify `cands` in one thread (batches of `batch`) and print the CPU per task of
+    the host and of each kind of bubblewrap exec (forge's build; verify's solve, alone or a
+    batch's built-ins together; the grading), each exec's children CPU measured around it."""
+    from clawloop.generators.verify import verify_tasks
+    from clawloop.harness.sandbox.bwrap import BwrapSandbox
+
+    spent: dict[str, list[float]] = {}
+    real = BwrapSandbox.exec
+
+    def timed(self, cmd, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        before = cpu_seconds()[1]
+        try:
+            return real(self, cmd, *args, **kwargs)
+        finally:
+            text = " ".join(cmd) if isinstance(cmd, list) else cmd
+            kind = next((k for k, needle in EXEC_KINDS if needle in text), text.split(" ")[0][:20])
+            spent.setdefault(kind, []).append(cpu_seconds()[1] - before)
+
+    BwrapSandbox.exec = timed  # type: ignore[method-assign]
+    sb = SandboxConfig(backend="bwrap")
+    host0 = cpu_seconds()[0]
+    for i in range(0, len(cands), batch):
+        rows = [forge_candidate(c, sb) for c in cands[i : i + batch]]
+        verify_tasks(rows, sb)
+    host = cpu_seconds()[0] - host0
+    n = len(cands)
+    print(f"{n} tasks, batches of {batch}, one worker; CPU ms per task:")
+    print(f"  host (this process)          {host / n * 1000:6.1f}")
+    for kind, times in sorted(spent.items()):
+        print(f"  {kind:28s} {sum(times) / n * 1000:6.1f}   ({len(times)} execs)")
+
+
+EXEC_KINDS = [
+    ("forge build", "driver.py build"),
+    ("solve, built-ins together", "solve-batch"),
+    ("solve + rebuild, alone", "driver.py solve"),
+    ("grading", "clawloop-probes/driver.py"),
+]
+
+
 # Makes `clawloop` the package tree at argv[1] (a revision exported by --baseline), ahead of the
 # editable install's mapping, then runs this script's --measure mode from that tree's modules.
 SHIM = (
@@ -231,6 +273,11 @@ def main() -> int:
         "--after", default="", help="git revision measured as 'after' (default: this checkout)"
     )
     ap.add_argument("--rounds", type=int, default=2, help="alternating rounds with --baseline")
+    ap.add_argument(
+        "--split",
+        action="store_true",
+        help="only where the CPU goes: one worker, CPU per task of each kind of bwrap exec",
+    )
     # internal: one measurement, in this process
     ap.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -238,6 +285,9 @@ def main() -> int:
     if args.measure:
         cands = candidates(args.tasks)
         print(json.dumps(throughput(backends[0], cands, args.workers, args.batch)))
+        return 0
+    if args.split:
+        split(candidates(args.tasks), args.batch)
         return 0
     load = os.getloadavg()[0]
     print(f"host: {os.cpu_count()} cores, load average {load:.1f} at start")
