@@ -14,7 +14,7 @@ layer <= 1.5x.
 
     .venv/bin/python benchmarks/forge_verify.py [--tasks 200] [--workers 4] [--batch 8]
         [--backends bwrap,docker] [--baseline REV] [--rounds 2]
-    .venv/bin/python benchmarks/forge_verify.py --split [--tasks 96]   # where the CPU goes
+    .venv/bin/python benchmarks/forge_verify.py --split [--tasks 96] [--baseline REV]  # where the CPU goes
 """
 
 from __future__ import annotations
@@ -175,8 +175,14 @@ def split(cands: list[dict], batch: int) -> None:
     """Forge and verify `cands` in one thread (batches of `batch`) and print the CPU per task of
     the host and of each kind of bubblewrap exec (forge's build; verify's solve, alone or a
     batch's built-ins together; the grading), each exec's children CPU measured around it."""
-    from clawloop.generators.verify import verify_tasks
     from clawloop.harness.sandbox.bwrap import BwrapSandbox
+
+    try:
+        from clawloop.generators.verify import verify_tasks
+    except ImportError:  # a --baseline revision from before batched verify: each task alone
+
+        def verify_tasks(rows: list[dict], sb: SandboxConfig) -> list:
+            return [verify_task(row, sb) for row in rows]
 
     spent: dict[str, list[float]] = {}
     real = BwrapSandbox.exec
@@ -287,6 +293,13 @@ def main() -> int:
         print(json.dumps(throughput(backends[0], cands, args.workers, args.batch)))
         return 0
     if args.split:
+        if args.baseline:  # the same split by the baseline revision's code, first
+            with tempfile.TemporaryDirectory(prefix="clawloop-bench-") as tmp:
+                tree = export_revision(args.baseline, os.path.join(tmp, "baseline"))
+                argv = [__file__, "--split", "--tasks", str(args.tasks), "--batch", str(args.batch)]
+                print(f"before ({args.baseline}):", flush=True)
+                subprocess.run([sys.executable, "-c", SHIM, tree, *argv], check=True)
+            print("after (this checkout):", flush=True)
         split(candidates(args.tasks), args.batch)
         return 0
     load = os.getloadavg()[0]
