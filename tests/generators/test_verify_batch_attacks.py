@@ -17,6 +17,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from doubles.batches import batch_sizes
 
 import clawloop.generators.verify as verify
 from clawloop.generators.candidates import candidate_row
@@ -70,14 +71,7 @@ def batched_and_alone(
 ) -> tuple[list, list, list[int]]:
     """verify_tasks(rows), each row through verify_task alone, and the sizes of the batches
     grade_jobs was handed (which rows were copied into a batch sandbox)."""
-    sizes: list[int] = []
-    grade_jobs = verify.grade_jobs
-
-    def counting(jobs, sb):  # noqa: ANN001, ANN202
-        sizes.append(len(jobs))
-        return grade_jobs(jobs, sb)
-
-    monkeypatch.setattr(verify, "grade_jobs", counting)
+    sizes = batch_sizes(monkeypatch, "grade_jobs")
     together = verify_tasks(rows, sandbox)
     batches = list(sizes)
     alone = [verify_task(r, sandbox) for r in rows]
@@ -256,7 +250,7 @@ def test_a_grading_that_kills_the_interpreter_costs_no_other_task_its_results(
         assert graded.oracle == solo.oracle and graded.oracle.passed
 
 
-# ================================ attacks that get through =====================================
+# ================================ attacks that got through (fixed) =====================================
 
 
 # Was broken: read_tree runs as root on the host and keeps only the executable bit, and write_files

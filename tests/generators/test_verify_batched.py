@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from doubles.batches import batch_sizes
 
 from clawloop.generators.candidates import candidate_row
 from clawloop.generators.forge import forge_candidate
@@ -292,14 +293,7 @@ def test_batched_gradings_give_each_task_the_rows_it_gets_alone(
         _with_solve_tail(good, tmp_path / "l", "ln -s /tests/answer.json /workspace/output/x\n"),
         forge((FIXTURES / "bad_solve.py").read_text(), seed=6),
     ]
-    batched: list[int] = []
-    grade_jobs = verify.grade_jobs
-
-    def counting(jobs, sandbox):  # noqa: ANN001, ANN202
-        batched.append(len(jobs))
-        return grade_jobs(jobs, sandbox)
-
-    monkeypatch.setattr(verify, "grade_jobs", counting)
+    batched = batch_sizes(monkeypatch, "grade_jobs")
     together = verify.verify_tasks(rows, SB)
     assert batched == [5]  # all but the foreign test.sh and the symlink, in one grading exec
     alone = [verify.verify_task(r, SB) for r in rows]
@@ -369,14 +363,7 @@ def test_builtin_tasks_solved_and_graded_together_get_the_rows_they_get_alone(
         assert row["status"] == "ok", row["error"]
         rows.append(row)
     rows.append(forge(GOOD))  # not a built-in: solved in its own sandbox
-    calls: list[int] = []
-    solve_each = verify.solve_each
-
-    def counting(sb, jobs):  # noqa: ANN001, ANN202
-        calls.append(len(jobs))
-        return solve_each(sb, jobs)
-
-    monkeypatch.setattr(verify, "solve_each", counting)
+    calls = batch_sizes(monkeypatch, "solve_each")
     together = verify.verify_tasks(rows, SB)
     assert calls == [3]
     assert together == [verify.verify_task(r, SB) for r in rows]

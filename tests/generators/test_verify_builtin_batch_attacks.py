@@ -7,8 +7,8 @@ tasks (generators/library.py's render_generator, forged), their task folders the
 generator stays the exact built-in text and solve.sh and the test side stay canonical, so they
 are still solved together in one interpreter and graded together in one sandbox.
 
-Passing tests: attacks that are defended. Tests marked `# Was broken:` assert the secure behaviour
-and fail today; each comment says how the attack gets through.
+Tests marked `# Was broken:` got through the first batched code (each comment says how, and
+what fixed it); they assert the secure behaviour, which the code has since.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 import pytest
+from doubles.batches import batch_sizes
 
 import clawloop.generators.verify as verify
 from clawloop.generators.candidates import candidate_row, parse_meta
@@ -99,18 +100,6 @@ def report() -> dict:
     return builtin("entity_resolution", 1, 0, "report", 13)
 
 
-def counting_solve_each(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    calls: list[int] = []
-    real = verify.solve_each
-
-    def counting(sb, jobs):  # noqa: ANN001, ANN202
-        calls.append(len(jobs))
-        return real(sb, jobs)
-
-    monkeypatch.setattr(verify, "solve_each", counting)
-    return calls
-
-
 # ================================ attacks that are defended ====================================
 
 
@@ -153,7 +142,7 @@ def test_tampered_builtin_tasks_get_the_rows_they_get_alone(
         with_toml(flags, tmp_path / "t", "agent", "0.001"),  # alarm rounds up to 1 s
     ]
     rows = [flags, *tampered, recon, report]
-    calls = counting_solve_each(monkeypatch)
+    calls = batch_sizes(monkeypatch, "solve_each")
     together = verify_tasks(rows, SB)
     assert calls == [len(rows)]  # all solved together first
     alone = [verify_task(r, SB) for r in rows]
@@ -349,14 +338,7 @@ def test_a_grading_that_backtracks_past_its_alarm_costs_only_its_own_results(
         edited(report, tmp_path / "s", slow_copy_probe), tmp_path / "t", "verifier", "0.75"
     )
     rows = [flags, slow, recon, report]
-    graded: list[int] = []
-    real = verify.grade_jobs
-
-    def counting(jobs, sandbox):  # noqa: ANN001, ANN202
-        graded.append(len(jobs))
-        return real(jobs, sandbox)
-
-    monkeypatch.setattr(verify, "grade_jobs", counting)
+    graded = batch_sizes(monkeypatch, "grade_jobs")
     start = time.monotonic()
     together = verify_tasks(rows, SB)
     assert time.monotonic() - start < 30
@@ -397,7 +379,7 @@ def test_a_grading_child_that_segfaults_costs_no_other_task_its_results(
     assert "fts3_tokenizer" in by_check(together[1])["oracle"]["reason"]
 
 
-# ================================ attacks that get through =====================================
+# ================================ attacks that got through (fixed) ===========================
 
 
 # Was broken: the built-in solve() opens paths it reads from the workspace's data (data/index.csv's
@@ -408,7 +390,7 @@ def test_a_grading_child_that_segfaults_costs_no_other_task_its_results(
 # twin's copy in slot 1: batched it is KEPT, alone it fails (oracle and determinism). The same
 # works with an absolute "/workspace/1/..." path, and it lets a task's verdict depend on what
 # another task's starting (or already solved) workspace holds.
-# Fix: generators/verify.py `_solve_together` / runner.solve_each must not let a job see the
+# Fixed: generators/verify.py `_solve_together` / runner.solve_each must not let a job see the
 # other slots (e.g. solve each job with its workspace moved to /workspace and the others moved
 # out of reach, or one sandbox per job), or the prelude's ws_text/ws_list
 # (generators/builtin/_prelude.py) must refuse a path that leaves the workspace (realpath
@@ -426,7 +408,7 @@ def test_a_builtin_solve_cannot_read_another_slots_workspace(
 
     hostile = edited(flags, tmp_path, point_at_slot_1)
     rows = [hostile, flags]
-    calls = counting_solve_each(monkeypatch)
+    calls = batch_sizes(monkeypatch, "solve_each")
     together = verify_tasks(rows, SB)
     assert calls == [2]
     alone = [verify_task(r, SB) for r in rows]
@@ -476,7 +458,7 @@ def a_state_folder(folder: Path) -> None:
 # .load_records lists os.path.join(realpath(ws), path) with no confinement, so batched it lists
 # slot 1's folder (a foreign file name, then "resolves outside the workspace") where alone it
 # finds nothing ("table 't' is missing"): other rows.
-# Fix: harness/taskfolder/grader.py `read_output` (and state_predicates.load_records' listdir,
+# Fixed: harness/taskfolder/grader.py `read_output` (and state_predicates.load_records' listdir,
 # and PROBE_DRIVER's overlay) should refuse absolute paths and '..' parts outright, so the
 # layout cannot matter; and verify should drop a contract whose output paths are not plain
 # relative paths (forge refuses them already).
@@ -504,7 +486,7 @@ def test_an_output_path_gives_the_verdict_it_gives_alone(
 # task with timeout_sec = -1000 makes the sum negative: sb.exec raises ValueError ("exec
 # timeout must be positive"), and verify_tasks fails the oracle of EVERY task of the batch
 # ("could not run"), though the good one alone is kept.
-# Fix: harness/taskfolder/folder.py `_header` should refuse (TaskFolderError) a timeout_sec that
+# Fixed: harness/taskfolder/folder.py `_header` should refuse (TaskFolderError) a timeout_sec that
 # is not finite and positive; and generators/verify.py `grade_jobs` should use each job's own
 # alarm (max(1, ceil(t))) for the wall sum, or drop a job with a bad timeout to `_alone`.
 def test_a_negative_verifier_timeout_costs_the_other_tasks_nothing(
@@ -525,7 +507,7 @@ def test_a_negative_verifier_timeout_costs_the_other_tasks_nothing(
 # nor verify_tasks catches: the whole batch raises, and the stage records every task of it as
 # "verify could not run" (tasks/verify.py _crashed), the good one batched with it included. (Alone
 # the hostile task raises too: it gets no verdict at all.)
-# Fix: harness/taskfolder/folder.py `_header` refusing non-finite timeouts (math.isfinite), or
+# Fixed: harness/taskfolder/folder.py `_header` refusing non-finite timeouts (math.isfinite), or
 # verify_tasks turning any per-task exception of _start/_solve_alone/_job into that task's
 # "could not run" row.
 @pytest.mark.parametrize("section", ["agent", "verifier"])
@@ -548,7 +530,7 @@ def test_an_infinite_timeout_costs_the_other_tasks_nothing(
 # batch's summed limit, so the same task passes. `[verifier] timeout_sec = 0.0` (or any t whose
 # grading fits in ceil(2t) s but not in 2t s), or `[agent] timeout_sec = -2.0` on a row whose
 # determinism needs no rebuild: dropped alone, kept batched.
-# Fix: one function for a job's limit used both alone and batched (solve_in_sandbox's
+# Fixed: one function for a job's limit used both alone and batched (solve_in_sandbox's
 # sb.exec(timeout=...) and solve_then_rebuild's wall = the alarm's max(1, ceil(t)), as
 # solve_each/_job compute it), plus folder._header refusing timeouts that are not positive.
 @pytest.mark.parametrize(
@@ -576,7 +558,7 @@ def test_a_non_positive_timeout_gives_the_verdict_it_gives_alone(
 # `CREATE VIRTUAL TABLE ... USING fts3(tokenize=name)` then calls through (the published
 # sqlite code-execution technique). In a grading child that is code execution that can rewrite
 # earlier jobs' /logs/verifier/<j>/probes.json or later jobs' /tests/<j> answer keys.
-# Fix: harness/taskfolder/state_predicates.py `_in_memory_only` should deny SQLITE_FUNCTION for
+# Fixed: harness/taskfolder/state_predicates.py `_in_memory_only` should deny SQLITE_FUNCTION for
 # fts3_tokenizer (arg2 is the function's name) and SQLITE_CREATE_VTABLE (or allow only fts5/rtree
 # without the tokenizer function), i.e. allow-list the actions a dump needs.
 def test_a_dump_cannot_call_fts3_tokenizer(tmp_path: Path) -> None:
@@ -604,7 +586,7 @@ print(check_ablation(TaskFiles(tar_files(pickle.load(open(sys.argv[1], "rb")))))
 # verify process itself: the fts3_tokenizer dump above makes it dereference 0x4141414141414141
 # and die of SIGSEGV (rc -11), taking every task of its batch and the stage's worker with it; a
 # real pointer instead of 0x41... is code execution on the host.
-# Fix: generators/verify.py `check_ablation`/`ablation_rewards` should grade only the outputs
+# Fixed: generators/verify.py `check_ablation`/`ablation_rewards` should grade only the outputs
 # the built-in itself declares (compare tests/contract.json and answer.json with what the
 # generator renders, or skip state outputs), or run the ablation in a sandbox; and the
 # authorizer fix above.
@@ -627,7 +609,7 @@ def test_the_hosts_ablation_does_not_run_a_tasks_sql(tmp_path: Path) -> None:
 # scans the rest of the run before the final lookahead fails. 24 KB of instruction.md (or of a
 # starting file no text names) costs seconds, 1 MB about an hour, 10 MB days: one task stalls the
 # whole batch's verify_tasks before any sandbox starts.
-# Fix: generators/verify.py `_PROSE_NUMBER` (and grader._REPORT_NUMBER): forbid a start in the
+# Fixed: generators/verify.py `_PROSE_NUMBER` (and grader._REPORT_NUMBER): forbid a start in the
 # middle of a run (add the lookbehind (?<!\d[, \u00a0\u202f])) and make the group repetitions
 # possessive ((?:,\d{3})++, (?:[ \u00a0\u202f]\d{3})++): linear (60 000 groups in 9 ms), the
 # same tokens on ordinary text; or find maximal digit runs first and parse each in Python.
