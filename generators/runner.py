@@ -6,9 +6,10 @@ object instead of compiling it each). Execution happens in a sandbox through a s
 driver that loads the generator file, calls `build(seed)` (N times in one exec: each build execs
 a fresh interpreter for the next) and writes the JSON result to a file we read with a size cap
 (in place on bubblewrap, downloaded elsewhere), or calls `solve(workspace)` and then, for
-verify's determinism check, `build(seed)` again (solve_then_rebuild). Whatever goes wrong comes
-back as `GeneratorError(kind, ...)`
-with kind in {"contract", "timeout", "crash", "sandbox"}; only "sandbox" is worth retrying.
+verify's determinism check, `build(seed)` again (solve_then_rebuild; solve_each does that for a
+batch of built-in generators in one interpreter). Whatever goes wrong comes back as
+`GeneratorError(kind, ...)` with kind in {"contract", "timeout", "crash", "sandbox"}; only
+"sandbox" is worth retrying.
 
     meta = parse_meta(code)
     result = run_build(code, seed=7, sandbox=SandboxConfig(backend="bwrap"))
