@@ -175,9 +175,10 @@ def oracle(job):
             f.write('{"reward": 0.0}\n')
 
 def overlay(ws, files):
-    # Write a probe's files over the pristine workspace; return how to put it back.
+    # Write a probe's files over the pristine workspace, as an agent would (a starting file
+    # where the probe needs a folder is removed first); return how to put it back.
     top = os.path.realpath(ws) + os.sep
-    saved, made = [], []
+    saved, made, moved = [], [], []
     try:
         for rel, text in files.items():
             path = os.path.join(ws, rel)
@@ -189,6 +190,10 @@ def overlay(ws, files):
                     missing.append(d)
                     d = os.path.dirname(d)
                 for d in reversed(missing):
+                    if os.path.lexists(d):
+                        with open(d, "rb") as f:
+                            moved.append((d, f.read(), os.stat(d).st_mode & 0o777))
+                        os.unlink(d)
                     os.mkdir(d)
                     made.append(d)
                 try:
@@ -202,11 +207,11 @@ def overlay(ws, files):
             except OSError as exc:  # named by the path in the workspace, not where it is
                 raise OSError(exc.errno, "probe file %r: %s" % (rel, exc.strerror)) from None
     except BaseException:
-        restore(saved, made)
+        restore(saved, made, moved)
         raise
-    return saved, made
+    return saved, made, moved
 
-def restore(saved, made):
+def restore(saved, made, moved):
     # Raises if the pristine workspace cannot be put back: then no results at all (an error).
     for path, before in reversed(saved):
         if before is None:
@@ -216,6 +221,10 @@ def restore(saved, made):
                 f.write(before)
     for d in reversed(made):
         os.rmdir(d)
+    for path, data, mode in reversed(moved):
+        with open(path, "wb") as f:
+            f.write(data)
+        os.chmod(path, mode)
 
 def probes(job):
     with open(job["tests"] + "/contract.json") as f:

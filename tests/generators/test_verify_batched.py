@@ -211,6 +211,8 @@ def test_the_driver_grades_every_probe_over_a_pristine_workspace(code_blob) -> N
         "b_right": {"out.txt": "right"},
         "c_after": {},
         "d_escape": {"../../escape.txt": "x"},
+        # a starting file where the probe needs a folder: removed first, as an agent would
+        "e_in_the_way": {"keep.csv/x": "1", "out.txt": "right"},
     }
     stage = "/tests/.clawloop-probes"
     job = {
@@ -234,7 +236,7 @@ def test_the_driver_grades_every_probe_over_a_pristine_workspace(code_blob) -> N
         ),
         ".clawloop-probes/probes.json": (json.dumps(probes).encode(), False),
         ".clawloop-probes/workspace/out.txt": (b"pristine", False),
-        ".clawloop-probes/workspace/keep.csv": (b"a,b\n", False),
+        ".clawloop-probes/workspace/keep.csv": (b"a,b\n", True),
     }
     if code_blob is not None:  # a stale or foreign code object: the driver compiles the source
         tests[".clawloop-probes/grader.code"] = (code_blob, False)
@@ -245,14 +247,23 @@ def test_the_driver_grades_every_probe_over_a_pristine_workspace(code_blob) -> N
         assert res.ok, res.stderr
         results = json.loads(sb.read_file("/logs/verifier/p.json", 1 << 20))
         reward = json.loads(sb.read_file("/logs/verifier/reward.json", 1 << 20))
-        after = sb.exec(["sh", "-c", f"cd {stage}/workspace && find . | sort && cat out.txt"])
+        after = sb.exec(
+            [
+                "sh",
+                "-c",
+                f"cd {stage}/workspace && find . | sort && cat out.txt && echo && cat keep.csv",
+            ]
+        )
+        mode = sb.exec(["stat", "-c", "%a", f"{stage}/workspace/keep.csv"]).stdout.strip()
     assert reward == {"reward": 1.0}  # the oracle graded /workspace, not the pristine copy
     assert results["noop"]["reward"] == 0.0
     assert results["trivial:a_wrong"]["reward"] == 0.0
     assert results["trivial:b_right"]["reward"] == 1.0
     assert results["trivial:c_after"]["reward"] == 0.0  # b_right's file was put back
     assert "outside the workspace" in results["trivial:d_escape"]["error"]
-    assert after.stdout.split() == [".", "./keep.csv", "./out.txt", "pristine"]
+    assert results["trivial:e_in_the_way"]["reward"] == 1.0
+    assert after.stdout.split() == [".", "./keep.csv", "./out.txt", "pristine", "a,b"]
+    assert mode == "755"  # keep.csv put back as it was
 
 
 # ---- gradings batched across tasks (verify_tasks, grade_jobs) ---------------------------------
