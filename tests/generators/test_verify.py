@@ -9,16 +9,15 @@ from pathlib import Path
 import pytest
 
 from clawloop.generators.contract import validate_build
-from clawloop.generators.verify import (
-    _probe_verdict,
+from clawloop.generators.leaks import (
     decision_fields,
     find_leaks,
-    hidden_answer,
     is_revealing_string,
     prose_numbers,
     revealing_number,
     undefined_decision_fields,
 )
+from clawloop.generators.verify import _probe_verdict, hidden_answer
 
 TOL = {"abs": 0.01, "rel": 0.0}
 

@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 from doubles.batches import batch_sizes
 
+import clawloop.generators.leaks as leaks
 import clawloop.generators.verify as verify
 from clawloop.generators.candidates import candidate_row, parse_meta
 from clawloop.generators.forge import forge_candidate
@@ -604,7 +605,7 @@ def test_the_hosts_ablation_does_not_run_a_tasks_sql(tmp_path: Path) -> None:
 
 
 # Was broken: the leak check runs on the HOST with no time limit, and its number regex
-# (verify._PROSE_NUMBER, the same shape as the grader's _REPORT_NUMBER) backtracks
+# (leaks._PROSE_NUMBER, the same shape as the grader's _REPORT_NUMBER) backtracks
 # quadratically on comma-grouped digit runs ("111,111,...,1"): every group is a new start, each
 # scans the rest of the run before the final lookahead fails. 24 KB of instruction.md (or of a
 # starting file no text names) costs seconds, 1 MB about an hour, 10 MB days: one task stalls the
@@ -616,6 +617,6 @@ def test_the_hosts_ablation_does_not_run_a_tasks_sql(tmp_path: Path) -> None:
 def test_the_leak_checks_number_scan_is_linear() -> None:
     text = "Totals: " + "111," * 6000 + "1.\n"
     start = time.monotonic()
-    verify.prose_numbers(text)
+    leaks.prose_numbers(text)
     took = time.monotonic() - start
     assert took < 0.5, f"prose_numbers took {took:.1f} s on {len(text)} characters"

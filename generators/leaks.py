@@ -1,0 +1,424 @@
+"""The pure text checks verify runs on a task: the leak audit (is an answer value, or a
+categorical answer stated as the answer, visible to the agent?) and the decision fields (does
+every field a decision defines appear in some output?). No I/O: generators/verify.py reads the
+task and calls these.
+
+    find_leaks(answer, {"instruction.md": text}, inputs_text, tolerance) -> ["'20378.5' in ..."]
+    undefined_decision_fields(contract, answer, files) -> ["summary", ...]
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import math
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from clawloop.harness.taskfolder.grader import NUMBER_WORDS
+
+# ---- leak check: pure ----------------------------------------------------------------------
+
+_WORDY = re.compile(r"^[A-Za-z]+$")
+_NUMERIC = re.compile(r"^-?\d+(\.\d+)?$")
+
+
+def _leaves(value: Any) -> Iterator[Any]:
+    """Scalar leaves of an answer value (dict values, list items), not dict keys."""
+    if isinstance(value, dict):
+        for v in value.values():
+            yield from _leaves(v)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            yield from _leaves(v)
+    else:
+        yield value
+
+
+def _significant_digits(text: str) -> int:
+    """Digits that carry information: 3.00 has 1, 250 has 2 (a round number, likely a threshold
+    in the instruction rather than a computed answer), 23.47 has 4."""
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return len(text.lstrip("-").replace(".", "").strip("0"))
+
+
+def is_revealing_string(s: str, inputs_text: str) -> bool:
+    """A string answer value worth protecting: not an everyday word (single alphabetic token),
+    at least 4 characters, and computed rather than copied — a value found verbatim in the
+    starting workspace (an id, a name) tells the reader nothing the files do not."""
+    s = s.strip()
+    if len(s) < 4 or _WORDY.match(s):
+        return False
+    return s not in inputs_text
+
+
+# A number as prose writes it, on token boundaries: scientific, thousands-grouped with commas or
+# spaces, a decimal comma, or plain. Each may read several ways ("20,378" is 20378 or 20.378).
+_PROSE_NUMBER = re.compile(
+    r"(?<![\w.])("
+    r"\d+(?:\.\d+)?[eE][+-]?\d+"
+    r"|\d{1,3}(?:,\d{3}){1,6}(?:\.\d+)?"
+    r"|\d{1,3}(?:[ \u00a0\u202f]\d{3}){1,6}(?:,\d+)?"
+    r"|\d+,\d+"
+    r"|\d+(?:\.\d+)?"
+    r")(?![\w]|[.,]\d)"
+)
+
+
+def _readings(token: str) -> set[float]:
+    """The values a written number can mean (magnitudes: a sign is ignored)."""
+    t = token.replace(" ", "").replace("\u00a0", "").replace("\u202f", "")
+    out = set()
+    for text in {t.replace(",", ""), t.replace(".", "").replace(",", ".")} if "," in t else {t}:
+        with contextlib.suppress(ValueError):
+            out.add(abs(float(text)))
+    return out
+
+
+def prose_numbers(text: str) -> list[float]:
+    """Every number `text` states, in any common format, sorted (magnitudes)."""
+    return sorted({v for m in _PROSE_NUMBER.finditer(text) for v in _readings(m.group(1))})
+
+
+def _within(values: list[float], x: float, slack: float) -> bool:
+    i = bisect.bisect_left(values, abs(x) - slack)
+    return i < len(values) and values[i] <= abs(x) + slack
+
+
+def revealing_number(leaf: Any) -> float | None:
+    """A numeric answer value worth protecting (3+ significant digits), or None."""
+    if isinstance(leaf, str) and _NUMERIC.match(leaf.strip()):
+        leaf = float(leaf)
+    if isinstance(leaf, bool) or not isinstance(leaf, int | float) or not math.isfinite(leaf):
+        return None
+    text = str(int(leaf)) if float(leaf).is_integer() else repr(float(leaf))
+    return float(leaf) if _significant_digits(text) >= 3 else None
+
+
+def _slack(x: float, tolerance: dict[str, float]) -> float:
+    return max(float(tolerance.get("abs", 0.0)), float(tolerance.get("rel", 0.0)) * abs(x), 1e-9)
+
+
+def find_leaks(
+    answer: Any,
+    texts: dict[str, str],
+    inputs_text: str,
+    tolerance: dict[str, float],
+    keys: frozenset[str] = frozenset(),
+) -> list[str]:
+    """Each non-trivial answer value that one of `texts` (name -> text) states, as "VALUE in
+    NAME": a number written in any common format (20,378.5 / 20 378,5 / 2.04e4, either sign)
+    within the grader's tolerance of it, or a computed string on token boundaries; then each
+    categorical value stated as the answer (categorical_leaks; `keys` name the fields that
+    identify a row). A year of the inputs' dates and a number a rule gives as a threshold are
+    the task's parameters, not answers."""
+    found: list[str] = []
+    seen: set[str] = set()
+    numbers = {name: prose_numbers(text) for name, text in texts.items()}
+    given, years = given_numbers(texts), input_years(inputs_text)
+    for leaf in _leaves(answer):
+        value = revealing_number(leaf)
+        if value is not None:
+            label = str(leaf)
+            if (
+                label in seen
+                or _is_year(label.removesuffix(".0"), years)
+                or _within(given, value, _slack(value, tolerance))
+            ):
+                continue
+            for name in texts:
+                if _within(numbers[name], value, _slack(value, tolerance)):
+                    seen.add(label)
+                    found.append(f"{label!r} in {name}")
+                    break
+        elif isinstance(leaf, str) and is_revealing_string(leaf, inputs_text):
+            s = leaf.strip()
+            rx = re.compile(r"(?<![\w.])" + re.escape(s) + r"(?![\w]|\.\d)")
+            for name, text in texts.items():
+                if s not in seen and rx.search(text):
+                    seen.add(s)
+                    found.append(f"{s!r} in {name}")
+                    break
+    return found + categorical_leaks(answer, texts, inputs_text, keys)
+
+
+# ---- categorical answers: pure -----------------------------------------------------------------
+
+# A number a rule gives as a parameter ("more than 37.5 kg", "at least 250"): the task's input,
+# so an answer value that echoes it (a threshold column) is not told by that rule.
+_GIVEN = re.compile(
+    r"(?<![\w])(?:(?:more|greater|fewer|less|larger|smaller|higher|lower)\s+than|above|below|over|under"
+    r"|at\s+(?:least|most)|exceed(?:s|ing)?|threshold(?:\s+of)?|limit(?:\s+of)?|cut-?off(?:\s+of)?"
+    r"|>=?|<=?|\u2265|\u2264)\s*(?:of\s+|is\s+)?(\d+(?:[.,]\d+)?(?:[eE][+-]?\d+)?)",
+    re.I,
+)
+# Dates the inputs hold: their years name the period the task covers, not a computed value.
+_DATE_YEAR = re.compile(r"(?<!\d)((?:19|20)\d\d)-[01]\d(?:-[0-3]\d)?(?!\d)")
+_CLAUSE = re.compile(r'\n|(?<=[.;!?])\s+|,\s*"')
+_DEFINING = re.compile(r"\s+(?:when|if|unless|only|for\s+(?:each|every|a|an|the))\b", re.I)
+# A small count the text may spell out ("three flagged"): the words the grader reads as numbers.
+_NUMBER_WORDS = NUMBER_WORDS[:13]
+
+
+def given_numbers(texts: dict[str, str]) -> list[float]:
+    """Numbers the texts give as rule parameters (thresholds, limits), sorted magnitudes."""
+    return sorted(
+        {v for t in texts.values() for m in _GIVEN.finditer(t) for v in _readings(m.group(1))}
+    )
+
+
+def input_years(inputs_text: str) -> set[int]:
+    return {int(y) for y in _DATE_YEAR.findall(inputs_text)}
+
+
+def _id_like(v: Any) -> bool:
+    return isinstance(v, str) and any(c.isdigit() for c in v) and 3 <= len(v.strip()) <= 40
+
+
+def _shape(s: str) -> str:
+    """A regex for tokens written like s (HV-0412 -> letters, dash, four digits)."""
+    out = []
+    for c in s:
+        out.append(
+            r"\d"
+            if c.isdigit()
+            else "[A-Z]"
+            if c.isupper()
+            else "[a-z]"
+            if c.islower()
+            else re.escape(c)
+        )
+    return r"(?<![\w-])" + "".join(out) + r"(?![\w]|-\w)"
+
+
+def _tokens(shapes: set[str], text: str) -> set[str]:
+    return {m.group(0) for rx in shapes for m in re.finditer(rx, text)}
+
+
+def _records(value: Any, keys: frozenset[str], depth: int = 0) -> Iterator[tuple[dict, tuple]]:
+    """Every dict in an answer value with the identity of the row it is: the values of its key
+    fields (`keys`, or the id-like keys of a map it sits in); () for a summary or fixed record."""
+
+    def walk(v: Any, ident: tuple, d: int) -> Iterator[tuple[dict, tuple]]:
+        if d > 12:
+            return
+        if isinstance(v, dict):
+            own = tuple(str(v[k]) for k in sorted(keys & set(v)) if isinstance(v[k], str))
+            yield v, own or ident
+            for k, x in v.items():
+                yield from walk(x, (str(k),) if _id_like(k) else ident, d + 1)
+        elif isinstance(v, list):
+            for x in v:
+                yield from walk(x, ident, d + 1)
+
+    yield from walk(value, (), depth)
+
+
+def _selections(value: Any, keys: frozenset[str]) -> list[tuple[str, set[str]]]:
+    """The answer's selections of ids: the rows of each list of records (by its one key field),
+    those rows split by each boolean field, lists of id strings, id-keyed maps."""
+    out: list[tuple[str, set[str]]] = []
+
+    def walk(v: Any, name: str, d: int) -> None:
+        if d > 12:
+            return
+        if isinstance(v, dict):
+            ids = [k for k in v if _id_like(k)]
+            if ids and len(ids) == len(v):
+                out.append((name, set(ids)))
+            for k, x in v.items():
+                walk(x, str(k), d + 1)
+        elif isinstance(v, list) and v:
+            if all(_id_like(x) for x in v):
+                out.append((name, {x.strip() for x in v}))
+            rows = [x for x in v if isinstance(x, dict)]
+            if rows and len(rows) == len(v):
+                key = [k for k in rows[0] if (k in keys or not keys) and _id_like(rows[0][k])]
+                if key and all(_id_like(r.get(key[0])) for r in rows):
+                    k = key[0]
+                    out.append((name, {r[k].strip() for r in rows}))
+                    for f in rows[0]:
+                        if isinstance(rows[0][f], bool):
+                            for flag in (True, False):
+                                part = {r[k].strip() for r in rows if r.get(f) is flag}
+                                if part and len(part) < len(rows):
+                                    out.append((f"{name} with {f} {str(flag).lower()}", part))
+            for x in v:
+                walk(x, name, d + 1)
+
+    walk(value, "", 0)
+    return out
+
+
+def _selection_told(selection: set[str], universe: set[str], text: str, shapes: set[str]) -> bool:
+    """Does `text` name the selection rather than the ids at large? Half of it at least, with
+    more of its ids among those the text names than the inputs' share of them would give."""
+    named = _tokens(shapes, text) & universe
+    hit = named & selection
+    if not hit or len(hit) * 2 < len(selection) or len(universe) <= len(selection):
+        return False
+    base = len(selection) / len(universe)
+    return len(hit) / len(named) >= base + (1 - base) / 2
+
+
+def _value_forms(v: Any) -> list[str] | None:
+    if isinstance(v, bool):
+        return ["true", "yes"] if v else ["false", "no"]
+    if isinstance(v, int):
+        return [str(v)] + ([_NUMBER_WORDS[v]] if 0 <= v < len(_NUMBER_WORDS) else [])
+    if isinstance(v, str) and v.strip():
+        return [v.strip()]
+    return None
+
+
+# What may stand between a field's name and the value a text tells for it: punctuation, quotes
+# and a linking verb ("top_hive is HV-0412", "busiest month: 2024-03", `"flagged": 4`).
+_LINK = r"""["'`*\s]*(?:[:=]|\b(?:is|are|was|were|equals|of|came\s+to|comes\s+to))?["'`*\s]*"""
+_CONDITION = re.compile(r"\b(?:with|where|whose|when|if|unless|while)\s+(?:its\s+|the\s+)?$", re.I)
+
+
+def _stated(clause: str, field: str, forms: list[str], row: tuple) -> bool:
+    """The clause names the field (as written or in words) and the value right after it (or
+    right before it: "4 flagged"), not as a condition or a definition ("rows with reconciled
+    false", "reconciled is true when ..."), and, for a row's field, names the row too."""
+    if row and not any(r in clause and re.search(_shape_literal(r), clause) for r in row):
+        return False
+    for name in {field, field.replace("_", " ")}:
+        for m in re.finditer(r"(?<![\w])" + re.escape(name) + r"(?![\w])", clause, re.I):
+            if _CONDITION.search(clause[max(0, m.start() - 16) : m.start()]):
+                continue
+            for form in forms:
+                lit = r"(?<![\w.,-])" + re.escape(form) + r"(?![\w]|[.,]\d|-\w)"
+                after = re.compile(_LINK + lit, re.I).match(clause, m.end())
+                if after and not _DEFINING.match(clause, after.end()):
+                    return True
+                if re.search(
+                    lit + r"[\s:=]{1,3}$", clause[max(0, m.start() - 16) : m.start()], re.I
+                ):
+                    return True
+    return False
+
+
+def _shape_literal(s: str) -> str:
+    return r"(?<![\w-])" + re.escape(s) + r"(?![\w]|-\w)"
+
+
+def categorical_leaks(
+    answer: Any, texts: dict[str, str], inputs_text: str, keys: frozenset[str] = frozenset()
+) -> list[str]:
+    """Categorical answer values a text states *as the answer*: a summary's or a row's field
+    with its value ("top_hive is HV-0412", "busiest month: 2024-03", "HV-0412 reconciled: no",
+    "flagged: 4"), or a selection of ids (the flagged readings, the unreconciled entries) that
+    a text lists. Ids and years the inputs hold are not leaks by appearing: their selection is."""
+    found: list[str] = []
+    years = input_years(inputs_text)
+    clauses = {
+        name: [(c, c.lower()) for c in _CLAUSE.split(text) if c.strip()]
+        for name, text in texts.items()
+    }
+    lowered = {name: text.lower() for name, text in texts.items()}
+    seen: set[str] = set()
+    for rec, row in _records(answer, keys):
+        for field, v in rec.items():
+            forms = _value_forms(v)
+            if (
+                forms is None
+                or _id_like(field)
+                or (isinstance(v, int | str) and _is_year(v, years))
+            ):
+                continue
+            if (not isinstance(v, bool) and revealing_number(v) is not None) or (
+                isinstance(v, str) and is_revealing_string(v, inputs_text)
+            ):
+                continue  # a computed number or string: find_leaks flags it anywhere in a text
+            label = f"{field}={v!r}" + (f" of {row[0]}" if row else "")
+            if label in seen:
+                continue
+            names = (field.lower(), field.replace("_", " ").lower())
+            for name, cs in clauses.items():
+                if not any(n in lowered[name] for n in names):
+                    continue
+                # The cheap test first: most clauses name none of the answer's fields.
+                if any(
+                    _stated(c, field, forms, row)
+                    for c, lc in cs
+                    if names[0] in lc or names[1] in lc
+                ):
+                    seen.add(label)
+                    found.append(f"{label} stated in {name}")
+                    break
+    for name_sel, sel in _selections(answer, keys):
+        shapes = {_shape(s) for s in sel}
+        universe = _tokens(shapes, inputs_text) | sel
+        for name, text in texts.items():
+            if _selection_told(sel, universe, text, shapes):
+                what = (
+                    f"the {name_sel or 'answer'} selection"
+                    + f" ({', '.join(sorted(sel)[:3])}{', ...' if len(sel) > 3 else ''})"
+                )
+                found.append(f"{what} listed in {name}")
+                break
+    return found
+
+
+def _is_year(v: Any, years: set[int]) -> bool:
+    s = str(v).strip()
+    return s.isdigit() and int(s) in years
+
+
+# ---- decision fields: pure --------------------------------------------------------------------
+
+# How a decision defines a field: "name = ...", or a clause opening on a lower-case identifier
+# with a defining verb ("records counts the rows", "top_hive is the ..."; "; peak_total is").
+_ASSIGNED = re.compile(r"(?<![\w/.-])([A-Za-z][A-Za-z0-9_]*)\s*=\s")
+_DEFINED = re.compile(
+    r"(?:^|[.;:]\s+)([a-z][a-z0-9_]*)\s+(?:is|are|counts|sums|gives|means|equals)\b"
+)
+_NOT_FIELDS = frozenset(
+    ("a", "all", "an", "any", "both", "each", "every", "it", "its", "none", "one", "such")
+    + ("that", "the", "their", "then", "there", "these", "this", "those", "what", "which", "who")
+)
+
+
+def decision_fields(decisions: list[str]) -> list[str]:
+    """The field names the decisions define, in order of first definition."""
+    found: dict[str, None] = {}
+    for d in decisions:
+        for m in sorted([*_ASSIGNED.finditer(d), *_DEFINED.finditer(d)], key=lambda m: m.start()):
+            if m.group(1) not in _NOT_FIELDS:
+                found.setdefault(m.group(1), None)
+    return list(found)
+
+
+def _names(value: Any, out: set[str], depth: int = 0) -> set[str]:
+    """Every key (and string, for names a state's predicates hold) in a JSON value."""
+    if depth > 12:
+        return out
+    if isinstance(value, dict):
+        for k, v in value.items():
+            out.add(str(k))
+            _names(v, out, depth + 1)
+    elif isinstance(value, list):
+        for v in value:
+            _names(v, out, depth + 1)
+    elif isinstance(value, str):
+        out.update(re.findall(r"\w+", value))
+    return out
+
+
+def undefined_decision_fields(
+    contract: dict[str, Any], answer: dict[str, Any], files: dict[str, str]
+) -> list[str]:
+    """Fields the decisions define that no contract output holds (nor the starting files name,
+    as columns and keys the rules read): a rule for an output the agent is never asked for."""
+    known: set[str] = set()
+    for o in contract.get("outputs", []):
+        known.update(str(c) for c in o.get("columns", []) or [])
+        _names(o.get("schema") or {}, known)
+    for value in answer.values():  # graded values: keys of objects and records
+        _names(value if isinstance(value, dict | list) else {}, known)
+    for rel, text in files.items():
+        known.update(re.findall(r"\w+", rel + "\n" + text))
+    return [f for f in decision_fields(contract.get("decisions") or []) if f not in known]
