@@ -434,6 +434,7 @@ def check_leak(task: Path | TaskFiles) -> tuple[bool, str]:
 BUILTIN_FORMATS = frozenset(("json", "csv", "report"))  # the contract outputs built-ins write
 
 
+@functools.lru_cache(maxsize=256)  # the ablation check and verify_tasks both ask, per task
 def builtin_source(code: str) -> bool:
     """Is `code` a built-in generator exactly as generators/library.py renders it? Then it is
     this project's own code and the ablation may run it here, outside a sandbox."""
@@ -630,6 +631,19 @@ def _probe_stage(task: TaskFiles) -> Entries:
     return stage
 
 
+def _copied_job(sb: Any, remote: str, task: TaskFiles) -> GradeJob | None:
+    """The GradeJob of `task` once its reference solution has run in the bubblewrap sandbox
+    `sb`, its solved workspace at `remote` copied out; None when that workspace cannot be
+    copied as it is (BwrapSandbox.read_tree): then it is graded where it is."""
+    workspace = sb.read_tree(remote, MAX_BATCH_WORKSPACE_BYTES, MAX_BATCH_WORKSPACE_ENTRIES)
+    if workspace is None:
+        return None
+    tests = _under(task.entries, "tests/")
+    keys = {k: tests[k] for k in ("contract.json", "answer.json") if k in tests}
+    header = parse_task_header(task.text("task.toml", ""), Path(task.name))
+    return GradeJob(keys, _probe_stage(task), workspace, 2 * header.verifier_timeout_sec)
+
+
 def _driver_stage(grader: tuple[bytes, bool] | None, grader_path: str, jobs: list[dict]) -> Entries:
     """The driver, its jobs and the grader precompiled (here, never run, once per grader text;
     one that does not compile is left to the driver, which compiles it and reports)."""
@@ -761,7 +775,7 @@ def solve_in_sandbox(
        (seed, forge's digest) then builds that seed again (the determinism check: another
        interpreter than forge's, so another hash seed), else `bash solution/solve.sh`; then
        taskenv.prepare_grading (its leftover processes killed, /tests and /logs/verifier
-       emptied);
+       emptied, on bubblewrap /tmp and /solution too);
     2. with `defer`, when the task's test side is ours and the solved workspace is plain files:
        that workspace is copied out as a GradeJob, for grade_jobs to grade with other tasks';
        else, here: tests/ put in, then in one exec tests/test.sh (the oracle's reward) and the
@@ -799,12 +813,9 @@ def solve_in_sandbox(
         unfit = _prepare(sb)
         if unfit:
             return SolveStep(_unfit(unfit), final=True)
-        read_tree = getattr(sb, "read_tree", None)
-        if defer and read_tree is not None and _canonical(tests):
-            workspace = read_tree(WORKSPACE, MAX_BATCH_WORKSPACE_BYTES, MAX_BATCH_WORKSPACE_ENTRIES)
-            if workspace is not None:
-                keys = {k: tests[k] for k in ("contract.json", "answer.json") if k in tests}
-                job = GradeJob(keys, _probe_stage(task), workspace, timeout)
+        if defer and getattr(sb, "read_tree", None) is not None and _canonical(tests):
+            job = _copied_job(sb, WORKSPACE, task)
+            if job is not None:
                 return SolveStep(out, solve_error, job=job)
         stage = _probe_stage(task)
         job = _job(TESTS, WORKSPACE, VERIFIER_LOGS, PROBE_STAGE, canonical, timeout)
@@ -885,7 +896,8 @@ def _alone(job: GradeJob, sandbox: SandboxConfig) -> Graded | OSError | ValueErr
 
 def sandbox_verdicts(solved: SolveStep) -> dict[str, tuple[bool, str]]:
     """Every sandbox check's verdict (determinism, oracle, no-op, probes, answer file) from a
-    task's solve and grading. Raises SandboxError when the grading left no results."""
+    task's solve and grading; a grading that left no results fails the no-op check, saying how
+    it ended."""
     if solved.final or solved.graded is None:
         return solved.out
     out = dict(solved.out)
@@ -1065,22 +1077,15 @@ def _solve_together(states: list[_Verifying], sandbox: SandboxConfig) -> None:
         for i, (state, done) in enumerate(zip(states, solved, strict=True)):
             if done is None:
                 continue
-            workspace = sb.read_tree(
-                f"{WORKSPACE}/{i}", MAX_BATCH_WORKSPACE_BYTES, MAX_BATCH_WORKSPACE_ENTRIES
-            )
-            if workspace is None:
-                continue
             assert state.task is not None
+            job = _copied_job(sb, f"{WORKSPACE}/{i}", state.task)
+            if job is None:
+                continue
             out = (
                 {}
                 if state.rebuild is None
                 else {"determinism": _rebuilt(state.rebuild[1], done.rebuild)}
             )
-            tests = _under(state.task.entries, "tests/")
-            keys = {k: tests[k] for k in ("contract.json", "answer.json") if k in tests}
-            header = parse_task_header(state.task.text("task.toml", ""), Path(state.task.name))
-            timeout = 2 * header.verifier_timeout_sec
-            job = GradeJob(keys, _probe_stage(state.task), workspace, timeout)
             state.solved = SolveStep(out, None, job=job)
 
 
@@ -1126,10 +1131,11 @@ def _finish(state: _Verifying, sandbox: SandboxConfig) -> tuple[list[dict], dict
 def verify_tasks(
     forged_rows: list[dict[str, Any]], sandbox: SandboxConfig
 ) -> list[tuple[list[dict[str, Any]], dict[str, Any]]]:
-    """verify_task for each row, the same rows it would give, with the gradings batched: each
-    task's reference solution runs in a sandbox of its own, and then one sandbox and one
-    interpreter grade every task whose test side is ours (grade_jobs) instead of one each. A
-    fault of the sandbox itself raises SandboxError (retry the rows)."""
+    """verify_task for each row, the same rows it would give, batched: the built-in tasks'
+    reference solutions run in one sandboxed interpreter (_solve_together), every other task's
+    in a sandbox of its own, and then one sandbox and one interpreter grade every task whose
+    test side is ours (grade_jobs) instead of one each. A fault of the sandbox itself raises
+    SandboxError (retry the rows)."""
     batch = len(forged_rows) > 1
     states = [_start(row, sandbox) for row in forged_rows]
     together = [s for s in states if batch and _together(s)]
