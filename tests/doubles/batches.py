@@ -1,9 +1,11 @@
-"""Recording how verify batches its work: the size of each batch handed to one of its batch
+"""For verify's batching tests: recording the size of each batch handed to one of its batch
 functions (grade_jobs: the gradings one sandbox runs; solve_each: the built-in solutions one
-interpreter runs)."""
+interpreter runs), editing a forged task, and reading verify's results."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,3 +25,22 @@ def batch_sizes(monkeypatch: pytest.MonkeyPatch, name: str) -> list[int]:
 
     monkeypatch.setattr(verify, name, counting)
     return sizes
+
+
+def edited(row: dict, tmp_path: Path, edit: Callable[[Path], None]) -> dict:
+    """A FORGED row whose task folder `edit` changed (unpacked under tmp_path, then repacked)."""
+    from clawloop.harness.taskfolder.folder import pack_dir, unpack_tar
+
+    folder = unpack_tar(row["task_tar"], tmp_path / "task")
+    edit(folder)
+    return dict(row, task_tar=pack_dir(folder))
+
+
+def kept(results: list) -> list[bool]:
+    """Each verify result's verdict: kept or not."""
+    return [v["kept"] for _, v in results]
+
+
+def by_check(result: tuple) -> dict[str, dict]:
+    """One verify result's CHECKS rows by check name."""
+    return {c["check"]: c for c in result[0]}

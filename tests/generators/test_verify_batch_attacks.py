@@ -17,7 +17,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from doubles.batches import batch_sizes
+from doubles.batches import batch_sizes, by_check, edited, kept
 
 import clawloop.generators.verify as verify
 from clawloop.generators.candidates import candidate_row
@@ -25,7 +25,7 @@ from clawloop.generators.forge import forge_candidate
 from clawloop.generators.verify import TaskFiles, verify_task, verify_tasks
 from clawloop.harness.sandbox.base import Limits, SandboxConfig, SandboxError
 from clawloop.harness.sandbox.bwrap import BwrapSandbox
-from clawloop.harness.taskfolder.folder import pack_dir, tar_files, unpack_tar
+from clawloop.harness.taskfolder.folder import tar_files
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="no bwrap")
 
@@ -38,12 +38,6 @@ def forge(code: str, seed: int = 4) -> dict:
     row = forge_candidate(candidate_row(code, seed), SB, timeout=30.0)
     assert row["status"] == "ok", row.get("error")
     return row
-
-
-def edited(row: dict, tmp_path: Path, edit) -> dict:
-    folder = unpack_tar(row["task_tar"], tmp_path / "task")
-    edit(folder)
-    return dict(row, task_tar=pack_dir(folder))
 
 
 def with_tail(row: dict, tmp_path: Path, tail: str) -> dict:
@@ -76,14 +70,6 @@ def batched_and_alone(
     batches = list(sizes)
     alone = [verify_task(r, sandbox) for r in rows]
     return together, alone, batches
-
-
-def kept(results: list) -> list[bool]:
-    return [v["kept"] for _, v in results]
-
-
-def by_check(result: tuple) -> dict[str, dict]:
-    return {c["check"]: c for c in result[0]}
 
 
 # ---- a task with a sqlite state output (the grader loads its SQL dump in the grading process) ---

@@ -10,14 +10,13 @@ import shutil
 from pathlib import Path
 
 import pytest
-from doubles.batches import batch_sizes
+from doubles.batches import batch_sizes, edited
 
 from clawloop.generators.candidates import candidate_row
 from clawloop.generators.forge import forge_candidate
 from clawloop.generators.verify import PROBE_DRIVER, verify_task
 from clawloop.harness.sandbox.base import SandboxConfig
 from clawloop.harness.sandbox.bwrap import BwrapSandbox
-from clawloop.harness.taskfolder.folder import pack_dir, unpack_tar
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="no bwrap")
 
@@ -33,12 +32,6 @@ def forge(code: str, seed: int = 4, timeout: float = 30.0) -> dict:
 def checks_of(row: dict) -> tuple[dict[str, dict], dict]:
     checks, verdict = verify_task(row, SB)
     return {c["check"]: c for c in checks}, verdict
-
-
-def edited(row: dict, tmp_path: Path, edit) -> dict:
-    folder = unpack_tar(row["task_tar"], tmp_path / "task")
-    edit(folder)
-    return dict(row, task_tar=pack_dir(folder))
 
 
 def test_the_second_build_runs_in_a_fresh_interpreter() -> None:
@@ -186,7 +179,17 @@ def test_a_test_sh_other_than_the_canonical_one_is_run_as_is(tmp_path: Path) -> 
     assert checks["noop"]["passed"] and not verdict["kept"]
 
 
-FAKE_GRADER = """
+# What test.sh calls in a stub grader: grade() the workspace, write its reward.
+STUB_MAIN = """
+def main(argv):
+    ws = argv[argv.index("--workspace") + 1]
+    out = argv[argv.index("--out") + 1]
+    g = grade({}, {}, ws)
+    open(out, "w").write(json.dumps({"reward": g["reward"]}))
+"""
+
+FAKE_GRADER = (
+    """
 import json, os
 def grade(contract, answer, workspace):
     try:
@@ -195,13 +198,9 @@ def grade(contract, answer, workspace):
         text = ""
     ok = text == "right"
     return {"reward": 1.0 if ok else 0.0, "passed": ok, "checks": []}
-def main(argv):
-    import sys
-    ws = argv[argv.index("--workspace") + 1]
-    out = argv[argv.index("--out") + 1]
-    g = grade({}, {}, ws)
-    open(out, "w").write(json.dumps({"reward": g["reward"]}))
 """
+    + STUB_MAIN
+)
 
 
 @pytest.mark.parametrize("code_blob", [None, b"\0" * 16 + b"not marshal"])
@@ -314,19 +313,17 @@ def test_batched_gradings_give_each_task_the_rows_it_gets_alone(
     assert kept == [True, True, False, False, False, True, False]
 
 
-SLOW_GRADER = """
+SLOW_GRADER = (
+    """
 import json, os, time
 def grade(contract, answer, workspace):
     if os.path.exists(os.path.join(workspace, "slow")):
         time.sleep(30)
     ok = os.path.exists(os.path.join(workspace, "out.txt"))
     return {"reward": 1.0 if ok else 0.0, "passed": ok, "checks": []}
-def main(argv):
-    ws = argv[argv.index("--workspace") + 1]
-    out = argv[argv.index("--out") + 1]
-    g = grade({}, {}, ws)
-    open(out, "w").write(json.dumps({"reward": g["reward"]}))
 """
+    + STUB_MAIN
+)
 
 
 def test_a_grading_past_its_alarm_costs_only_its_own_results(

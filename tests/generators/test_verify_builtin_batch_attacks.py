@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 import pytest
-from doubles.batches import batch_sizes
+from doubles.batches import batch_sizes, by_check, edited, kept
 
 import clawloop.generators.leaks as leaks
 import clawloop.generators.verify as verify
@@ -35,7 +35,7 @@ from clawloop.generators.verify import TaskFiles, verify_task, verify_tasks
 from clawloop.harness.sandbox.base import SandboxConfig
 from clawloop.harness.sandbox.bwrap import BwrapSandbox
 from clawloop.harness.taskfolder import state_predicates
-from clawloop.harness.taskfolder.folder import pack_dir, parse_task_info, tar_files, unpack_tar
+from clawloop.harness.taskfolder.folder import parse_task_info, tar_files
 from clawloop.harness.taskfolder.grader import read_output
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="no bwrap")
@@ -50,12 +50,6 @@ def builtin(cap: str, m: int, d: int, fmt: str, seed: int, domain: str = "apicul
     return row
 
 
-def edited(row: dict, tmp_path: Path, edit) -> dict:
-    folder = unpack_tar(row["task_tar"], tmp_path / "task")
-    edit(folder)
-    return dict(row, task_tar=pack_dir(folder))
-
-
 def with_toml(row: dict, tmp_path: Path, section: str, value: str) -> dict:
     """The task with [agent] or [verifier] timeout_sec set to `value` (TOML text)."""
 
@@ -68,14 +62,6 @@ def with_toml(row: dict, tmp_path: Path, section: str, value: str) -> dict:
         toml.write_text(head + old + value + "\n" + rest.split("\n", 1)[1])
 
     return edited(row, tmp_path, edit)
-
-
-def kept(results: list) -> list[bool]:
-    return [v["kept"] for _, v in results]
-
-
-def by_check(result: tuple) -> dict[str, dict]:
-    return {c["check"]: c for c in result[0]}
 
 
 def ws(folder: Path) -> Path:
