@@ -19,9 +19,9 @@ import statistics
 import sys
 import time
 
-from clawloop.generators.skillgraph.corpus import default_corpus_root
-from clawloop.generators.skillgraph.graph import build_from_corpus, chain_targets
-from clawloop.generators.skillgraph.sample import entropy_report, first_steps, sample_paths
+from clawloop.synthesis.skillgraph.corpus import default_corpus_root
+from clawloop.synthesis.skillgraph.graph import build_from_corpus, chain_targets
+from clawloop.synthesis.skillgraph.sample import entropy_report, first_steps, sample_paths
 
 METRICS = (
     "mean_length",

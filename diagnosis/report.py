@@ -2,7 +2,7 @@
 
 `plot_pass_rates` draws eval pass rate per capability over iterations (matplotlib, Agg, PNG);
 `render_report` writes the markdown the backbone publishes as a Prefect artifact: pass-rate
-table, plot link, recurring failure patterns (generators/diagnosis/guidance.py's clusters) and
+table, plot link, recurring failure patterns (diagnosis/guidance.py's clusters) and
 the guidance for the next iteration. Pure except for the plot file.
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from clawloop.generators.diagnosis.guidance import guidance_rows
+from clawloop.diagnosis.guidance import guidance_rows
 
 
 def _md_table(header: list[str], rows: list[list[str]]) -> str:

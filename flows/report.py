@@ -1,7 +1,7 @@
 """Human-readable views of a run: per-stage table/markdown (Prefect artifacts) and the CLI summary.
 
 Pure functions from engine outcomes and run listings to rows, markdown and rich tables; and the
-whole run's per-iteration figures (`RunFigures`, gathered by flows/report_cli.py) as report.md, a
+whole run's per-iteration figures (`RunFigures`, gathered by flows/cli/report.py) as report.md, a
 terminal table and one PNG.
 """
 

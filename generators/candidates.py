@@ -148,5 +148,5 @@ def candidate_row(
         "output_format": gen.meta.output_format,
         "split": split,
         "origin": origin,
-        "skill_path": None,  # SkillSynth sets it (generators/skillgraph/instantiate.py)
+        "skill_path": None,  # SkillSynth sets it (synthesis/skillgraph/instantiate.py)
     }

@@ -2,7 +2,7 @@
 
 A capability is a workflow skeleton (the steps an agent must carry out) that stays fixed while the
 domain changes, so the agent cannot lean on surface cues. Each capability has one stdlib skeleton in
-generators/builtin/<name>.py; synthesis (generators/synthesize.py) samples capabilities from here.
+synthesis/builtin/<name>.py; synthesis (synthesis/synthesize.py) samples capabilities from here.
 """
 
 from __future__ import annotations
@@ -134,6 +134,6 @@ def capability_names() -> list[str]:
 def get_capability(name: str) -> Capability:
     if name not in CAPABILITIES:
         raise UnknownCapabilityError(
-            f"unknown capability {name!r}; choose one of {', '.join(CAPABILITIES)} (generators/catalog.py)"
+            f"unknown capability {name!r}; choose one of {', '.join(CAPABILITIES)} (synthesis/catalog.py)"
         )
     return CAPABILITIES[name]

@@ -3,10 +3,10 @@
 
 A generator must be a single file (the contract in generators/contract.py), so rendering is
 concatenation: a header (title docstring, the GENERATOR literal, the domain vocabulary literal V),
-the shared helpers (generators/builtin/_prelude.py, then _outputs.py) and the capability skeleton
-(generators/builtin/<capability>.py), each taken from below its marker line.
+the shared helpers (synthesis/builtin/_prelude.py, then _outputs.py) and the capability skeleton
+(synthesis/builtin/<capability>.py), each taken from below its marker line.
 
-    from clawloop.generators.library import render_generator
+    from clawloop.synthesis.library import render_generator
     src = render_generator("reconciliation", "apiculture", multihop=2, dirtiness=1, output_format="csv")
 """
 
@@ -19,7 +19,7 @@ from pathlib import Path
 
 # The source parts, imported (they only define functions) so that the stage cache keys, which follow
 # imports, see an edit to any of them; their code runs only inside rendered generators.
-from clawloop.generators.builtin import (
+from clawloop.synthesis.builtin import (
     _outputs,
     _prelude,
     anomaly_flagging,
@@ -31,9 +31,9 @@ from clawloop.generators.builtin import (
     time_window_aggregation,
     unit_schema_normalisation,
 )
-from clawloop.generators.catalog import CAPABILITIES, get_capability
+from clawloop.synthesis.catalog import CAPABILITIES, get_capability
 from clawloop.generators.contract import OUTPUT_FORMATS
-from clawloop.generators.domains import DOMAINS, get_domain
+from clawloop.synthesis.vocabularies import DOMAINS, get_domain
 
 SOURCES: dict[str, Path] = {
     f"{m.__name__.rpartition('.')[2]}.py": Path(str(m.__file__))
@@ -62,14 +62,14 @@ class RenderError(ValueError):
 def _part(filename: str, marker: str) -> str:
     if filename not in SOURCES:
         raise RenderError(
-            f"generators/builtin/{filename} is not among the source parts generators/library.py "
+            f"synthesis/builtin/{filename} is not among the source parts synthesis/library.py "
             "imports: add it to the import list and SOURCES there"
         )
     text = SOURCES[filename].read_text(encoding="utf-8")
     head, sep, body = text.partition(marker + "\n")
     if not sep:
         raise RenderError(
-            f"generators/builtin/{filename} has no '{marker}' line; the renderer needs it"
+            f"synthesis/builtin/{filename} has no '{marker}' line; the renderer needs it"
         )
     return body.strip("\n") + "\n"
 

@@ -3,7 +3,7 @@
 `writer_prompt(spec, example_code, patterns)` is the first request for one generator: the contract
 (`CONTRACT_TEXT`), the metadata wanted, the recent failure patterns and a built-in generator as
 an example (`example_for`). `repair_message(stage, error)` sends a failed check, forge or verify
-back to the writer. generators/llm_writer.py drives the write / check / repair loop with them.
+back to the writer. synthesis/llm_writer.py drives the write / check / repair loop with them.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from clawloop.generators.llm_writer import WriterSpec
+    from clawloop.synthesis.llm_writer import WriterSpec
 
 CONTRACT_TEXT = '''A generator is ONE Python file, standard library only, that runs in an isolated sandbox
 (no network, no host files, a few seconds of CPU). It must define:
@@ -104,8 +104,8 @@ def repair_message(stage: str, error: str, max_chars: int) -> dict[str, Any]:
 def example_for(spec: WriterSpec) -> str:
     """A built-in generator of the same capability (another domain when possible) as the example."""
     try:
-        from clawloop.generators import library
-        from clawloop.generators.domains import domain_names
+        from clawloop.synthesis import library
+        from clawloop.synthesis.vocabularies import domain_names
     except ImportError:
         return ""
     others = [d for d in domain_names() if d != spec.domain] or [spec.domain]

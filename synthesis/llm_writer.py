@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from clawloop.generators.contract import ContractError
-from clawloop.generators.llm_prompts import example_for, repair_message, writer_prompt
+from clawloop.synthesis.llm_prompts import example_for, repair_message, writer_prompt
 from clawloop.harness.llm import ChatFn, LLMEndpoint, LLMError, circuit_breaker, endpoint_chat
 
 REPAIR_STAGES = ("forge", "verify")

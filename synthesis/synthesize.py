@@ -1,7 +1,7 @@
 """The synthesize stage: sample candidate tasks (generator code + seed) for one iteration.
 
 Candidates come from two pools: the built-in library (a generator rendered per capability, domain,
-difficulty and output format; `generators/library.py`) and the user's own generator files or folders
+difficulty and output format; `synthesis/library.py`) and the user's own generator files or folders
 (their `GENERATOR` metadata is read with `ast.literal_eval`: user code is never imported here, it
 only ever runs inside a sandbox at forge time).
 
@@ -18,7 +18,7 @@ the train sample; without it, capabilities are uniform and difficulty comes from
 Everything is deterministic in (run seed, iteration).
 
 `llm_share` picks a deterministic fraction of the train candidates (`llm_picks`) whose generator
-the synthesis LLM rewrites with the same spec (generators/llm_writer.py; the stage wiring is in
+the synthesis LLM rewrites with the same spec (synthesis/llm_writer.py; the stage wiring is in
 tasks/synthesize.py); `llm` names its endpoint, by default the policy's own (no teacher).
 """
 
@@ -208,7 +208,7 @@ def user_families(paths: list[str]) -> tuple[list[Family], list[str]]:
 
 def builtin_families(cfg: SynthesizeConfig) -> list[Family]:
     """Every (capability, domain) pair the built-in library can render, optionally restricted."""
-    from clawloop.generators.library import (
+    from clawloop.synthesis.library import (
         list_builtin,  # lazy: only when the built-in library is on
     )
 
@@ -285,7 +285,7 @@ def _candidate(
     fam: Family, seed: int, split: str, fmt: str, levels: tuple[int, int]
 ) -> dict[str, Any]:
     if fam.origin == "builtin":
-        from clawloop.generators.library import render_generator  # lazy, like list_builtin
+        from clawloop.synthesis.library import render_generator  # lazy, like list_builtin
 
         code = render_generator(fam.capability, fam.domain, levels[0], levels[1], fmt)
         where = f"builtin {fam.capability}/{fam.domain}"

@@ -15,7 +15,7 @@ from typing import Any
 
 
 class UnknownDomainError(KeyError):
-    """A domain name that is not in generators/domains.py."""
+    """A domain name that is not in synthesis/vocabularies.py."""
 
 
 @dataclass(frozen=True)
@@ -280,6 +280,6 @@ def domain_names() -> list[str]:
 def get_domain(name: str) -> Domain:
     if name not in DOMAINS:
         raise UnknownDomainError(
-            f"unknown domain {name!r}; see generators/domains.py for the {len(DOMAINS)} domains"
+            f"unknown domain {name!r}; see synthesis/vocabularies.py for the {len(DOMAINS)} domains"
         )
     return DOMAINS[name]

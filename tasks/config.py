@@ -23,8 +23,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
-from clawloop.generators.diagnosis.diagnose import DiagnoseConfig
-from clawloop.generators.synthesize import SynthesizeConfig
+from clawloop.diagnosis.diagnose import DiagnoseConfig
+from clawloop.synthesis.synthesize import SynthesizeConfig
 from clawloop.harness.rollout import RolloutConfig
 from clawloop.tasks import diagnose, rollout, train
 from clawloop.tasks.diagnose import DiagnoseSettings

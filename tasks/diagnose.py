@@ -26,16 +26,16 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 from pydantic import Field
 
-from clawloop.generators.diagnosis.diagnose import (
+from clawloop.diagnosis.diagnose import (
     GUIDANCE_NAME,
     PLOT_NAME,
     REPORT_NAME,
     DiagnoseConfig,
     diagnose_stage,
 )
-from clawloop.generators.diagnosis.guidance import read_guidance
-from clawloop.generators.diagnosis.report import pass_rate_png
-from clawloop.generators.diagnosis.summary import SummaryConfig, summarize_failure
+from clawloop.diagnosis.guidance import read_guidance
+from clawloop.diagnosis.report import pass_rate_png
+from clawloop.diagnosis.summary import SummaryConfig, summarize_failure
 from clawloop.harness import owned
 from clawloop.harness.llm import PolicyConfig
 from clawloop.harness.rollout import RolloutConfig

@@ -1,5 +1,5 @@
 """The synthesize stage's domain-grounded source: a share of the train candidates made from
-executable domains (generators/domain), the built-in ones and `synthesize.domain_paths`
+executable domains (synthesis/domain), the built-in ones and `synthesize.domain_paths`
 (`synthesize.domains` already names the built-in library's long-tail domains it keeps).
 
 Each domain's reference plans run in the run's sandbox (checked once, like forge's), so a dead
@@ -14,12 +14,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from clawloop.generators.domain.execute import ExecutionError
-from clawloop.generators.domain.load import builtin_domains, load_domain
-from clawloop.generators.domain.model import DomainError
-from clawloop.generators.domain.synth import synthesize_domain
-from clawloop.generators.domain.taskgraph import Knobs
-from clawloop.generators.synthesize import SynthesizeConfig, failure_rate_weights, share_of
+from clawloop.synthesis.domain.execute import ExecutionError
+from clawloop.synthesis.domain.load import builtin_domains, load_domain
+from clawloop.synthesis.domain.model import DomainError
+from clawloop.synthesis.domain.synth import synthesize_domain
+from clawloop.synthesis.domain.taskgraph import Knobs
+from clawloop.synthesis.synthesize import SynthesizeConfig, failure_rate_weights, share_of
 from clawloop.harness.llm import LLMEndpoint, endpoint_chat
 from clawloop.harness.sandbox.base import SandboxError
 from clawloop.tasks.sandbox import sandbox_for

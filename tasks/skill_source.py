@@ -1,7 +1,7 @@
 """The synthesize stage's SkillSynth source: a share of the train candidates made from skill
 folders (`synthesize.skills_dirs`) through the scenario-mediated skill graph.
 
-Per iteration: the graph (generators/skillgraph) is built once per corpus hash and scenario
+Per iteration: the graph (synthesis/skillgraph) is built once per corpus hash and scenario
 source and cached under `synthesize.cache_dir`/skill-graphs; paths are sampled by inverse visit
 frequency with the visit counts carried from the previous iteration's `skill_visits` table, skills
 whose tasks the policy failed in the previous rollout weighted up; each path is planned,
@@ -29,9 +29,9 @@ import networkx as nx
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from clawloop.generators.llm_writer import writer_chat
-from clawloop.generators.skillgraph.corpus import CorpusError, corpus_sha256, load_corpus, usable
-from clawloop.generators.skillgraph.graph import (
+from clawloop.synthesis.llm_writer import writer_chat
+from clawloop.synthesis.skillgraph.corpus import CorpusError, corpus_sha256, load_corpus, usable
+from clawloop.synthesis.skillgraph.graph import (
     GRAPH_VERSION,
     GraphConfig,
     GraphError,
@@ -39,16 +39,16 @@ from clawloop.generators.skillgraph.graph import (
     load_graph,
     save_graph,
 )
-from clawloop.generators.skillgraph.instantiate import PATH_KEY, Instantiated, instantiate
-from clawloop.generators.skillgraph.model import SkillPath, SkillRecord
-from clawloop.generators.skillgraph.sample import (
+from clawloop.synthesis.skillgraph.instantiate import PATH_KEY, Instantiated, instantiate
+from clawloop.synthesis.skillgraph.model import SkillPath, SkillRecord
+from clawloop.synthesis.skillgraph.sample import (
     Visits,
     entropy_report,
     sample_paths,
     visit_rows,
     visits_from_rows,
 )
-from clawloop.generators.synthesize import SynthesizeConfig, failure_rate_weights, share_of
+from clawloop.synthesis.synthesize import SynthesizeConfig, failure_rate_weights, share_of
 from clawloop.harness.llm import ChatFn, LLMEndpoint, PolicyConfig, endpoint_chat
 from clawloop.harness.sandbox.base import SandboxConfig
 from clawloop.storage import schemas

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from clawloop.generators.diagnosis.guidance import read_guidance
-from clawloop.generators.llm_writer import (
+from clawloop.diagnosis.guidance import read_guidance
+from clawloop.synthesis.llm_writer import (
     WriterError,
     forge_failure,
     normalized_hash,
@@ -27,7 +27,7 @@ from clawloop.generators.llm_writer import (
     write_candidates,
     writer_chat,
 )
-from clawloop.generators.synthesize import SynthesizeConfig, llm_picks, synthesize
+from clawloop.synthesis.synthesize import SynthesizeConfig, llm_picks, synthesize
 from clawloop.harness.llm import ChatFn, LLMEndpoint, PolicyConfig
 from clawloop.storage import schemas
 from clawloop.tasks.domain_source import add_domain_tasks, domains_digest

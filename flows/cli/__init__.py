@@ -1,7 +1,7 @@
 """The `clawloop` command line: one console script, a subcommand per verb.
 
-Each verb group is a module here (run_cli, report_cli, task_cli + export_cli, rollout_cli,
-train_cli, ...) with a `register(subparsers)`; this module only parses, dispatches, and turns
+Each verb group is a module in this package (run, report, task + export, rollout, train, ...)
+with a `register(subparsers)`; this module only parses, dispatches, and turns
 expected errors into one clear line on stderr (exit 2) instead of a traceback.
 """
 
@@ -22,27 +22,18 @@ def make_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     # Each module adds its verbs; imports stay here so `clawloop --help` lists everything.
-    from clawloop.flows import (
-        domain_cli,
-        generators_cli,
-        report_cli,
-        rollout_cli,
-        run_cli,
-        skills_cli,
-        task_cli,
-        train_cli,
+    from clawloop.flows.cli import (
+        domain,
+        generators,
+        report,
+        rollout,
+        run,
+        skills,
+        task,
+        train,
     )
 
-    for verbs in (
-        run_cli,
-        report_cli,
-        task_cli,
-        generators_cli,
-        rollout_cli,
-        train_cli,
-        skills_cli,
-        domain_cli,
-    ):
+    for verbs in (run, report, task, generators, rollout, train, skills, domain):
         verbs.register(sub)
     return parser
 
@@ -51,8 +42,8 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     """Errors a user can cause and fix: printed as one line, no traceback."""
     from clawloop.flows.engine import StageError
     from clawloop.flows.server import ServerError
-    from clawloop.generators.library import RenderError
-    from clawloop.generators.synthesize import SynthesisError
+    from clawloop.synthesis.library import RenderError
+    from clawloop.synthesis.synthesize import SynthesisError
     from clawloop.storage.fs import StorageError
     from clawloop.tasks.config import ConfigError
 

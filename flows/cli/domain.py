@@ -27,9 +27,9 @@ def _contract_error(exc: Exception) -> int:
 
 
 def _cmd_graph(args: argparse.Namespace) -> int:
-    from clawloop.generators.domain.load import load_domain
-    from clawloop.generators.domain.model import DomainError
-    from clawloop.generators.domain.skills import cluster_skills, graph_json
+    from clawloop.synthesis.domain.load import load_domain
+    from clawloop.synthesis.domain.model import DomainError
+    from clawloop.synthesis.domain.skills import cluster_skills, graph_json
 
     try:
         domain = load_domain(Path(args.dir))
@@ -69,7 +69,7 @@ def _cmd_graph(args: argparse.Namespace) -> int:
 
 def _llm_refined(domain, args: argparse.Namespace):  # noqa: ANN001, ANN202 - Domain in, out
     """The domain with the LLM's reading of each tool added to the AST's edges (cached)."""
-    from clawloop.generators.domain.llm_analysis import refine_with_llm
+    from clawloop.synthesis.domain.llm_analysis import refine_with_llm
     from clawloop.harness.llm import LLMEndpoint, endpoint_chat
 
     chat = endpoint_chat(
@@ -91,6 +91,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     v.add_argument("--cache-dir", default="~/.cache/clawloop/domain-analysis",
                    help="the LLM's readings, by source hash and model")  # fmt: skip
     v.set_defaults(func=_cmd_graph)
-    from clawloop.flows.domain_synth_cli import register_synth
+    from clawloop.flows.cli.domain_synth import register_synth
 
     register_synth(verbs)

@@ -1,6 +1,6 @@
 """`clawloop domain synth DIR --n N --seed S --out OUTDIR`: domain-grounded tasks as folders.
 
-Synthesizes up to N tasks from one executable domain (generators/domain/synth.py), forges and
+Synthesizes up to N tasks from one executable domain (synthesis/domain/synth.py), forges and
 verifies each in a sandbox like any task, and writes the kept ones as Harbor task folders under
 OUTDIR (each `clawloop verify`-able). Prints every abstract graph or task that was dropped and why,
 the structural features covered and the time per task. Exit 0 when at least one task was kept,
@@ -47,10 +47,10 @@ def _forge_and_verify(cands: list[dict[str, Any]], backend: str, out: Path) -> l
 
 
 def cmd_synth(args: argparse.Namespace) -> int:
-    from clawloop.generators.domain.execute import ExecutionError
-    from clawloop.generators.domain.model import DomainError
-    from clawloop.generators.domain.synth import synthesize_domain
-    from clawloop.generators.domain.taskgraph import Knobs
+    from clawloop.synthesis.domain.execute import ExecutionError
+    from clawloop.synthesis.domain.model import DomainError
+    from clawloop.synthesis.domain.synth import synthesize_domain
+    from clawloop.synthesis.domain.taskgraph import Knobs
     from clawloop.harness.sandbox.backend import resolve_backend
     from clawloop.harness.sandbox.base import SandboxConfig, SandboxError
 

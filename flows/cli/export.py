@@ -1,5 +1,5 @@
 """`clawloop export trajectories` and `clawloop export tasks`: a run's episodes and tasks as
-Hugging Face datasets (registered under `clawloop export` by flows/task_cli.py).
+Hugging Face datasets (registered under `clawloop export` by flows/cli/task.py).
 
     clawloop export trajectories --run ID [--iteration K] [--root R] --out DIR [--format hf|jsonl]
     clawloop export tasks --run ID [--iteration K] [--root R] --out DIR [--format hf]
@@ -495,7 +495,7 @@ def _guard(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namesp
 
 
 def register_export(formats: argparse._SubParsersAction) -> None:
-    """Add `trajectories` and `tasks` under `clawloop export` (flows/task_cli.py's parser)."""
+    """Add `trajectories` and `tasks` under `clawloop export` (flows/cli/task.py's parser)."""
     t = formats.add_parser(
         "trajectories", help="a run's episodes as a TRL-ready dataset (messages + tools)"
     )

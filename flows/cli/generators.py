@@ -17,9 +17,9 @@ console = Console()
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
-    from clawloop.generators.catalog import CAPABILITIES
+    from clawloop.synthesis.catalog import CAPABILITIES
     from clawloop.generators.contract import OUTPUT_FORMATS
-    from clawloop.generators.domains import DOMAINS
+    from clawloop.synthesis.vocabularies import DOMAINS
 
     t = Table(title=f"{len(CAPABILITIES)} capabilities")
     t.add_column("capability")
@@ -41,7 +41,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 
 def _cmd_render(args: argparse.Namespace) -> int:
-    from clawloop.generators.library import RenderError, render_generator
+    from clawloop.synthesis.library import RenderError, render_generator
 
     try:
         code = render_generator(

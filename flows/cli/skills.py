@@ -48,8 +48,8 @@ def _endpoint_chat(args: argparse.Namespace) -> tuple[ChatFn | None, str, str]:
 
 
 def _cmd_graph(args: argparse.Namespace) -> int:
-    from clawloop.generators.skillgraph.corpus import CorpusError
-    from clawloop.generators.skillgraph.graph import GraphError, build_from_corpus, save_graph
+    from clawloop.synthesis.skillgraph.corpus import CorpusError
+    from clawloop.synthesis.skillgraph.graph import GraphError, build_from_corpus, save_graph
 
     if not Path(args.skills_dir).is_dir():
         return _fail("graph", f"{args.skills_dir} is not a folder: pass a folder of skill folders")
@@ -80,8 +80,8 @@ def _cmd_graph(args: argparse.Namespace) -> int:
 
 
 def _cmd_sample(args: argparse.Namespace) -> int:
-    from clawloop.generators.skillgraph.graph import GraphError, load_graph
-    from clawloop.generators.skillgraph.sample import (
+    from clawloop.synthesis.skillgraph.graph import GraphError, load_graph
+    from clawloop.synthesis.skillgraph.sample import (
         entropy_report,
         load_visits,
         sample_paths,
@@ -126,7 +126,7 @@ def _cmd_sample(args: argparse.Namespace) -> int:
 def _skill_records(graph: Any) -> dict[str, Any]:
     """The skills the graph was built from (SKILL.md bodies for the Planner), read again from
     meta.json's `skills_dirs` where they still exist; {} leaves the Planner the descriptions."""
-    from clawloop.generators.skillgraph.corpus import CorpusError, load_corpus, usable
+    from clawloop.synthesis.skillgraph.corpus import CorpusError, load_corpus, usable
 
     dirs = [d for d in graph.graph.get("meta", {}).get("skills_dirs", []) if Path(d).is_dir()]
     try:
@@ -136,10 +136,10 @@ def _skill_records(graph: Any) -> dict[str, Any]:
 
 
 def _cmd_synth(args: argparse.Namespace) -> int:
-    from clawloop.generators.llm_writer import writer_chat
-    from clawloop.generators.skillgraph.graph import GraphError, load_graph
-    from clawloop.generators.skillgraph.instantiate import synthesize_tasks
-    from clawloop.generators.skillgraph.sample import sample_paths
+    from clawloop.synthesis.llm_writer import writer_chat
+    from clawloop.synthesis.skillgraph.graph import GraphError, load_graph
+    from clawloop.synthesis.skillgraph.instantiate import synthesize_tasks
+    from clawloop.synthesis.skillgraph.sample import sample_paths
     from clawloop.harness.llm import LLMEndpoint
     from clawloop.harness.sandbox.backend import check_backend
     from clawloop.harness.sandbox.base import SandboxConfig, SandboxError

@@ -3,7 +3,7 @@
     clawloop forge GENERATOR.py --seed N --out DIR [--backend auto|bwrap|docker]
     clawloop verify TASK_DIR [--json] [--backend ...]     exit 0 kept, 1 dropped, 2 error
     clawloop export harbor --tasks tasks.parquet --out DIR [--org ORG]   [task] name ORG/<task_id>
-    clawloop export trajectories|tasks --run ID --out DIR ...   HF datasets (flows/export_cli.py)
+    clawloop export trajectories|tasks --run ID --out DIR ...   HF datasets (flows/cli/export.py)
     clawloop import harbor DIR... --out tasks.parquet    task folders (ours or foreign Harbor
                                                          ones) or dataset folders of them
 
@@ -213,7 +213,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="org of each folder's [task] name, ORG/<task_id> (Harbor requires org/name)",
     )  # fmt: skip
     h.set_defaults(func=_guard(cmd_export))
-    from clawloop.flows import export_cli
+    from clawloop.flows.cli import export as export_cli
 
     export_cli.register_export(fmt)  # export trajectories | tasks: a run as HF datasets
 

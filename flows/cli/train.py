@@ -1,10 +1,10 @@
 """Command line for the train stage, outside the Prefect flow (and under `accelerate launch`).
 
-    python -m clawloop.flows.train_cli tiny-model OUT_DIR
-    python -m clawloop.flows.train_cli train --trajectories T.parquet --band B.parquet \
+    python -m clawloop.flows.cli.train tiny-model OUT_DIR
+    python -m clawloop.flows.cli.train train --trajectories T.parquet --band B.parquet \
         --base-model MODEL_DIR --out OUT_DIR [--phases sft --lora true ...]
-    python -m clawloop.flows.train_cli train ... --explain 3   # what would be trained, decoded
-    accelerate launch --config_file training/configs/zero3.yaml -m clawloop.flows.train_cli train ...
+    python -m clawloop.flows.cli.train train ... --explain 3   # what would be trained, decoded
+    accelerate launch --config_file training/configs/zero3.yaml -m clawloop.flows.cli.train train ...
 
 Every `TrainConfig` field is a flag (`--sft-learning-rate 1e-5`). `register(subparsers)` adds the
 same verbs to the `clawloop` command.
@@ -132,7 +132,7 @@ def register(subparsers) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m clawloop.flows.train_cli", description=__doc__.split("\n")[0]
+        prog="python -m clawloop.flows.cli.train", description=__doc__.split("\n")[0]
     )
     register(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(argv)

@@ -45,7 +45,7 @@ from typing import Any
 
 from clawloop.generators.candidates import ParsedGenerator, parse_meta
 from clawloop.generators.contract import BuildResult, ContractError
-from clawloop.generators.leaks import find_leaks, undefined_decision_fields
+from clawloop.generators.verify.leaks import find_leaks, undefined_decision_fields
 from clawloop.generators.runner import (
     GeneratorError,
     SolveJob,
@@ -436,9 +436,9 @@ BUILTIN_FORMATS = frozenset(("json", "csv", "report"))  # the contract outputs b
 
 @functools.lru_cache(maxsize=256)  # the ablation check and verify_tasks both ask, per task
 def builtin_source(code: str) -> bool:
-    """Is `code` a built-in generator exactly as generators/library.py renders it? Then it is
+    """Is `code` a built-in generator exactly as synthesis/library.py renders it? Then it is
     this project's own code and the ablation may run it here, outside a sandbox."""
-    from clawloop.generators.library import RenderError, render_generator
+    from clawloop.synthesis.library import RenderError, render_generator
 
     try:
         m = parse_meta(code).meta

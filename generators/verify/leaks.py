@@ -1,6 +1,6 @@
 """The pure text checks verify runs on a task: the leak audit (is an answer value, or a
 categorical answer stated as the answer, visible to the agent?) and the decision fields (does
-every field a decision defines appear in some output?). No I/O: generators/verify.py reads the
+every field a decision defines appear in some output?). No I/O: generators/verify/__init__.py reads the
 task and calls these.
 
     find_leaks(answer, {"instruction.md": text}, inputs_text, tolerance) -> ["'20378.5' in ..."]

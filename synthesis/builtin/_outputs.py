@@ -1,6 +1,6 @@
 """Output formats for rendered built-in generators: contract entries, answer key, files, instruction.
 
-Pasted after _prelude.py by generators/library.py (everything below the marker). A skeleton describes
+Pasted after _prelude.py by synthesis/library.py (everything below the marker). A skeleton describes
 its result once with `result_spec` (a keyed table plus a summary object); these functions turn it
 into the contract outputs, the answer key and the written files for each output format:
 json (one file with a schema), csv (columns + key), multi (a csv and a summary json) and report

@@ -1,6 +1,6 @@
 """Shared standard-library helpers pasted into every rendered built-in generator (the prelude).
 
-A generator must be one self-contained file, so generators/library.py concatenates a header
+A generator must be one self-contained file, so synthesis/library.py concatenates a header
 (docstring, GENERATOR, the domain vocabulary V), everything below the `# --- prelude ---` marker,
 and one capability skeleton. Nothing here runs on import in the pipeline: these functions read the
 module globals GENERATOR and V that the header defines.

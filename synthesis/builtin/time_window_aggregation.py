@@ -1,10 +1,10 @@
 """Time-window aggregation skeleton: bucket dated events into calendar months per group.
 
-Rendered after the prelude (generators/library.py); the import below is for linters only.
+Rendered after the prelude (synthesis/library.py); the import below is for linters only.
 """
 
-from clawloop.generators.builtin._outputs import *  # noqa: F403
-from clawloop.generators.builtin._prelude import *  # noqa: F403
+from clawloop.synthesis.builtin._outputs import *  # noqa: F403
+from clawloop.synthesis.builtin._prelude import *  # noqa: F403
 
 # ruff: noqa: F405  (the prelude names; the renderer pastes the prelude above this skeleton)
 

@@ -30,9 +30,9 @@ from __future__ import annotations
 
 import ast
 
-from clawloop.generators.domain.literals import Str, render, sql_text, strings_of
-from clawloop.generators.domain.parsed import Facts, Module, Origin, Project
-from clawloop.generators.domain.sql import select_columns, select_sources, tables_of
+from clawloop.synthesis.domain.literals import Str, render, sql_text, strings_of
+from clawloop.synthesis.domain.parsed import Facts, Module, Origin, Project
+from clawloop.synthesis.domain.sql import select_columns, select_sources, tables_of
 
 MUTATORS = {"append", "extend", "insert", "remove", "clear", "update", "sort", "reverse", "add"}
 MUTATORS |= {"discard", "pop", "popitem", "setdefault"}

@@ -20,8 +20,8 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from clawloop.generators.domain.model import Domain, Param, Skill, Tool
-from clawloop.generators.domain.taskgraph import Node, TaskGraph
+from clawloop.synthesis.domain.model import Domain, Param, Skill, Tool
+from clawloop.synthesis.domain.taskgraph import Node, TaskGraph
 
 VARIANTS = 10  # grounded variants tried per abstract graph
 RECOVERY_TRIES = 8  # error-recovery guesses per write tool, run once per domain before grounding

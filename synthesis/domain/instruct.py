@@ -17,7 +17,7 @@ import json
 import re
 from typing import Any
 
-from clawloop.generators.domain.predicates import Goal
+from clawloop.synthesis.domain.predicates import Goal
 from clawloop.harness.llm import ChatFn, LLMError
 
 MAX_CHARS = 4000

@@ -14,7 +14,7 @@ import ast
 import string
 from dataclasses import dataclass
 
-from clawloop.generators.domain.sql import parses
+from clawloop.synthesis.domain.sql import parses
 
 SUBSTITUTES = ("1", "x", "x = 1")  # what an f-string placeholder in SQL is replaced by
 

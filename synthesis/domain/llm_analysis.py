@@ -3,7 +3,7 @@
 The AST analysis (analysis.py) is exact where the code is plain and silent where it is not: a
 table chosen at run time (`state[TABLES[kind]]`), a helper in a library the host does not parse.
 With an endpoint, each tool's source goes to the LLM with the domain's tables and fields; its
-answer ({"reads", "writes", "returns"}, JSON, read by generators/llm_json.py) is validated (only tables the state holds), the
+answer ({"reads", "writes", "returns"}, JSON, read by synthesis/llm_json.py) is validated (only tables the state holds), the
 error fed back on a malformed reply, and cached by the source's hash, the model and the prompt
 version. The answer only *adds* to the AST's edges, never removes one: execution stays the
 arbiter (a write the LLM imagines changes nothing when the reference plan runs, so a task built
@@ -21,9 +21,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from clawloop.generators.domain.model import Domain, Tool
-from clawloop.generators.domain.state import table_fields
-from clawloop.generators.llm_json import ReplyError, ask_json
+from clawloop.synthesis.domain.model import Domain, Tool
+from clawloop.synthesis.domain.state import table_fields
+from clawloop.synthesis.llm_json import ReplyError, ask_json
 from clawloop.harness.llm import ChatFn, LLMError
 
 PROMPT_VERSION = "domain-analysis-v1"

@@ -18,17 +18,17 @@ import ast
 import tomllib
 from pathlib import Path
 
-from clawloop.generators.domain.analysis import analyse
-from clawloop.generators.domain.model import Domain, DomainError, Tool
-from clawloop.generators.domain.parsed import Module, Project, parse_module
-from clawloop.generators.domain.signature import (
+from clawloop.synthesis.domain.analysis import analyse
+from clawloop.synthesis.domain.model import Domain, DomainError, Tool
+from clawloop.synthesis.domain.parsed import Module, Project, parse_module
+from clawloop.synthesis.domain.signature import (
     build_schema,
     docstring_parts,
     function_params,
     literal_schema,
     schema_params,
 )
-from clawloop.generators.domain.state import json_table_paths, table_fields
+from clawloop.synthesis.domain.state import json_table_paths, table_fields
 
 BUILTIN = Path(__file__).resolve().parent / "builtin"
 FORMATS = ("json", "sqlite")
@@ -203,7 +203,7 @@ def load_domain(root: Path) -> Domain:
     if not tools:
         raise DomainError(
             f"{root / 'tools'}: no tools found (no public function or class with static "
-            "invoke/get_info); see generators/domain/model.py for the two shapes"
+            "invoke/get_info); see synthesis/domain/model.py for the two shapes"
         )
     seen: dict[str, str] = {}
     for t in tools:

@@ -16,7 +16,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from clawloop.generators.domain.ground import Grounded, Step
+from clawloop.synthesis.domain.ground import Grounded, Step
 
 Tables = dict[str, list[dict[str, Any]]]
 KEY_FIELD = "_key"  # json tables keyed by primary key keep the key here (runtime.as_records)

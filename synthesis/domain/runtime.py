@@ -3,9 +3,9 @@
 STANDARD LIBRARY ONLY, and never imported by the host to run domain code: this file is copied into
 every domain-grounded task's workspace as `skills/_lib/runtime.py`, where the agent's skill CLIs
 (`skills/<skill>/<tool> --param VALUE ...`) call `main`, and it is uploaded into a sandbox by
-`clawloop.generators.domain.execute`, which runs reference plans with `run_plans`.
+`clawloop.synthesis.domain.execute`, which runs reference plans with `run_plans`.
 
-Layout it expects (written by clawloop.generators.domain.workspace):
+Layout it expects (written by clawloop.synthesis.domain.workspace):
 
     state/                   the snapshot: <table>.json files, or one SQL dump (sqlite domains)
     skills/_lib/tools.json   {"store": "json"|"sqlite", "state": "state" | "state/<name>.sql",

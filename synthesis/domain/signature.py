@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 from typing import Any
 
-from clawloop.generators.domain.model import DomainError, Param
+from clawloop.synthesis.domain.model import DomainError, Param
 
 _SCALARS = {
     "str": "string",

@@ -27,7 +27,7 @@ from typing import Any
 import networkx as nx
 import yaml
 
-from clawloop.generators.domain.model import Domain, Skill, Tool
+from clawloop.synthesis.domain.model import Domain, Skill, Tool
 
 W_SHARED_WRITE = 3.0
 W_WRITE_READ = 2.0

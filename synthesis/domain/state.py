@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from clawloop.generators.domain.model import Domain, DomainError
+from clawloop.synthesis.domain.model import Domain, DomainError
 
 KEY_FIELD = "_key"
 

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from clawloop.generators.candidates import candidate_row
-from clawloop.generators.domain import execute
-from clawloop.generators.domain.ground import (
+from clawloop.synthesis.domain import execute
+from clawloop.synthesis.domain.ground import (
     Grounded,
     Recovery,
     Step,
@@ -31,16 +31,16 @@ from clawloop.generators.domain.ground import (
     recovery_candidates,
     refusal_candidates,
 )
-from clawloop.generators.domain.instruct import llm_instruction, write_instruction
-from clawloop.generators.domain.llm_analysis import refine_with_llm
-from clawloop.generators.domain.load import load_domain
-from clawloop.generators.domain.model import Domain, Skill
-from clawloop.generators.domain.predicates import diff, goal, literals, predicates
-from clawloop.generators.domain.render import TOLERANCE, contract, render_generator
-from clawloop.generators.domain.skills import cluster_skills
-from clawloop.generators.domain.state import load_tables
-from clawloop.generators.domain.taskgraph import Knobs, TaskGraph, features_of, sample_task_graph
-from clawloop.generators.domain.workspace import skill_of, snapshot_file, workspace_files
+from clawloop.synthesis.domain.instruct import llm_instruction, write_instruction
+from clawloop.synthesis.domain.llm_analysis import refine_with_llm
+from clawloop.synthesis.domain.load import load_domain
+from clawloop.synthesis.domain.model import Domain, Skill
+from clawloop.synthesis.domain.predicates import diff, goal, literals, predicates
+from clawloop.synthesis.domain.render import TOLERANCE, contract, render_generator
+from clawloop.synthesis.domain.skills import cluster_skills
+from clawloop.synthesis.domain.state import load_tables
+from clawloop.synthesis.domain.taskgraph import Knobs, TaskGraph, features_of, sample_task_graph
+from clawloop.synthesis.domain.workspace import skill_of, snapshot_file, workspace_files
 from clawloop.harness.llm import ChatFn
 from clawloop.harness.sandbox.base import SandboxConfig
 from clawloop.harness.taskfolder.grader import values_equal

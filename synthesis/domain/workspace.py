@@ -19,10 +19,10 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from clawloop.generators.domain import runtime
-from clawloop.generators.domain.model import Domain, Skill
-from clawloop.generators.domain.skills import skill_doc
-from clawloop.generators.domain.state import connect_ro
+from clawloop.synthesis.domain import runtime
+from clawloop.synthesis.domain.model import Domain, Skill
+from clawloop.synthesis.domain.skills import skill_doc
+from clawloop.synthesis.domain.state import connect_ro
 
 RUNTIME_PATH = Path(str(runtime.__file__))  # imported so cache keys follow runtime edits
 STATE_DIR = "state"

@@ -1,7 +1,7 @@
 """The Constructor: a task plan -> one generator file in the project's contract.
 
 The Constructor (an LLM through the one client) gets the generator contract (the same text the
-LLM writer gets, generators/llm_prompts.py), the plan and the metadata wanted, and writes ONE
+LLM writer gets, synthesis/llm_prompts.py), the plan and the metadata wanted, and writes ONE
 standard-library generator: `GENERATOR = {...}` (capability "skill_graph", the plan's domain and
 difficulty, output_format from the plan's outputs), a deterministic `build(seed)` and a reference
 `solve(workspace)`. Written that way, a SkillSynth task goes through forge, verify, ablation and
@@ -23,10 +23,10 @@ import json
 import re
 from typing import Any
 
-from clawloop.generators.llm_writer import WriterError, WriterSpec, extract_code, static_check
-from clawloop.generators.skillgraph.model import SkillPath
-from clawloop.generators.skillgraph.plan import Plan
-from clawloop.generators.skillgraph.prompts import (
+from clawloop.synthesis.llm_writer import WriterError, WriterSpec, extract_code, static_check
+from clawloop.synthesis.skillgraph.model import SkillPath
+from clawloop.synthesis.skillgraph.plan import Plan
+from clawloop.synthesis.skillgraph.prompts import (
     EXAMPLE_GENERATOR,
     constructor_messages,
     constructor_repair,

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from clawloop.generators.skillgraph.model import SkillRecord
+from clawloop.synthesis.skillgraph.model import SkillRecord
 
 SKILL_FILE = "SKILL.md"
 MAX_READ_BYTES = 1 << 20  # per file, for the hash: a stray dataset must not stall the loader

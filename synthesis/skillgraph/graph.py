@@ -24,7 +24,7 @@ import networkx as nx
 import numpy as np
 import pandas as pd
 
-from clawloop.generators.skillgraph.corpus import (
+from clawloop.synthesis.skillgraph.corpus import (
     Roots,
     corpus_sha256,
     load_corpus,
@@ -32,15 +32,15 @@ from clawloop.generators.skillgraph.corpus import (
     skipped_folders,
     usable,
 )
-from clawloop.generators.skillgraph.merge import (
+from clawloop.synthesis.skillgraph.merge import (
     Embedder,
     MergeConfig,
     MergeResult,
     merge_scenarios,
     minilm_embedder,
 )
-from clawloop.generators.skillgraph.model import Scenarios, SkillRecord
-from clawloop.generators.skillgraph.scenarios import infer_scenarios
+from clawloop.synthesis.skillgraph.model import Scenarios, SkillRecord
+from clawloop.synthesis.skillgraph.scenarios import infer_scenarios
 from clawloop.harness.llm import ChatFn, LLMError
 
 GRAPH_VERSION = "skill-graph-v1"

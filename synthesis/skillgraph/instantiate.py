@@ -2,7 +2,7 @@
 
 One path: the Planner plans once; then each attempt the Constructor writes a generator, which is
 statically checked on the host (ast only), forged in the sandbox (generators/forge.py), verified
-agent-free (generators/verify.py: oracle passes, no-op fails, leak, trivial probes, determinism)
+agent-free (generators/verify/__init__.py: oracle passes, no-op fails, leak, trivial probes, determinism)
 and judged by the rubric (rubric.py: the instruction and the tests agree). The first failure
 goes back to the Constructor with its text, up to `max_repairs` times, so at most
 1 + max_repairs constructions. Every attempt is a row (`ATTEMPT_STAGES` names how far it got);
@@ -27,22 +27,22 @@ from typing import Any
 from clawloop.generators.candidates import candidate_row, code_sha256
 from clawloop.generators.contract import ContractError
 from clawloop.generators.forge import forge_candidate
-from clawloop.generators.llm_writer import (
+from clawloop.synthesis.llm_writer import (
     WriterError,
     forge_failure,
     normalized_hash,
     verify_failure,
 )
-from clawloop.generators.skillgraph.construct import (
+from clawloop.synthesis.skillgraph.construct import (
     ConstructError,
     check_code,
     construct,
     declared_packages,
 )
-from clawloop.generators.skillgraph.model import SkillPath, SkillRecord
-from clawloop.generators.skillgraph.plan import Plan, PlanError, plan_path
-from clawloop.generators.skillgraph.prompts import EXAMPLE_GENERATOR
-from clawloop.generators.skillgraph.rubric import RubricError, judge_folder
+from clawloop.synthesis.skillgraph.model import SkillPath, SkillRecord
+from clawloop.synthesis.skillgraph.plan import Plan, PlanError, plan_path
+from clawloop.synthesis.skillgraph.prompts import EXAMPLE_GENERATOR
+from clawloop.synthesis.skillgraph.rubric import RubricError, judge_folder
 from clawloop.generators.verify import verify_task
 from clawloop.harness.llm import ChatFn, LLMError
 from clawloop.harness.sandbox.base import SandboxConfig, SandboxError

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from clawloop.generators.llm_json import ReplyError, ask_json, parse_json_reply, trim
-from clawloop.generators.llm_prompts import CONTRACT_TEXT
+from clawloop.synthesis.llm_json import ReplyError, ask_json, parse_json_reply, trim
+from clawloop.synthesis.llm_prompts import CONTRACT_TEXT
 
 __all__ = ["ReplyError", "ask_json", "parse_json_reply", "trim"]  # the reply loop's home: llm_json
 
@@ -148,7 +148,7 @@ def judge_messages(instruction: str, contract: str, answer_summary: str) -> list
 
 
 # A compact, complete generator shown to the Constructor as the form to follow (the built-in
-# library's are ~29 KB each). tests/generators/skillgraph/test_construct.py forges and verifies it.
+# library's are ~29 KB each). tests/synthesis/skillgraph/test_construct.py forges and verifies it.
 EXAMPLE_GENERATOR = '''"""Flag overdue trail inspections by joining a segment index with an inspection log."""
 
 GENERATOR = {"capability": "skill_graph", "domain": "trail_maintenance",

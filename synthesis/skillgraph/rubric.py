@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, model_validator
 
-from clawloop.generators.skillgraph.prompts import ReplyError, ask_json, judge_messages
+from clawloop.synthesis.skillgraph.prompts import ReplyError, ask_json, judge_messages
 from clawloop.harness.llm import ChatFn
 
 MAX_SUMMARY_KEYS = 40  # per object in the answer summary

@@ -28,8 +28,8 @@ from typing import Any, Literal
 import networkx as nx
 import pandas as pd
 
-from clawloop.generators.skillgraph.graph import chain_targets
-from clawloop.generators.skillgraph.model import PathStep, SkillPath
+from clawloop.synthesis.skillgraph.graph import chain_targets
+from clawloop.synthesis.skillgraph.model import PathStep, SkillPath
 
 Sampler = Literal["inverse", "uniform"]
 MAX_ATTEMPTS_PER_PATH = 20  # a graph with few chains gives up rather than spin

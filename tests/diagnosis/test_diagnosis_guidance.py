@@ -1,5 +1,5 @@
-"""Clustering, pass rates and guidance (generators/diagnosis/guidance.py), and the report
-(generators/diagnosis/report.py)."""
+"""Clustering, pass rates and guidance (diagnosis/guidance.py), and the report
+(diagnosis/report.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from clawloop.generators.diagnosis.guidance import (
+from clawloop.diagnosis.guidance import (
     MAX_LEVEL,
     ClusterConfig,
     GuidanceConfig,
@@ -22,7 +22,7 @@ from clawloop.generators.diagnosis.guidance import (
     hashed_bow_embedder,
     pass_rates,
 )
-from clawloop.generators.diagnosis.report import pass_rate_table, plot_pass_rates, render_report
+from clawloop.diagnosis.report import pass_rate_table, plot_pass_rates, render_report
 from clawloop.storage.schemas import CLUSTERS, FAILURE_SUMMARIES, GUIDANCE, PASS_RATES
 
 
@@ -221,7 +221,7 @@ def test_pass_rates_table_plot_and_report(tmp_path):
 
 @pytest.mark.slow
 def test_minilm_embeddings_cluster_paraphrases():
-    from clawloop.generators.diagnosis.guidance import minilm_embedder
+    from clawloop.diagnosis.guidance import minilm_embedder
 
     embed = minilm_embedder()
     emb = embed(
@@ -275,7 +275,7 @@ def _eval_frame():
 
 
 def test_diagnose_stage_writes_report_plot_guidance_and_valid_tables(tmp_path):
-    from clawloop.generators.diagnosis.diagnose import DiagnoseConfig, diagnose_stage
+    from clawloop.diagnosis.diagnose import DiagnoseConfig, diagnose_stage
     from clawloop.storage.artifacts import write_table
 
     caps = ["anomaly_flagging", "multi_document_merge", "reconciliation"]
@@ -317,7 +317,7 @@ def test_diagnose_stage_writes_report_plot_guidance_and_valid_tables(tmp_path):
 
 
 def test_diagnose_leaves_infrastructure_failures_out_of_rates_and_summaries(tmp_path):
-    from clawloop.generators.diagnosis.diagnose import DiagnoseConfig, diagnose_stage
+    from clawloop.diagnosis.diagnose import DiagnoseConfig, diagnose_stage
 
     rows = _eval_frame().to_dict("records")
     infra = [
@@ -342,7 +342,7 @@ def test_diagnose_leaves_infrastructure_failures_out_of_rates_and_summaries(tmp_
 
 
 def test_diagnose_stage_with_no_eval_episodes_keeps_going(tmp_path):
-    from clawloop.generators.diagnosis.diagnose import DiagnoseConfig, diagnose_stage
+    from clawloop.diagnosis.diagnose import DiagnoseConfig, diagnose_stage
 
     empty = pd.DataFrame(columns=list(FAILURE_SUMMARIES.names))
     res = diagnose_stage(
@@ -365,7 +365,7 @@ def test_diagnose_stage_with_no_eval_episodes_keeps_going(tmp_path):
 def test_diagnose_stage_summaries_come_from_the_policy_over_http(tmp_path):
     from doubles.fake_openai import FakeOpenAI
 
-    from clawloop.generators.diagnosis.diagnose import DiagnoseConfig, diagnose_stage
+    from clawloop.diagnosis.diagnose import DiagnoseConfig, diagnose_stage
     from clawloop.harness.llm import LLMEndpoint
 
     answer = {
@@ -407,8 +407,8 @@ def test_diagnose_stage_summaries_come_from_the_policy_over_http(tmp_path):
 def test_guidance_shifts_the_next_synthesis_toward_the_weakest_capability(tmp_path):
     from collections import Counter
 
-    from clawloop.generators.diagnosis.diagnose import DiagnoseConfig, diagnose_stage
-    from clawloop.generators.synthesize import SynthesizeConfig, synthesize
+    from clawloop.diagnosis.diagnose import DiagnoseConfig, diagnose_stage
+    from clawloop.synthesis.synthesize import SynthesizeConfig, synthesize
 
     caps = ["anomaly_flagging", "domain_calculation", "reconciliation"]
     scfg = SynthesizeConfig(n_train=60, n_eval=0, capabilities=caps)

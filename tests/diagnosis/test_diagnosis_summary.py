@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from doubles.fake_openai import FakeOpenAI
 
-from clawloop.generators.diagnosis.summary import (
+from clawloop.diagnosis.summary import (
     FailureSummary,
     SummaryConfig,
     SummaryParseError,

@@ -10,7 +10,7 @@ import re
 import textwrap
 from typing import Any
 
-from clawloop.generators.skillgraph.prompts import CONSTRUCTOR_MARK, JUDGE_MARK, PLANNER_MARK
+from clawloop.synthesis.skillgraph.prompts import CONSTRUCTOR_MARK, JUDGE_MARK, PLANNER_MARK
 
 PLAN = {
     "goal": "Total the rainfall per region from station logs and name the wettest station.",

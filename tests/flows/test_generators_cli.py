@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from clawloop.flows.cli import main
 from clawloop.generators.candidates import candidate_row
-from clawloop.generators.catalog import CAPABILITIES
+from clawloop.synthesis.catalog import CAPABILITIES
 
 
 def test_list_names_every_capability_and_domain(capsys):

@@ -211,7 +211,7 @@ def test_a_split_inside_a_string_or_brackets_compiles_the_whole_source() -> None
 
 
 def test_every_builtin_generator_compiles_piecewise_to_the_same_tasks() -> None:
-    from clawloop.generators.library import capabilities, render_generator
+    from clawloop.synthesis.library import capabilities, render_generator
     from clawloop.generators.runner import compiled
 
     for cap in capabilities():

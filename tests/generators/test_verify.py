@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from clawloop.generators.contract import validate_build
-from clawloop.generators.leaks import (
+from clawloop.generators.verify.leaks import (
     decision_fields,
     find_leaks,
     is_revealing_string,
@@ -458,7 +458,7 @@ def test_a_batch_gives_each_task_the_rows_it_gets_alone_on_every_backend(
     sandbox: SandboxConfig,
 ) -> None:
     from clawloop.generators.candidates import candidate_row as row_of
-    from clawloop.generators.library import render_generator
+    from clawloop.synthesis.library import render_generator
     from clawloop.generators.verify import verify_tasks
 
     builtin = render_generator("reconciliation", "apiculture", multihop=1, dirtiness=1)

@@ -360,7 +360,7 @@ def test_builtin_tasks_solved_and_graded_together_get_the_rows_they_get_alone(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     import clawloop.generators.verify as verify
-    from clawloop.generators.library import render_generator
+    from clawloop.synthesis.library import render_generator
 
     rows = []
     for i, (cap, fmt) in enumerate(

@@ -3,7 +3,7 @@ driver (PROBE_DRIVER) and the state grader's sqlite guard (state_predicates._in_
 
 The claim under test: verify_tasks(rows) gives every task exactly the rows verify_task gives it
 alone, and no task of a batch can change another's verdict. The rows here are real built-in
-tasks (generators/library.py's render_generator, forged), their task folders then edited: the
+tasks (synthesis/library.py's render_generator, forged), their task folders then edited: the
 generator stays the exact built-in text and solve.sh and the test side stay canonical, so they
 are still solved together in one interpreter and graded together in one sandbox.
 
@@ -25,11 +25,11 @@ from pathlib import Path
 import pytest
 from doubles.batches import batch_sizes, by_check, edited, kept
 
-import clawloop.generators.leaks as leaks
+import clawloop.generators.verify.leaks as leaks
 import clawloop.generators.verify as verify
 from clawloop.generators.candidates import candidate_row, parse_meta
 from clawloop.generators.forge import forge_candidate
-from clawloop.generators.library import render_generator
+from clawloop.synthesis.library import render_generator
 from clawloop.generators.runner import SolveJob, solve_each, solve_then_rebuild, stage_generator
 from clawloop.generators.verify import TaskFiles, verify_task, verify_tasks
 from clawloop.harness.sandbox.base import SandboxConfig
@@ -377,10 +377,10 @@ def test_a_grading_child_that_segfaults_costs_no_other_task_its_results(
 # twin's copy in slot 1: batched it is KEPT, alone it fails (oracle and determinism). The same
 # works with an absolute "/workspace/1/..." path, and it lets a task's verdict depend on what
 # another task's starting (or already solved) workspace holds.
-# Fixed: generators/verify.py `_solve_together` / runner.solve_each must not let a job see the
+# Fixed: generators/verify/__init__.py `_solve_together` / runner.solve_each must not let a job see the
 # other slots (e.g. solve each job with its workspace moved to /workspace and the others moved
 # out of reach, or one sandbox per job), or the prelude's ws_text/ws_list
-# (generators/builtin/_prelude.py) must refuse a path that leaves the workspace (realpath
+# (synthesis/builtin/_prelude.py) must refuse a path that leaves the workspace (realpath
 # check as grader.read_output does), so alone and batched both fail.
 def test_a_builtin_solve_cannot_read_another_slots_workspace(
     flags: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -474,7 +474,7 @@ def test_an_output_path_gives_the_verdict_it_gives_alone(
 # timeout must be positive"), and verify_tasks fails the oracle of EVERY task of the batch
 # ("could not run"), though the good one alone is kept.
 # Fixed: harness/taskfolder/folder.py `_header` should refuse (TaskFolderError) a timeout_sec that
-# is not finite and positive; and generators/verify.py `grade_jobs` should use each job's own
+# is not finite and positive; and generators/verify/__init__.py `grade_jobs` should use each job's own
 # alarm (max(1, ceil(t))) for the wall sum, or drop a job with a bad timeout to `_alone`.
 def test_a_negative_verifier_timeout_costs_the_other_tasks_nothing(
     flags: dict, recon: dict, tmp_path: Path
@@ -573,7 +573,7 @@ print(check_ablation(TaskFiles(tar_files(pickle.load(open(sys.argv[1], "rb")))))
 # verify process itself: the fts3_tokenizer dump above makes it dereference 0x4141414141414141
 # and die of SIGSEGV (rc -11), taking every task of its batch and the stage's worker with it; a
 # real pointer instead of 0x41... is code execution on the host.
-# Fixed: generators/verify.py `check_ablation`/`ablation_rewards` should grade only the outputs
+# Fixed: generators/verify/__init__.py `check_ablation`/`ablation_rewards` should grade only the outputs
 # the built-in itself declares (compare tests/contract.json and answer.json with what the
 # generator renders, or skip state outputs), or run the ablation in a sandbox; and the
 # authorizer fix above.
@@ -596,7 +596,7 @@ def test_the_hosts_ablation_does_not_run_a_tasks_sql(tmp_path: Path) -> None:
 # scans the rest of the run before the final lookahead fails. 24 KB of instruction.md (or of a
 # starting file no text names) costs seconds, 1 MB about an hour, 10 MB days: one task stalls the
 # whole batch's verify_tasks before any sandbox starts.
-# Fixed: generators/verify.py `_PROSE_NUMBER` (and grader._REPORT_NUMBER): forbid a start in the
+# Fixed: generators/verify/__init__.py `_PROSE_NUMBER` (and grader._REPORT_NUMBER): forbid a start in the
 # middle of a run (add the lookbehind (?<!\d[, \u00a0\u202f])) and make the group repetitions
 # possessive ((?:,\d{3})++, (?:[ \u00a0\u202f]\d{3})++): linear (60 000 groups in 9 ms), the
 # same tokens on ordinary text; or find maximal digit runs first and parse each in Python.

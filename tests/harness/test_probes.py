@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from clawloop.generators.contract import OUTPUT_FORMATS
-from clawloop.generators.library import render_generator
+from clawloop.synthesis.library import render_generator
 from clawloop.harness.taskfolder.grader import grade
 from clawloop.harness.taskfolder.probes import shaped_value, trivial_probes
 

@@ -164,7 +164,7 @@ def test_oracle_rollout_all_pass_and_wrong_rollout_all_fail(tmp_path):
 @pytest.mark.parametrize("capability", ["reconciliation", "cross_source_audit"])
 def test_oracle_passes_and_wrong_fails_on_a_forged_builtin_task(tmp_path, capability):
     from clawloop.generators.forge import forge_to_folder
-    from clawloop.generators.library import domains, render_generator
+    from clawloop.synthesis.library import domains, render_generator
 
     task = tmp_path / capability
     code = render_generator(capability, domains()[0])
@@ -240,7 +240,7 @@ def test_stage_bounds_concurrency_and_reports_per_capability(tmp_path):
 
 @needs_bwrap
 def test_cli_json_reports_passes_and_never_writes_the_api_key(tmp_path, monkeypatch, capsys):
-    from clawloop.flows import rollout_cli as cli
+    from clawloop.flows.cli import rollout as cli
 
     monkeypatch.setenv("CLAWLOOP_TEST_API_KEY", "sk-do-not-store-3141")
     parser = argparse.ArgumentParser()
@@ -278,7 +278,7 @@ def test_cli_json_reports_passes_and_never_writes_the_api_key(tmp_path, monkeypa
 
 
 def test_cli_refuses_a_folder_that_is_not_a_task(tmp_path, capsys):
-    from clawloop.flows import rollout_cli as cli
+    from clawloop.flows.cli import rollout as cli
 
     parser = argparse.ArgumentParser()
     cli.register(parser.add_subparsers())

@@ -16,7 +16,7 @@ import pytest
 
 from clawloop.generators import catalog
 from clawloop.generators.contract import validate_build
-from clawloop.generators.library import render_generator
+from clawloop.synthesis.library import render_generator
 from clawloop.generators.verify import ablation_rewards, builtin_source, check_ablation
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from clawloop.generators import catalog, domains
 from clawloop.generators.contract import validate_build
-from clawloop.generators.library import render_generator
+from clawloop.synthesis.library import render_generator
 
 
 def load(capability: str, domain: str, h: int = 0, d: int = 0, fmt: str = "json") -> dict:

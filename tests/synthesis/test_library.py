@@ -12,7 +12,7 @@ import pytest
 
 from clawloop.generators import catalog, domains
 from clawloop.generators.contract import OUTPUT_FORMATS, validate_build
-from clawloop.generators.library import RenderError, list_builtin, render_generator
+from clawloop.synthesis.library import RenderError, list_builtin, render_generator
 from clawloop.generators.verify import hidden_answer, undefined_decision_fields
 from clawloop.harness.taskfolder.grader import grade
 from clawloop.harness.taskfolder.probes import trivial_probes

@@ -11,8 +11,8 @@ import pytest
 from doubles.fake_openai import FakeOpenAI
 
 from clawloop.generators.candidates import task_id_for
-from clawloop.generators.llm_prompts import example_for
-from clawloop.generators.llm_writer import (
+from clawloop.synthesis.llm_prompts import example_for
+from clawloop.synthesis.llm_writer import (
     WriterConfig,
     WriterError,
     WriterSpec,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from clawloop.generators.synthesize import Family, SynthesizeConfig, split_groups, synthesize
+from clawloop.synthesis.synthesize import Family, SynthesizeConfig, split_groups, synthesize
 
 GOOD = Path(__file__).resolve().parents[1] / "fixtures" / "generators" / "good.py"
 SEEDS_SPLIT = "seeds of the same generators held out: only 1 (capability, domain) group"

@@ -141,7 +141,7 @@ def test_serve_schedules_nightly_with_the_configured_cron(tmp_path, monkeypatch)
     import argparse
     from contextlib import contextmanager
 
-    from clawloop.flows.run_cli import _cmd_serve
+    from clawloop.flows.cli.run import _cmd_serve
 
     path = tmp_path / "c.yaml"
     path.write_text('prefect:\n  nightly_cron: "15 3 * * 1"\n')
@@ -172,7 +172,7 @@ def test_an_unmerged_lora_policy_needs_a_server_that_serves_adapters():
 def test_stage_sections_take_fields_and_help_from_the_stage_configs():
     import dataclasses
 
-    from clawloop.generators.diagnosis.diagnose import DiagnoseConfig
+    from clawloop.diagnosis.diagnose import DiagnoseConfig
     from clawloop.harness.rollout import RolloutConfig
     from clawloop.training.config import TrainConfig
 

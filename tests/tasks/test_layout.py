@@ -1,5 +1,6 @@
-"""The tree's rules: dependencies point one way (flows -> tasks -> {generators, harness, training}
--> storage), the packages install under `clawloop.*`, and each stage is one module in tasks/."""
+"""The tree's rules: dependencies point one way (flows -> tasks -> diagnosis -> synthesis ->
+generators -> {harness, training} -> storage), the packages install under `clawloop.*`, and each
+stage is one module in tasks/."""
 
 from __future__ import annotations
 
@@ -10,12 +11,27 @@ from pathlib import Path
 from clawloop.flows.pipeline import STAGES
 
 ROOT = Path(__file__).resolve().parents[2]
-# A package may import its own modules and those of lower ranks only. generators may use harness
-# (sandboxes, the LLM client); harness and training know nothing of each other or of synthesis.
-RANK = {"flows": 3, "tasks": 2, "generators": 1.5, "harness": 1, "training": 1, "storage": 0}
-# The one crossing, on purpose: the local policy server stops sampling at the id training treats
-# as a turn's end, so both read it from training's one function (a second copy could drift).
-ALLOWED = {("harness/local_server.py", "clawloop.training.sequences")}
+# A package may import its own modules and those of lower ranks only. Diagnosis reads synthesis's
+# capability catalog; synthesis forges and verifies (SkillSynth, domain plans) with generators/;
+# generators may use harness (sandboxes, the LLM client); harness and training know nothing of
+# each other or of synthesis.
+RANK = {
+    "flows": 3,
+    "tasks": 2,
+    "diagnosis": 1.7,
+    "synthesis": 1.6,
+    "generators": 1.5,
+    "harness": 1,
+    "training": 1,
+    "storage": 0,
+}
+# The crossings, on purpose. The local policy server stops sampling at the id training treats as
+# a turn's end, so both read it from training's one function (a second copy could drift). Verify
+# trusts a generator that is exactly the built-in library's rendering, so it asks the library.
+ALLOWED = {
+    ("harness/local_server.py", "clawloop.training.sequences"),
+    ("generators/verify/__init__.py", "clawloop.synthesis.library"),
+}
 
 
 def _imports(path: Path) -> list[str]:

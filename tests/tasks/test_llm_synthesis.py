@@ -15,7 +15,7 @@ from doubles.fake_openai import FakeOpenAI
 
 from clawloop.flows import engine, runs
 from clawloop.flows.pipeline import STAGES
-from clawloop.generators.synthesize import llm_picks
+from clawloop.synthesis.synthesize import llm_picks
 from clawloop.storage import artifacts, fs
 from clawloop.tasks.config import parse_config
 from clawloop.tasks.mapping import thread_mapper
@@ -36,7 +36,7 @@ class GeneratorWriter(FakeOpenAI):
 
     def respond(self, body):
         resp = super().respond(body)
-        from clawloop.generators import library
+        from clawloop.synthesis import library
 
         user = next(m["content"] for m in body["messages"] if m["role"] == "user")
         want = json.loads(_WANT.search(user).group(1))

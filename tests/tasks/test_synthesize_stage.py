@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 
 from clawloop.generators.contract import OUTPUT_FORMATS
-from clawloop.generators.synthesize import (
+from clawloop.synthesis.synthesize import (
     SynthesisError,
     SynthesizeConfig,
     read_generator_meta,
@@ -32,8 +32,8 @@ DOMS = ["apiary", "trails", "radio", "ferns", "canals"]
 
 @pytest.fixture
 def fake_library(monkeypatch):
-    """A stand-in for generators/library.py: every (capability, domain) pair, rendered from a template."""
-    lib = types.ModuleType("clawloop.generators.library")
+    """A stand-in for synthesis/library.py: every (capability, domain) pair, rendered from a template."""
+    lib = types.ModuleType("clawloop.synthesis.library")
     lib.list_builtin = lambda: [(c, d) for c in CAPS for d in DOMS]
 
     def render(capability, domain, multihop=0, dirtiness=0, output_format="json"):
@@ -47,7 +47,7 @@ def fake_library(monkeypatch):
         return TEMPLATE.format(title=f"{capability} over {domain}", meta=meta)
 
     lib.render_generator = render
-    monkeypatch.setitem(sys.modules, "clawloop.generators.library", lib)
+    monkeypatch.setitem(sys.modules, "clawloop.synthesis.library", lib)
     return lib
 
 

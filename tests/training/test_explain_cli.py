@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 from doubles.episodes import band_frame, episode_row, sampled_texts, tool_messages
 
-from clawloop.flows.train_cli import main
+from clawloop.flows.cli.train import main
 
 
 def test_explain_prints_the_trained_spans_and_trains_nothing(tiny_model_dir, tmp_path, capsys):

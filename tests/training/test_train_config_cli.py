@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from clawloop.flows.train_cli import add_config_flags, config_from_args
+from clawloop.flows.cli.train import add_config_flags, config_from_args
 from clawloop.training.config import TrainConfig, TrainConfigError
 
 

@@ -300,7 +300,7 @@ def test_a_crashed_phase_raises_train_error(tiny_model_dir, tmp_path, monkeypatc
 def test_train_cli_reports_a_crash_in_one_line_and_exits_1(
     tiny_model_dir, tmp_path, monkeypatch, capsys
 ):
-    from clawloop.flows.train_cli import main
+    from clawloop.flows.cli.train import main
 
     def crash(phase, *args, **kwargs):
         raise RuntimeError("loss is NaN\nat step 3")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from clawloop.generators.domain.load import load_domain
+from clawloop.synthesis.domain.load import load_domain
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "domains"
 F, BK, PS, CR = "flights", "bookings", "passengers", "crew"

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from clawloop.generators.domain.load import builtin_domains, load_domain
-from clawloop.generators.domain.state import load_tables
+from clawloop.synthesis.domain.load import builtin_domains, load_domain
+from clawloop.synthesis.domain.state import load_tables
 from clawloop.harness.sandbox.base import SandboxConfig
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="no bwrap")

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from clawloop.generators.domain.load import builtin_domains, load_domain
-from clawloop.generators.domain.state import business_key, load_tables, primary_key
+from clawloop.synthesis.domain.load import builtin_domains, load_domain
+from clawloop.synthesis.domain.state import business_key, load_tables, primary_key
 
 A = "apiaries"
 B = "buyers"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from clawloop.flows.cli import main
-from clawloop.generators.domain.load import builtin_domains
+from clawloop.synthesis.domain.load import builtin_domains
 
 
 def test_graph_json_on_each_builtin_domain(capsys):

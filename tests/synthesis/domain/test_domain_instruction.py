@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from doubles.fake_openai import FakeOpenAI
 
-from clawloop.generators.domain.instruct import llm_instruction, write_instruction
-from clawloop.generators.domain.predicates import Goal
+from clawloop.synthesis.domain.instruct import llm_instruction, write_instruction
+from clawloop.synthesis.domain.predicates import Goal
 from clawloop.harness.llm import LLMEndpoint, endpoint_chat
 
 GOAL = Goal(

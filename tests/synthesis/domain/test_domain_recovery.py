@@ -8,11 +8,11 @@ import shutil
 
 import pytest
 
-from clawloop.generators.domain.ground import Index, mentioned
-from clawloop.generators.domain.load import builtin_domains, load_domain
-from clawloop.generators.domain.state import load_tables
-from clawloop.generators.domain.synth import synthesize_domain
-from clawloop.generators.domain.taskgraph import Knobs
+from clawloop.synthesis.domain.ground import Index, mentioned
+from clawloop.synthesis.domain.load import builtin_domains, load_domain
+from clawloop.synthesis.domain.state import load_tables
+from clawloop.synthesis.domain.synth import synthesize_domain
+from clawloop.synthesis.domain.taskgraph import Knobs
 from clawloop.harness.sandbox.base import SandboxConfig
 
 

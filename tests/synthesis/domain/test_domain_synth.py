@@ -11,12 +11,12 @@ import sys
 
 import pytest
 
-from clawloop.generators.domain.ground import Grounded, Step, coverage_problems, ground
-from clawloop.generators.domain.load import builtin_domains, load_domain
-from clawloop.generators.domain.skills import cluster_skills
-from clawloop.generators.domain.state import load_tables
-from clawloop.generators.domain.synth import synthesize_domain
-from clawloop.generators.domain.taskgraph import Knobs, TaskGraph, features_of, sample_task_graph
+from clawloop.synthesis.domain.ground import Grounded, Step, coverage_problems, ground
+from clawloop.synthesis.domain.load import builtin_domains, load_domain
+from clawloop.synthesis.domain.skills import cluster_skills
+from clawloop.synthesis.domain.state import load_tables
+from clawloop.synthesis.domain.synth import synthesize_domain
+from clawloop.synthesis.domain.taskgraph import Knobs, TaskGraph, features_of, sample_task_graph
 from clawloop.generators.forge import forge_candidate
 from clawloop.generators.verify import verify_task
 from clawloop.harness.sandbox.base import SandboxConfig

@@ -9,8 +9,8 @@ from collections import Counter
 
 import pytest
 
-from clawloop.generators.domain.load import builtin_domains
-from clawloop.generators.domain.synth import synthesize_domain
+from clawloop.synthesis.domain.load import builtin_domains
+from clawloop.synthesis.domain.synth import synthesize_domain
 from clawloop.harness.sandbox.base import SandboxConfig
 from clawloop.tasks.domain_source import failure_weights
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from clawloop.generators.domain.predicates import diff, predicates
+from clawloop.synthesis.domain.predicates import diff, predicates
 from clawloop.harness.taskfolder.grader import grade
 from clawloop.harness.taskfolder.probes import state_probes
 

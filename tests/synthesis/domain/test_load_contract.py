@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from clawloop.generators.domain.load import load_domain
-from clawloop.generators.domain.model import DomainError
+from clawloop.synthesis.domain.load import load_domain
+from clawloop.synthesis.domain.model import DomainError
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "domains"
 TOML = '[domain]\nname = "t"\n\n[state]\nformat = "json"\npath = "state"\n'

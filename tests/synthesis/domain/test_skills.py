@@ -7,9 +7,9 @@ from pathlib import Path
 
 import yaml
 
-from clawloop.generators.domain.load import builtin_domains, load_domain
-from clawloop.generators.domain.model import Domain, Param, Tool
-from clawloop.generators.domain.skills import (
+from clawloop.synthesis.domain.load import builtin_domains, load_domain
+from clawloop.synthesis.domain.model import Domain, Param, Tool
+from clawloop.synthesis.domain.skills import (
     W_SHARED_PARAM,
     W_SHARED_READ,
     W_SHARED_WRITE,

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from clawloop.generators.domain.load import load_domain
-from clawloop.generators.domain.model import DomainError
-from clawloop.generators.domain.sql import select_columns, tables_of
-from clawloop.generators.domain.state import business_key, load_tables, primary_key
+from clawloop.synthesis.domain.load import load_domain
+from clawloop.synthesis.domain.model import DomainError
+from clawloop.synthesis.domain.sql import select_columns, tables_of
+from clawloop.synthesis.domain.state import business_key, load_tables, primary_key
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "domains"
 
@@ -111,7 +111,7 @@ def test_a_list_table_without_a_unique_field_has_no_primary_key(tmp_path):
 def test_strings_the_code_builds(code, local, rendered, sql):
     import ast
 
-    from clawloop.generators.domain.literals import render, sql_text, strings_of
+    from clawloop.synthesis.domain.literals import render, sql_text, strings_of
 
     (value,) = strings_of(ast.parse(code, mode="eval").body, local, {"T": "rooms"})
     assert render(value) == rendered

@@ -10,8 +10,8 @@ from doubles.fake_openai import FakeOpenAI
 
 from clawloop.generators.candidates import candidate_row
 from clawloop.generators.forge import forge_candidate
-from clawloop.generators.llm_prompts import CONTRACT_TEXT
-from clawloop.generators.skillgraph.construct import (
+from clawloop.synthesis.llm_prompts import CONTRACT_TEXT
+from clawloop.synthesis.skillgraph.construct import (
     ConstructError,
     check_code,
     construct,
@@ -19,9 +19,9 @@ from clawloop.generators.skillgraph.construct import (
     metadata_literal,
     spec_for,
 )
-from clawloop.generators.skillgraph.model import PathStep, SkillPath
-from clawloop.generators.skillgraph.plan import Plan, check_plan
-from clawloop.generators.skillgraph.prompts import CONSTRUCTOR_MARK, EXAMPLE_GENERATOR
+from clawloop.synthesis.skillgraph.model import PathStep, SkillPath
+from clawloop.synthesis.skillgraph.plan import Plan, check_plan
+from clawloop.synthesis.skillgraph.prompts import CONSTRUCTOR_MARK, EXAMPLE_GENERATOR
 from clawloop.generators.verify import verify_task
 from clawloop.harness.llm import LLMEndpoint, endpoint_chat
 from clawloop.harness.sandbox.base import SandboxConfig

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from clawloop.generators.skillgraph.corpus import (
+from clawloop.synthesis.skillgraph.corpus import (
     CorpusError,
     corpus_sha256,
     default_corpus_root,

@@ -15,14 +15,14 @@ import pytest
 from doubles.fake_openai import FakeOpenAI
 from doubles.skillsynth import generator, router_for, system_of
 
-from clawloop.generators.skillgraph.instantiate import (
+from clawloop.synthesis.skillgraph.instantiate import (
     ATTEMPT_STAGES,
     PATH_KEY,
     instantiate,
     synthesize_tasks,
 )
-from clawloop.generators.skillgraph.model import PathStep, SkillPath, SkillRecord
-from clawloop.generators.skillgraph.prompts import CONSTRUCTOR_MARK, JUDGE_MARK, PLANNER_MARK
+from clawloop.synthesis.skillgraph.model import PathStep, SkillPath, SkillRecord
+from clawloop.synthesis.skillgraph.prompts import CONSTRUCTOR_MARK, JUDGE_MARK, PLANNER_MARK
 from clawloop.generators.verify import verify_task
 from clawloop.harness.llm import LLMEndpoint, endpoint_chat
 from clawloop.harness.sandbox.base import SandboxConfig

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from doubles.fake_openai import FakeOpenAI
 
-from clawloop.generators.skillgraph.merge import MergeConfig, merge_scenarios, minilm_embedder
+from clawloop.synthesis.skillgraph.merge import MergeConfig, merge_scenarios, minilm_embedder
 from clawloop.harness.llm import LLMEndpoint, endpoint_chat
 
 AXES = ["pdf", "markdown", "html", "csv"]

@@ -9,15 +9,15 @@ from typing import Any
 import pytest
 from doubles.fake_openai import FakeOpenAI
 
-from clawloop.generators.skillgraph.model import PathStep, SkillPath, SkillRecord
-from clawloop.generators.skillgraph.plan import (
+from clawloop.synthesis.skillgraph.model import PathStep, SkillPath, SkillRecord
+from clawloop.synthesis.skillgraph.plan import (
     Plan,
     PlanError,
     check_plan,
     plan_path,
     step_views,
 )
-from clawloop.generators.skillgraph.prompts import PLANNER_MARK, ReplyError, parse_json_reply
+from clawloop.synthesis.skillgraph.prompts import PLANNER_MARK, ReplyError, parse_json_reply
 from clawloop.harness.llm import LLMEndpoint, LLMError, endpoint_chat
 
 PATH = SkillPath(

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from doubles.fake_openai import FakeOpenAI
 
-from clawloop.generators.skillgraph.prompts import JUDGE_MARK
-from clawloop.generators.skillgraph.rubric import (
+from clawloop.synthesis.skillgraph.prompts import JUDGE_MARK
+from clawloop.synthesis.skillgraph.rubric import (
     RubricError,
     RubricVerdict,
     answer_summary,

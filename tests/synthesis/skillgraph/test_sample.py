@@ -7,7 +7,7 @@ from pathlib import Path
 import networkx as nx
 import numpy as np
 
-from clawloop.generators.skillgraph.sample import (
+from clawloop.synthesis.skillgraph.sample import (
     Visits,
     entropy_report,
     load_visits,

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from doubles.fake_openai import FakeOpenAI
 
-from clawloop.generators.skillgraph.corpus import default_corpus_root, load_corpus, usable
-from clawloop.generators.skillgraph.scenarios import (
+from clawloop.synthesis.skillgraph.corpus import default_corpus_root, load_corpus, usable
+from clawloop.synthesis.skillgraph.scenarios import (
     heuristic_scenarios,
     infer_scenarios,
     kinds_in,

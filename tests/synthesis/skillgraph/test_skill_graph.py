@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from test_merge import stub_embed
 
-from clawloop.generators.skillgraph.corpus import load_corpus, usable
-from clawloop.generators.skillgraph.graph import (
+from clawloop.synthesis.skillgraph.corpus import load_corpus, usable
+from clawloop.synthesis.skillgraph.graph import (
     GraphConfig,
     GraphError,
     build_from_corpus,
@@ -20,8 +20,8 @@ from clawloop.generators.skillgraph.graph import (
     load_graph,
     save_graph,
 )
-from clawloop.generators.skillgraph.merge import merge_scenarios
-from clawloop.generators.skillgraph.model import Scenarios
+from clawloop.synthesis.skillgraph.merge import merge_scenarios
+from clawloop.synthesis.skillgraph.model import Scenarios
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "skills"
 
