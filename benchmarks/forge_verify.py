@@ -33,10 +33,10 @@ from concurrent.futures import ThreadPoolExecutor
 from clawloop.generators.candidates import candidate_row  # noqa: E402
 from clawloop.generators.contract import OUTPUT_FORMATS  # noqa: E402
 from clawloop.generators.forge import forge_candidate  # noqa: E402
-from clawloop.synthesis.library import capabilities, domains, render_generator  # noqa: E402
 from clawloop.generators.verify import verify_task  # noqa: E402
 from clawloop.harness.sandbox.backend import docker_available, open_sandbox  # noqa: E402
 from clawloop.harness.sandbox.base import SandboxConfig  # noqa: E402
+from clawloop.synthesis.library import capabilities, domains, render_generator  # noqa: E402
 
 RAW_BWRAP = [
     "bwrap", "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib",

@@ -24,11 +24,13 @@ from concurrent.futures import ThreadPoolExecutor
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from clawloop.flows import engine, runs
+from clawloop.flows import runs
 from clawloop.flows.pipeline import STAGES
 from clawloop.storage import artifacts, fs, schemas
+from clawloop.tasks import engine
 from clawloop.tasks.config import RunConfig, parse_config
 from clawloop.tasks.mapping import thread_mapper
+from clawloop.tasks.stage import StageContext, StageResult, StageSpec
 
 
 def _cfg(root: str, args: argparse.Namespace) -> RunConfig:
@@ -43,7 +45,7 @@ def _cfg(root: str, args: argparse.Namespace) -> RunConfig:
     )
 
 
-def _timed_run(cfg: RunConfig, stages: list[engine.StageSpec]) -> tuple[float, runs.RunSummary]:
+def _timed_run(cfg: RunConfig, stages: list[StageSpec]) -> tuple[float, runs.RunSummary]:
     t0 = time.perf_counter()
     summary = runs.run_loop(cfg, "bench", stages, thread_mapper(False))
     return time.perf_counter() - t0, summary
@@ -60,11 +62,11 @@ def _noop_stage_overhead(root: str, n: int, mapper: engine.Mapper, label: str) -
         artifacts.empty_row(schemas.FORGED, task_id=f"t{i:05d}", status="ok") for i in range(n)
     ]
 
-    def run(ctx: engine.StageContext) -> engine.StageResult:
+    def run(ctx: StageContext) -> StageResult:
         rows = ctx.map(_noop, cands, lambda r, e: r, workers=2)
-        return engine.StageResult({"tasks": (schemas.FORGED, rows)})
+        return StageResult({"tasks": (schemas.FORGED, rows)})
 
-    spec = engine.StageSpec(label, run, lambda c, k: {})
+    spec = StageSpec(label, run, lambda c, k: {})
     cfg = parse_config({"storage": {"root": root}})
     t0 = time.perf_counter()
     out = engine.run_stage(spec, [spec], cfg, "noop", 1, mapper)

@@ -30,17 +30,18 @@ from prefect import Flow, flow  # noqa: E402
 from prefect.states import Failed, State  # noqa: E402
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner  # noqa: E402
 
-from clawloop.flows import engine, report, runs  # noqa: E402
+from clawloop.flows import report, runs  # noqa: E402
 from clawloop.storage import fs  # noqa: E402
-from clawloop.tasks import diagnose, forge, rollout, synthesize, train, verify  # noqa: E402
+from clawloop.tasks import diagnose, engine, forge, rollout, synthesize, train, verify  # noqa: E402
 from clawloop.tasks.artifacts import artifact_key, publish_stage  # noqa: E402
 from clawloop.tasks.config import parse_config  # noqa: E402
 from clawloop.tasks.mapping import prefect_mapper  # noqa: E402
 from clawloop.tasks.settings import RUNNER_PACKAGES, ExecutionSettings  # noqa: E402
+from clawloop.tasks.stage import StageError, StageSpec  # noqa: E402
 
 log = logging.getLogger("clawloop.pipeline")
 
-STAGES: tuple[engine.StageSpec, ...] = (
+STAGES: tuple[StageSpec, ...] = (
     synthesize.STAGE,
     forge.STAGE,
     verify.STAGE,
@@ -51,10 +52,10 @@ STAGES: tuple[engine.StageSpec, ...] = (
 ORDER = tuple(s.name for s in STAGES)
 
 
-def stage_spec(name: str) -> engine.StageSpec:
+def stage_spec(name: str) -> StageSpec:
     spec = next((s for s in STAGES if s.name == name), None)
     if spec is None:
-        raise engine.StageError(f"unknown stage {name!r}: this pipeline has {list(ORDER)}")
+        raise StageError(f"unknown stage {name!r}: this pipeline has {list(ORDER)}")
     return spec
 
 
@@ -119,7 +120,7 @@ def task_runner(stage: str, execution: ExecutionSettings, workers: int) -> TaskR
     try:
         integration = __import__(module)
     except ImportError as exc:
-        raise engine.StageError(
+        raise StageError(
             f"execution.runner: {execution.runner} needs {module.replace('_', '-')}, which does "
             f"not import ({exc}): {how}, or set execution.runner: threads"
         ) from exc
@@ -155,7 +156,7 @@ def api_for_workers(execution: ExecutionSettings, stage: str) -> Iterator[None]:
         yield
         return
     if execution.address:
-        raise engine.StageError(
+        raise StageError(
             f"execution.address {execution.address}: workers on other hosts report task runs to "
             "the Prefect API, but PREFECT_API_URL is not set (this run uses a temporary server "
             "inside its own process): start one (`clawloop serve` or `prefect server start "
@@ -172,7 +173,7 @@ def api_for_workers(execution: ExecutionSettings, stage: str) -> Iterator[None]:
 
 
 def _call_stage(
-    spec: engine.StageSpec,
+    spec: StageSpec,
     run_id: str,
     iteration: int,
     config: dict[str, Any],
@@ -185,7 +186,7 @@ def _call_stage(
         with api_for_workers(execution, spec.name):
             stage_flow = STAGE_FLOWS[spec.name].with_options(task_runner=runner)
             state = stage_flow(spec.name, run_id, iteration, config, force, return_state=True)
-    except engine.StageError as exc:
+    except StageError as exc:
         return engine.StageOutcome(spec.name, iteration, "failed", str(exc), error=str(exc))
     result = state.result(raise_on_failure=False)
     if isinstance(result, engine.StageOutcome):
@@ -321,11 +322,9 @@ def rerun_stage_flow(
     """Re-run one stage of one iteration of an existing run, from its upstream's cached artifacts."""
     cfg = runs.load_run_config(root, run_id)
     if cfg is None:
-        raise engine.StageError(f"no run {run_id!r} under {root}: list runs with `clawloop runs`")
+        raise StageError(f"no run {run_id!r} under {root}: list runs with `clawloop runs`")
     if not 1 <= iteration <= cfg.iterations:
-        raise engine.StageError(
-            f"iteration {iteration} is outside run {run_id}'s 1..{cfg.iterations}"
-        )
+        raise StageError(f"iteration {iteration} is outside run {run_id}'s 1..{cfg.iterations}")
     spec = stage_spec(stage)
     runs.apply_environment(cfg)
     outcome = _call_stage(

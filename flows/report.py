@@ -16,8 +16,8 @@ from typing import Any
 
 from rich.table import Table
 
-from clawloop.flows.engine import StageOutcome
 from clawloop.flows.runs import RunInfo, RunSummary, error_summary
+from clawloop.tasks.engine import StageOutcome
 
 STATUS_STYLE = {
     "ran": "green",

@@ -19,11 +19,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from clawloop.flows import engine
 from clawloop.harness import owned
 from clawloop.storage import fs
 from clawloop.storage.manifest import Manifest, read_failure, read_manifest, why_incomplete
+from clawloop.tasks import engine
 from clawloop.tasks.config import ConfigError, RunConfig, load_config, parse_config
+from clawloop.tasks.stage import StageError, StageSpec
 
 RUN_FILE = "run.json"
 log = logging.getLogger("clawloop.runs")
@@ -98,7 +99,7 @@ class RunSummary:
 def run_loop(
     cfg: RunConfig,
     run_id: str,
-    stages: Sequence[engine.StageSpec],
+    stages: Sequence[StageSpec],
     mapper: engine.Mapper,
     force: Sequence[str] = (),
     on_outcome: Callable[[engine.StageOutcome], None] | None = None,
@@ -112,7 +113,7 @@ def run_loop(
     sweep_sandboxes()
     summary = RunSummary(run_id=run_id, root=cfg.storage.root)
 
-    def runner(spec: engine.StageSpec, k: int, force_it: bool) -> engine.StageOutcome:
+    def runner(spec: StageSpec, k: int, force_it: bool) -> engine.StageOutcome:
         outcome = engine.run_stage(spec, stages, cfg, run_id, k, mapper, force=force_it)
         if on_outcome is not None:
             on_outcome(outcome)
@@ -134,15 +135,13 @@ def rerun_stage(
     run_id: str,
     iteration: int,
     stage: str,
-    stages: Sequence[engine.StageSpec],
+    stages: Sequence[StageSpec],
     mapper: engine.Mapper,
 ) -> engine.StageOutcome:
     """Re-run one stage of one iteration from its upstream's cached artifacts (forced)."""
     spec = next((s for s in stages if s.name == stage), None)
     if spec is None:
-        raise engine.StageError(
-            f"unknown stage {stage!r}: this pipeline has {engine.stage_names(stages)}"
-        )
+        raise StageError(f"unknown stage {stage!r}: this pipeline has {engine.stage_names(stages)}")
     if not 1 <= iteration <= cfg.iterations:
         raise ConfigError(f"--iteration {iteration} is outside run {run_id}'s 1..{cfg.iterations}")
     fs.check_root(cfg.storage.root)
@@ -221,7 +220,7 @@ def error_summary(error: str, limit: int = 300) -> str:
 
 
 def _stage_info(
-    spec: engine.StageSpec, stages: Sequence[engine.StageSpec], cfg: RunConfig, run_id: str, k: int
+    spec: StageSpec, stages: Sequence[StageSpec], cfg: RunConfig, run_id: str, k: int
 ) -> tuple[StageInfo | None, Manifest | None]:
     """What the next run would do with one stage (None if it never ran), and its manifest."""
     url = fs.stage_url(cfg.storage.root, run_id, k, spec.name)
@@ -235,7 +234,7 @@ def _stage_info(
     rows = {f.name: f.rows for f in m.files if f.rows >= 0}
     try:
         key, _, _ = engine.stage_key(spec, stages, cfg, run_id, k)
-    except engine.StageError as exc:
+    except StageError as exc:
         return StageInfo(spec.name, "stale", rows, m.duration_s, str(exc)), m
     why = why_incomplete(url, key)
     status = "stale" if why else "complete"
@@ -243,7 +242,7 @@ def _stage_info(
 
 
 def run_info(
-    root: str, run_id: str, stages: Sequence[engine.StageSpec], cfg: RunConfig | None = None
+    root: str, run_id: str, stages: Sequence[StageSpec], cfg: RunConfig | None = None
 ) -> RunInfo:
     """One run's status as the next `clawloop run --run-id` would find it: per stage complete,
     stale (its inputs or code changed, or a stage it reads is stale: it will re-run), failed
@@ -286,18 +285,14 @@ def run_info(
     return info
 
 
-def list_runs(
-    root: str, stages: Sequence[engine.StageSpec], run_id: str | None = None
-) -> list[RunInfo]:
+def list_runs(root: str, stages: Sequence[StageSpec], run_id: str | None = None) -> list[RunInfo]:
     """Every run under `root` (or just `run_id`), oldest first; see `run_info`."""
     out = []
     fs.check_root(root)
     for rid in [run_id] if run_id else fs.listdir(root):
         if not fs.exists(fs.join(root, rid, RUN_FILE)):
             if run_id:
-                raise engine.StageError(
-                    f"no run {run_id!r} under {root}: list runs with `clawloop runs`"
-                )
+                raise StageError(f"no run {run_id!r} under {root}: list runs with `clawloop runs`")
             continue  # not a run folder (e.g. blobs/)
         try:
             out.append(run_info(root, rid, stages))

@@ -23,10 +23,10 @@ from concurrent.futures import ThreadPoolExecutor
 from clawloop.generators.candidates import candidate_row  # noqa: E402
 from clawloop.generators.contract import OUTPUT_FORMATS  # noqa: E402
 from clawloop.generators.forge import forge_candidate  # noqa: E402
-from clawloop.synthesis.library import capabilities, domains, render_generator  # noqa: E402
 from clawloop.generators.verify import verify_tasks  # noqa: E402
 from clawloop.harness.sandbox.backend import docker_available  # noqa: E402
 from clawloop.harness.sandbox.base import SandboxConfig  # noqa: E402
+from clawloop.synthesis.library import capabilities, domains, render_generator  # noqa: E402
 
 BATCH = 8  # tasks verified together, as the verify stage's default verify.batch
 

@@ -17,6 +17,8 @@ import itertools
 import pprint
 from pathlib import Path
 
+from clawloop.generators.contract import OUTPUT_FORMATS
+
 # The source parts, imported (they only define functions) so that the stage cache keys, which follow
 # imports, see an edit to any of them; their code runs only inside rendered generators.
 from clawloop.synthesis.builtin import (
@@ -32,7 +34,6 @@ from clawloop.synthesis.builtin import (
     unit_schema_normalisation,
 )
 from clawloop.synthesis.catalog import CAPABILITIES, get_capability
-from clawloop.generators.contract import OUTPUT_FORMATS
 from clawloop.synthesis.vocabularies import DOMAINS, get_domain
 
 SOURCES: dict[str, Path] = {

@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from clawloop.generators.contract import ContractError
-from clawloop.synthesis.llm_prompts import example_for, repair_message, writer_prompt
 from clawloop.harness.llm import ChatFn, LLMEndpoint, LLMError, circuit_breaker, endpoint_chat
+from clawloop.synthesis.llm_prompts import example_for, repair_message, writer_prompt
 
 REPAIR_STAGES = ("forge", "verify")
 _REPAIR_RE = re.compile(r":repair:(\d+)$")

@@ -24,8 +24,8 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from clawloop.diagnosis.diagnose import DiagnoseConfig
-from clawloop.synthesis.synthesize import SynthesizeConfig
 from clawloop.harness.rollout import RolloutConfig
+from clawloop.synthesis.synthesize import SynthesizeConfig
 from clawloop.tasks import diagnose, rollout, train
 from clawloop.tasks.diagnose import DiagnoseSettings
 from clawloop.tasks.forge import ForgeSettings

@@ -14,14 +14,14 @@ import json
 from pathlib import Path
 from typing import Any
 
+from clawloop.harness.llm import LLMEndpoint, endpoint_chat
+from clawloop.harness.sandbox.base import SandboxError
 from clawloop.synthesis.domain.execute import ExecutionError
 from clawloop.synthesis.domain.load import builtin_domains, load_domain
 from clawloop.synthesis.domain.model import DomainError
 from clawloop.synthesis.domain.synth import synthesize_domain
 from clawloop.synthesis.domain.taskgraph import Knobs
 from clawloop.synthesis.synthesize import SynthesizeConfig, failure_rate_weights, share_of
-from clawloop.harness.llm import LLMEndpoint, endpoint_chat
-from clawloop.harness.sandbox.base import SandboxError
 from clawloop.tasks.sandbox import sandbox_for
 from clawloop.tasks.stage import StageContext, StageError
 

@@ -1,12 +1,14 @@
-"""The pipeline core, plain Python: cache keys, what to skip, running a stage, committing it.
+"""The engine that runs stages, plain Python: cache keys, what to skip, running a stage, committing
+it. What a stage is (`StageSpec`, `StageContext`, `StageResult`) is tasks/stage.py, which the stage
+modules import; they never import this module, so editing the engine re-runs no stage.
 
-Prefect (flows/pipeline.py) only wraps these functions in flows and tasks; everything that decides
-whether a stage runs or is skipped lives here and is tested without Prefect. A stage is a
-`tasks.stage.StageSpec` (one module per stage in tasks/). Its cache key is hash(config slice,
-content hashes of the manifests it reads, code version = the source of every project module its
-module imports); a stage whose committed manifest carries that key and whose files are intact is
-skipped, and says so. A stage that raises is recorded as failed (failure.json, no manifest), so a
-resumed run re-runs it.
+Prefect (flows/pipeline.py) only
+wraps `run_stage` in flows and tasks; everything that decides whether a stage runs or is skipped
+lives here and is tested without Prefect. A stage's cache key is hash(config slice, content hashes
+of the manifests it reads, code version = the source of every project module its module imports);
+a stage whose committed manifest carries that key and whose files are intact is skipped, and says
+so. A stage that raises is recorded as failed (failure.json, no manifest), so a resumed run re-runs
+it.
 """
 
 from __future__ import annotations
@@ -16,24 +18,17 @@ import time
 import traceback
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from clawloop.storage import artifacts, fs
 from clawloop.storage.cache_key import code_version, inputs_hash
 from clawloop.storage.manifest import Manifest, read_manifest, why_incomplete
-from clawloop.tasks.config import RunConfig
 from clawloop.tasks.mapping import Mapper
-from clawloop.tasks.stage import StageContext, StageError, StageResult, StageSpec
+from clawloop.tasks.stage import StageContext, StageError, StageSpec
 
-__all__ = [
-    "Mapper",
-    "StageContext",
-    "StageError",
-    "StageOutcome",
-    "StageResult",
-    "StageSpec",
-    "run_stage",
-]
+if TYPE_CHECKING:
+    from clawloop.tasks.config import RunConfig
+
 
 log = logging.getLogger("clawloop.engine")
 

@@ -29,6 +29,9 @@ import networkx as nx
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from clawloop.harness.llm import ChatFn, LLMEndpoint, PolicyConfig, endpoint_chat
+from clawloop.harness.sandbox.base import SandboxConfig
+from clawloop.storage import schemas
 from clawloop.synthesis.llm_writer import writer_chat
 from clawloop.synthesis.skillgraph.corpus import CorpusError, corpus_sha256, load_corpus, usable
 from clawloop.synthesis.skillgraph.graph import (
@@ -49,9 +52,6 @@ from clawloop.synthesis.skillgraph.sample import (
     visits_from_rows,
 )
 from clawloop.synthesis.synthesize import SynthesizeConfig, failure_rate_weights, share_of
-from clawloop.harness.llm import ChatFn, LLMEndpoint, PolicyConfig, endpoint_chat
-from clawloop.harness.sandbox.base import SandboxConfig
-from clawloop.storage import schemas
 from clawloop.tasks.mapping import InfraFault, retry_transient
 from clawloop.tasks.policy import probe_endpoint
 from clawloop.tasks.sandbox import sandbox_for

@@ -2,7 +2,7 @@
 slice, its run function) and the `StageContext` its run function gets.
 
 A stage module defines `run(ctx) -> StageResult`, `config_slice(cfg, iteration)` and
-`STAGE = StageSpec(...)`; flows/engine.py decides whether it runs (its cache key covers the source
+`STAGE = StageSpec(...)`; tasks/engine.py decides whether it runs (its cache key covers the source
 of every project module the stage module imports, its config slice and the content hashes of the
 artifacts it reads), runs it, and commits the result.
 """

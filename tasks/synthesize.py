@@ -18,6 +18,8 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from clawloop.diagnosis.guidance import read_guidance
+from clawloop.harness.llm import ChatFn, LLMEndpoint, PolicyConfig
+from clawloop.storage import schemas
 from clawloop.synthesis.llm_writer import (
     WriterError,
     forge_failure,
@@ -28,8 +30,6 @@ from clawloop.synthesis.llm_writer import (
     writer_chat,
 )
 from clawloop.synthesis.synthesize import SynthesizeConfig, llm_picks, synthesize
-from clawloop.harness.llm import ChatFn, LLMEndpoint, PolicyConfig
-from clawloop.storage import schemas
 from clawloop.tasks.domain_source import add_domain_tasks, domains_digest
 from clawloop.tasks.policy import endpoint_policy, probe_endpoint
 from clawloop.tasks.skill_source import add_skill_graph_tasks, skills_digest

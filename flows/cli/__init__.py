@@ -40,12 +40,12 @@ def make_parser() -> argparse.ArgumentParser:
 
 def _user_errors() -> tuple[type[BaseException], ...]:
     """Errors a user can cause and fix: printed as one line, no traceback."""
-    from clawloop.flows.engine import StageError
     from clawloop.flows.server import ServerError
+    from clawloop.storage.fs import StorageError
     from clawloop.synthesis.library import RenderError
     from clawloop.synthesis.synthesize import SynthesisError
-    from clawloop.storage.fs import StorageError
     from clawloop.tasks.config import ConfigError
+    from clawloop.tasks.stage import StageError
 
     return (ConfigError, StageError, ServerError, SynthesisError, StorageError, RenderError)
 

@@ -69,8 +69,8 @@ def _cmd_graph(args: argparse.Namespace) -> int:
 
 def _llm_refined(domain, args: argparse.Namespace):  # noqa: ANN001, ANN202 - Domain in, out
     """The domain with the LLM's reading of each tool added to the AST's edges (cached)."""
-    from clawloop.synthesis.domain.llm_analysis import refine_with_llm
     from clawloop.harness.llm import LLMEndpoint, endpoint_chat
+    from clawloop.synthesis.domain.llm_analysis import refine_with_llm
 
     chat = endpoint_chat(
         LLMEndpoint(args.base_url, args.model, args.api_key_env), max_tokens=600, temperature=0.0

@@ -47,12 +47,12 @@ def _forge_and_verify(cands: list[dict[str, Any]], backend: str, out: Path) -> l
 
 
 def cmd_synth(args: argparse.Namespace) -> int:
+    from clawloop.harness.sandbox.backend import resolve_backend
+    from clawloop.harness.sandbox.base import SandboxConfig, SandboxError
     from clawloop.synthesis.domain.execute import ExecutionError
     from clawloop.synthesis.domain.model import DomainError
     from clawloop.synthesis.domain.synth import synthesize_domain
     from clawloop.synthesis.domain.taskgraph import Knobs
-    from clawloop.harness.sandbox.backend import resolve_backend
-    from clawloop.harness.sandbox.base import SandboxConfig, SandboxError
 
     out = Path(args.out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):

@@ -17,8 +17,8 @@ console = Console()
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
-    from clawloop.synthesis.catalog import CAPABILITIES
     from clawloop.generators.contract import OUTPUT_FORMATS
+    from clawloop.synthesis.catalog import CAPABILITIES
     from clawloop.synthesis.vocabularies import DOMAINS
 
     t = Table(title=f"{len(CAPABILITIES)} capabilities")

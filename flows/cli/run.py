@@ -95,8 +95,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def _cmd_rerun(args: argparse.Namespace) -> int:
     from clawloop.flows import report, runs
-    from clawloop.flows.engine import StageError
     from clawloop.flows.pipeline import STAGES
+    from clawloop.tasks.stage import StageError
 
     _logging(args.verbose)
     cfg = runs.load_run_config(args.root, args.run_id)

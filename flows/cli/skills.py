@@ -136,13 +136,13 @@ def _skill_records(graph: Any) -> dict[str, Any]:
 
 
 def _cmd_synth(args: argparse.Namespace) -> int:
+    from clawloop.harness.llm import LLMEndpoint
+    from clawloop.harness.sandbox.backend import check_backend
+    from clawloop.harness.sandbox.base import SandboxConfig, SandboxError
     from clawloop.synthesis.llm_writer import writer_chat
     from clawloop.synthesis.skillgraph.graph import GraphError, load_graph
     from clawloop.synthesis.skillgraph.instantiate import synthesize_tasks
     from clawloop.synthesis.skillgraph.sample import sample_paths
-    from clawloop.harness.llm import LLMEndpoint
-    from clawloop.harness.sandbox.backend import check_backend
-    from clawloop.harness.sandbox.base import SandboxConfig, SandboxError
 
     out = Path(args.out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):

@@ -45,7 +45,6 @@ from typing import Any
 
 from clawloop.generators.candidates import ParsedGenerator, parse_meta
 from clawloop.generators.contract import BuildResult, ContractError
-from clawloop.generators.verify.leaks import find_leaks, undefined_decision_fields
 from clawloop.generators.runner import (
     GeneratorError,
     SolveJob,
@@ -58,6 +57,7 @@ from clawloop.generators.runner import (
     solve_then_rebuild,
     stage_generator,
 )
+from clawloop.generators.verify.leaks import find_leaks, undefined_decision_fields
 from clawloop.harness.sandbox.base import (
     SOLUTION,
     TESTS,

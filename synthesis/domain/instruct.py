@@ -17,8 +17,8 @@ import json
 import re
 from typing import Any
 
-from clawloop.synthesis.domain.predicates import Goal
 from clawloop.harness.llm import ChatFn, LLMError
+from clawloop.synthesis.domain.predicates import Goal
 
 MAX_CHARS = 4000
 

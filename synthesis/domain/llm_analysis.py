@@ -21,10 +21,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from clawloop.harness.llm import ChatFn, LLMError
 from clawloop.synthesis.domain.model import Domain, Tool
 from clawloop.synthesis.domain.state import table_fields
 from clawloop.synthesis.llm_json import ReplyError, ask_json
-from clawloop.harness.llm import ChatFn, LLMError
 
 PROMPT_VERSION = "domain-analysis-v1"
 MAX_REPAIRS = 2

@@ -20,6 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from clawloop.generators.candidates import candidate_row
+from clawloop.harness.llm import ChatFn
+from clawloop.harness.sandbox.base import SandboxConfig
+from clawloop.harness.taskfolder.grader import values_equal
+from clawloop.harness.taskfolder.state_predicates import check_predicate
 from clawloop.synthesis.domain import execute
 from clawloop.synthesis.domain.ground import (
     Grounded,
@@ -41,10 +45,6 @@ from clawloop.synthesis.domain.skills import cluster_skills
 from clawloop.synthesis.domain.state import load_tables
 from clawloop.synthesis.domain.taskgraph import Knobs, TaskGraph, features_of, sample_task_graph
 from clawloop.synthesis.domain.workspace import skill_of, snapshot_file, workspace_files
-from clawloop.harness.llm import ChatFn
-from clawloop.harness.sandbox.base import SandboxConfig
-from clawloop.harness.taskfolder.grader import values_equal
-from clawloop.harness.taskfolder.state_predicates import check_predicate
 
 CAPABILITY = "domain_grounded"
 GRAPH_DRAWS = 5  # abstract graphs drawn per task asked for (some find no grounding)

@@ -23,6 +23,7 @@ import json
 import re
 from typing import Any
 
+from clawloop.harness.llm import ChatFn
 from clawloop.synthesis.llm_writer import WriterError, WriterSpec, extract_code, static_check
 from clawloop.synthesis.skillgraph.model import SkillPath
 from clawloop.synthesis.skillgraph.plan import Plan
@@ -32,7 +33,6 @@ from clawloop.synthesis.skillgraph.prompts import (
     constructor_repair,
     trim,
 )
-from clawloop.harness.llm import ChatFn
 
 CAPABILITY = "skill_graph"
 MAX_CODE_CHARS = 60_000

@@ -24,6 +24,7 @@ import networkx as nx
 import numpy as np
 import pandas as pd
 
+from clawloop.harness.llm import ChatFn, LLMError
 from clawloop.synthesis.skillgraph.corpus import (
     Roots,
     corpus_sha256,
@@ -41,7 +42,6 @@ from clawloop.synthesis.skillgraph.merge import (
 )
 from clawloop.synthesis.skillgraph.model import Scenarios, SkillRecord
 from clawloop.synthesis.skillgraph.scenarios import infer_scenarios
-from clawloop.harness.llm import ChatFn, LLMError
 
 GRAPH_VERSION = "skill-graph-v1"
 FILES = ("nodes.parquet", "edges.parquet", "chains.parquet", "graph.graphml", "meta.json")

@@ -27,6 +27,11 @@ from typing import Any
 from clawloop.generators.candidates import candidate_row, code_sha256
 from clawloop.generators.contract import ContractError
 from clawloop.generators.forge import forge_candidate
+from clawloop.generators.verify import verify_task
+from clawloop.harness.llm import ChatFn, LLMError
+from clawloop.harness.sandbox.base import SandboxConfig, SandboxError
+from clawloop.harness.sandbox.scratch import scratch
+from clawloop.harness.taskfolder.folder import TaskFolderError, export_rows, unpack_tar
 from clawloop.synthesis.llm_writer import (
     WriterError,
     forge_failure,
@@ -43,11 +48,6 @@ from clawloop.synthesis.skillgraph.model import SkillPath, SkillRecord
 from clawloop.synthesis.skillgraph.plan import Plan, PlanError, plan_path
 from clawloop.synthesis.skillgraph.prompts import EXAMPLE_GENERATOR
 from clawloop.synthesis.skillgraph.rubric import RubricError, judge_folder
-from clawloop.generators.verify import verify_task
-from clawloop.harness.llm import ChatFn, LLMError
-from clawloop.harness.sandbox.base import SandboxConfig, SandboxError
-from clawloop.harness.sandbox.scratch import scratch
-from clawloop.harness.taskfolder.folder import TaskFolderError, export_rows, unpack_tar
 
 ORIGIN = "skill_graph"
 PATH_KEY = "skill_path"  # the candidate row's key holding the path as JSON

@@ -21,9 +21,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from clawloop.generators.contract import ContractError, check_relpath
+from clawloop.harness.llm import ChatFn
 from clawloop.synthesis.skillgraph.model import SkillPath, SkillRecord
 from clawloop.synthesis.skillgraph.prompts import ReplyError, ask_json, planner_messages
-from clawloop.harness.llm import ChatFn
 
 _DOMAIN_RE = re.compile(r"[^a-z0-9]+")
 

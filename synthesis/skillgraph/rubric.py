@@ -20,8 +20,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, model_validator
 
-from clawloop.synthesis.skillgraph.prompts import ReplyError, ask_json, judge_messages
 from clawloop.harness.llm import ChatFn
+from clawloop.synthesis.skillgraph.prompts import ReplyError, ask_json, judge_messages
 
 MAX_SUMMARY_KEYS = 40  # per object in the answer summary
 ENTITY_MAP_MIN = 9  # an object with this many same-shaped values reads as a map keyed by entity

@@ -20,9 +20,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
+from clawloop.harness.llm import ChatFn, LLMError
 from clawloop.synthesis.llm_json import ReplyError, ask_json, parse_json_reply
 from clawloop.synthesis.skillgraph.model import Scenarios, SkillRecord
-from clawloop.harness.llm import ChatFn, LLMError
 
 PROMPT_VERSION = "skill-scenarios-v1"  # bump when the prompt or schema changes: new cache keys
 MAX_REPAIRS = 2

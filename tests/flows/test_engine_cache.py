@@ -15,20 +15,22 @@ import pyarrow as pa
 import pytest
 from prefect import task
 
-from clawloop.flows import engine, runs
+from clawloop.flows import runs
 from clawloop.storage import fs
 from clawloop.storage.manifest import read_manifest, why_incomplete
+from clawloop.tasks import engine
 from clawloop.tasks.config import parse_config
 from clawloop.tasks.mapping import thread_mapper
+from clawloop.tasks.stage import StageContext, StageResult, StageSpec
 
 SCHEMA = pa.schema([("task_id", pa.string()), ("score", pa.float64())])
 CALLS: Counter[str] = Counter()
 
 
-def _a(ctx: engine.StageContext) -> engine.StageResult:
+def _a(ctx: StageContext) -> StageResult:
     CALLS["a"] += 1
     rows = [{"task_id": f"t{i}", "score": float(ctx.config.seed + i)} for i in range(3)]
-    return engine.StageResult({"items": (SCHEMA, rows)}, summary={"n": 3})
+    return StageResult({"items": (SCHEMA, rows)}, summary={"n": 3})
 
 
 @task(name="double")
@@ -36,22 +38,22 @@ def _double(row: dict, factor: float) -> dict:
     return {"task_id": row["task_id"], "score": row["score"] * factor}
 
 
-def _b(ctx: engine.StageContext) -> engine.StageResult:
+def _b(ctx: StageContext) -> StageResult:
     CALLS["b"] += 1
     items = ctx.rows("a", "items")
     doubled = ctx.map(_double, items, lambda r, e: None, workers=2, factor=2.0)
-    return engine.StageResult({"doubled": (SCHEMA, doubled)})
+    return StageResult({"doubled": (SCHEMA, doubled)})
 
 
-def _c(ctx: engine.StageContext) -> engine.StageResult:
+def _c(ctx: StageContext) -> StageResult:
     CALLS["c"] += 1
-    return engine.StageResult({"last": (SCHEMA, ctx.rows("b", "doubled"))})
+    return StageResult({"last": (SCHEMA, ctx.rows("b", "doubled"))})
 
 
 STAGES = [
-    engine.StageSpec("a", _a, lambda c, k: {"seed": c.seed, "k": k}, previous=("c",)),
-    engine.StageSpec("b", _b, lambda c, k: {"n": c.synthesize.n_train}, upstream=("a",)),
-    engine.StageSpec("c", _c, lambda c, k: {}, upstream=("b",)),
+    StageSpec("a", _a, lambda c, k: {"seed": c.seed, "k": k}, previous=("c",)),
+    StageSpec("b", _b, lambda c, k: {"n": c.synthesize.n_train}, upstream=("a",)),
+    StageSpec("c", _c, lambda c, k: {}, upstream=("b",)),
 ]
 
 
@@ -122,7 +124,7 @@ def test_a_failing_stage_is_an_outcome_and_leaves_nothing_that_looks_complete(tm
     def broken(ctx):
         raise ValueError("generator exploded")
 
-    stages = [STAGES[0], engine.StageSpec("b", broken, lambda c, k: {}, upstream=("a",)), STAGES[2]]
+    stages = [STAGES[0], StageSpec("b", broken, lambda c, k: {}, upstream=("a",)), STAGES[2]]
     summary = runs.run_loop(_cfg(tmp_path), "r", stages, thread_mapper(False))
     assert [(o.stage, o.status) for o in summary.outcomes] == [("a", "ran"), ("b", "failed")]
     assert "generator exploded" in summary.outcomes[-1].error and not summary.ok
@@ -177,7 +179,8 @@ KILL_SCRIPT = textwrap.dedent(
     import os, sys, time
     from pathlib import Path
     import pyarrow as pa
-    from clawloop.flows import engine, runs
+    from clawloop.flows import runs
+from clawloop.tasks import engine
     from clawloop.tasks.config import parse_config
     from clawloop.tasks.mapping import thread_mapper
     from clawloop.storage import artifacts
@@ -191,9 +194,9 @@ KILL_SCRIPT = textwrap.dedent(
             artifacts.write_table(ctx.url, "part1", [{"task_id": "x"}], SCHEMA)
             marker.write_text("mid-stage")
             time.sleep(60)
-        return engine.StageResult({"part1": (SCHEMA, [{"task_id": "x"}]), "part2": (SCHEMA, [{"task_id": "y"}])})
+        return StageResult({"part1": (SCHEMA, [{"task_id": "x"}]), "part2": (SCHEMA, [{"task_id": "y"}])})
 
-    stages = [engine.StageSpec("slow", slow, lambda c, k: {})]
+    stages = [StageSpec("slow", slow, lambda c, k: {})]
     s = runs.run_loop(parse_config({"storage": {"root": root}, "iterations": 1}), "r", stages, thread_mapper(False))
     print([o.status for o in s.outcomes])
     """
@@ -235,9 +238,9 @@ def test_a_folder_the_stage_wrote_itself_is_guarded_by_the_manifest(tmp_path):
         model = Path(fs.resolve(ctx.url)[1]) / "model"
         model.mkdir(parents=True, exist_ok=True)
         (model / "weights.bin").write_bytes(b"w" * 100)
-        return engine.StageResult({"items": (SCHEMA, [])}, dirs=["model"])
+        return StageResult({"items": (SCHEMA, [])}, dirs=["model"])
 
-    spec = engine.StageSpec("train", train, lambda c, k: {})
+    spec = StageSpec("train", train, lambda c, k: {})
     cfg = _cfg(tmp_path)
     assert engine.run_stage(spec, [spec], cfg, "r", 1, thread_mapper(False)).status == "ran"
     url = fs.stage_url(str(tmp_path), "r", 1, "train")
@@ -305,9 +308,9 @@ def test_run_status_tells_complete_failed_and_stale_after_a_rerun(tmp_path):
     # a rerun of b that writes other bytes: c (reads b) and iteration 2 (a reads c) are stale
     changed = [
         STAGES[0],
-        engine.StageSpec(
+        StageSpec(
             "b",
-            lambda ctx: engine.StageResult({"doubled": (SCHEMA, [{"task_id": "x", "score": 9.0}])}),
+            lambda ctx: StageResult({"doubled": (SCHEMA, [{"task_id": "x", "score": 9.0}])}),
             STAGES[1].config_slice,
             upstream=("a",),
         ),
@@ -333,7 +336,7 @@ def test_run_status_tells_complete_failed_and_stale_after_a_rerun(tmp_path):
     def broken(ctx):
         raise ValueError("disk on fire")
 
-    failing = [STAGES[0], engine.StageSpec("b", broken, lambda c, k: {"x": 1}, upstream=("a",))]
+    failing = [STAGES[0], StageSpec("b", broken, lambda c, k: {"x": 1}, upstream=("a",))]
     runs.run_loop(cfg, "r", failing, thread_mapper(False))
     info = runs.run_info(str(tmp_path), "r", failing)
     assert info.status == "failed at iter 1 b" and "disk on fire" in info.reason

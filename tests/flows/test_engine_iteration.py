@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from clawloop.flows import engine
+from clawloop.tasks import engine
+from clawloop.tasks.stage import StageSpec
 
 
 def test_run_iteration_forces_named_stages_and_stops_at_a_failure():
-    specs = [engine.StageSpec(n, lambda ctx: None, lambda c, k: {}) for n in ("a", "b", "c")]
+    specs = [StageSpec(n, lambda ctx: None, lambda c, k: {}) for n in ("a", "b", "c")]
     calls = []
 
     def runner(spec, k, force):

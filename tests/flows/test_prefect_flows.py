@@ -17,21 +17,21 @@ def _bump(row: dict, by: float) -> dict:
 
 
 def _stages():
-    from clawloop.flows import engine
+    from clawloop.tasks.stage import StageResult, StageSpec
 
     def make(ctx):
-        return engine.StageResult(
+        return StageResult(
             {"items": (SCHEMA, [{"task_id": f"t{i}", "score": float(i)} for i in range(4)])},
             summary={"made": 4},
         )
 
     def bump(ctx):
         rows = ctx.map(_bump, ctx.rows("synthesize", "items"), lambda r, e: r, workers=2, by=1.0)
-        return engine.StageResult({"bumped": (SCHEMA, rows)})
+        return StageResult({"bumped": (SCHEMA, rows)})
 
     return (
-        engine.StageSpec("synthesize", make, lambda c, k: {"k": k}),
-        engine.StageSpec("forge", bump, lambda c, k: {}, upstream=("synthesize",)),
+        StageSpec("synthesize", make, lambda c, k: {"k": k}),
+        StageSpec("forge", bump, lambda c, k: {}, upstream=("synthesize",)),
     )
 
 

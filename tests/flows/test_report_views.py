@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from clawloop.flows.engine import StageOutcome
 from clawloop.flows.report import (
     runs_table,
     stage_markdown,
@@ -14,6 +13,7 @@ from clawloop.flows.report import (
 )
 from clawloop.flows.runs import RunInfo, RunSummary, StageInfo
 from clawloop.storage.manifest import FileEntry, Manifest
+from clawloop.tasks.engine import StageOutcome
 
 M = Manifest(
     "forge",

@@ -211,8 +211,8 @@ def test_a_split_inside_a_string_or_brackets_compiles_the_whole_source() -> None
 
 
 def test_every_builtin_generator_compiles_piecewise_to_the_same_tasks() -> None:
-    from clawloop.synthesis.library import capabilities, render_generator
     from clawloop.generators.runner import compiled
+    from clawloop.synthesis.library import capabilities, render_generator
 
     for cap in capabilities():
         src = render_generator(cap, "bird_banding", 3, 3, "json")

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from clawloop.generators.contract import validate_build
+from clawloop.generators.verify import _probe_verdict, hidden_answer
 from clawloop.generators.verify.leaks import (
     decision_fields,
     find_leaks,
@@ -17,7 +18,6 @@ from clawloop.generators.verify.leaks import (
     revealing_number,
     undefined_decision_fields,
 )
-from clawloop.generators.verify import _probe_verdict, hidden_answer
 
 TOL = {"abs": 0.01, "rel": 0.0}
 
@@ -458,8 +458,8 @@ def test_a_batch_gives_each_task_the_rows_it_gets_alone_on_every_backend(
     sandbox: SandboxConfig,
 ) -> None:
     from clawloop.generators.candidates import candidate_row as row_of
-    from clawloop.synthesis.library import render_generator
     from clawloop.generators.verify import verify_tasks
+    from clawloop.synthesis.library import render_generator
 
     builtin = render_generator("reconciliation", "apiculture", multihop=1, dirtiness=1)
     rows = [

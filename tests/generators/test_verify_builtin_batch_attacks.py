@@ -25,11 +25,10 @@ from pathlib import Path
 import pytest
 from doubles.batches import batch_sizes, by_check, edited, kept
 
-import clawloop.generators.verify.leaks as leaks
 import clawloop.generators.verify as verify
+import clawloop.generators.verify.leaks as leaks
 from clawloop.generators.candidates import candidate_row, parse_meta
 from clawloop.generators.forge import forge_candidate
-from clawloop.synthesis.library import render_generator
 from clawloop.generators.runner import SolveJob, solve_each, solve_then_rebuild, stage_generator
 from clawloop.generators.verify import TaskFiles, verify_task, verify_tasks
 from clawloop.harness.sandbox.base import SandboxConfig
@@ -37,6 +36,7 @@ from clawloop.harness.sandbox.bwrap import BwrapSandbox
 from clawloop.harness.taskfolder import state_predicates
 from clawloop.harness.taskfolder.folder import parse_task_info, tar_files
 from clawloop.harness.taskfolder.grader import read_output
+from clawloop.synthesis.library import render_generator
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="no bwrap")
 

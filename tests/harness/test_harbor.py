@@ -78,8 +78,8 @@ def _forge_one_per_format() -> list[dict]:
     library allows."""
     from clawloop.generators.candidates import candidate_row
     from clawloop.generators.forge import forge_candidate
-    from clawloop.synthesis.library import capabilities, domains, render_generator
     from clawloop.harness.sandbox.base import SandboxConfig
+    from clawloop.synthesis.library import capabilities, domains, render_generator
 
     caps, doms = capabilities(), domains()
     sandbox = SandboxConfig(backend="auto")
@@ -109,9 +109,9 @@ def _forge_synthesized(sandbox) -> list[dict]:  # noqa: ANN001 - SandboxConfig
     from doubles.skillsynth import generator
 
     from clawloop.generators.candidates import candidate_row
+    from clawloop.generators.forge import forge_candidate
     from clawloop.synthesis.domain.load import builtin_domains
     from clawloop.synthesis.domain.synth import synthesize_domain
-    from clawloop.generators.forge import forge_candidate
 
     (apiary,) = [r for r in builtin_domains() if r.name == "apiary_coop"]
     made = synthesize_domain(apiary, 1, 7, sandbox)

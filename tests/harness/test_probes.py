@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from clawloop.generators.contract import OUTPUT_FORMATS
-from clawloop.synthesis.library import render_generator
 from clawloop.harness.taskfolder.grader import grade
 from clawloop.harness.taskfolder.probes import shaped_value, trivial_probes
+from clawloop.synthesis.library import render_generator
 
 SCHEMA = {
     "type": "object",

@@ -118,7 +118,7 @@ def _etags(s3, keys: list[str]) -> dict[str, str]:
 def frozen_code(monkeypatch):
     """Each stage's code version as first computed: the tree may be edited while this runs (a
     stage whose code changed re-runs, by design), and this test is about storage, not that."""
-    from clawloop.flows import engine
+    from clawloop.tasks import engine
 
     seen: dict[str, str] = {}
     real = engine.code_version

@@ -21,38 +21,39 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from clawloop.flows import cli, engine, runs
+from clawloop.flows import cli, runs
 from clawloop.storage import artifacts, fs, schemas
 from clawloop.storage.manifest import read_manifest, why_incomplete
-from clawloop.tasks import policy
+from clawloop.tasks import engine, policy
 from clawloop.tasks.config import parse_config
 from clawloop.tasks.mapping import thread_mapper
+from clawloop.tasks.stage import StageContext, StageResult, StageSpec
 
 SCHEMA = pa.schema([("task_id", pa.string()), ("score", pa.float64())])
 CALLS: Counter[str] = Counter()
 
 
-def _a(ctx: engine.StageContext) -> engine.StageResult:
+def _a(ctx: StageContext) -> StageResult:
     CALLS["a"] += 1
     rows = [{"task_id": f"t{i}", "score": float(ctx.config.seed + i)} for i in range(3)]
-    return engine.StageResult({"items": (SCHEMA, rows)}, files={"notes.md": b"# a\n"})
+    return StageResult({"items": (SCHEMA, rows)}, files={"notes.md": b"# a\n"})
 
 
-def _b(ctx: engine.StageContext) -> engine.StageResult:
+def _b(ctx: StageContext) -> StageResult:
     CALLS["b"] += 1
     rows = [{**r, "score": r["score"] * 2} for r in ctx.rows("a", "items")]
-    return engine.StageResult({"doubled": (SCHEMA, rows)})
+    return StageResult({"doubled": (SCHEMA, rows)})
 
 
-def _c(ctx: engine.StageContext) -> engine.StageResult:
+def _c(ctx: StageContext) -> StageResult:
     CALLS["c"] += 1
-    return engine.StageResult({"last": (SCHEMA, ctx.rows("b", "doubled"))})
+    return StageResult({"last": (SCHEMA, ctx.rows("b", "doubled"))})
 
 
 STAGES = [
-    engine.StageSpec("a", _a, lambda c, k: {"seed": c.seed, "k": k}, previous=("c",)),
-    engine.StageSpec("b", _b, lambda c, k: {"n": c.synthesize.n_train}, upstream=("a",)),
-    engine.StageSpec("c", _c, lambda c, k: {}, upstream=("b",)),
+    StageSpec("a", _a, lambda c, k: {"seed": c.seed, "k": k}, previous=("c",)),
+    StageSpec("b", _b, lambda c, k: {"n": c.synthesize.n_train}, upstream=("a",)),
+    StageSpec("c", _c, lambda c, k: {}, upstream=("b",)),
 ]
 
 
@@ -132,7 +133,8 @@ KILL_SCRIPT = textwrap.dedent(
     """
     import sys, time
     import pyarrow as pa
-    from clawloop.flows import engine, runs
+    from clawloop.flows import runs
+from clawloop.tasks import engine
     from clawloop.storage import artifacts, fs
     from clawloop.tasks.config import parse_config
     from clawloop.tasks.mapping import thread_mapper
@@ -141,7 +143,7 @@ KILL_SCRIPT = textwrap.dedent(
     root, marker = sys.argv[1], sys.argv[2]
 
     def fast(ctx):
-        return engine.StageResult({"t": (SCHEMA, [{"task_id": "x"}])})
+        return StageResult({"t": (SCHEMA, [{"task_id": "x"}])})
 
     def slow(ctx):
         if not fs.exists(marker):
@@ -149,10 +151,10 @@ KILL_SCRIPT = textwrap.dedent(
             artifacts.write_table(ctx.url, "part1", [{"task_id": "x"}], SCHEMA)
             fs.write_bytes_atomic(marker, b"mid-stage")
             time.sleep(120)
-        return engine.StageResult({"part1": (SCHEMA, [{"task_id": "x"}]), "part2": (SCHEMA, [{"task_id": "y"}])})
+        return StageResult({"part1": (SCHEMA, [{"task_id": "x"}]), "part2": (SCHEMA, [{"task_id": "y"}])})
 
-    stages = [engine.StageSpec("fast", fast, lambda c, k: {}),
-              engine.StageSpec("slow", slow, lambda c, k: {}, upstream=("fast",))]
+    stages = [StageSpec("fast", fast, lambda c, k: {}),
+              StageSpec("slow", slow, lambda c, k: {}, upstream=("fast",))]
     s = runs.run_loop(parse_config({"storage": {"root": root}, "iterations": 1}), "r", stages, thread_mapper(False))
     print([o.status for o in s.outcomes])
     """
@@ -179,9 +181,7 @@ def test_kill_minus_9_mid_stage_then_resume_in_a_fresh_process(s3, tmp_path, mon
     assert "runs/r/iter-1/slow/part1.parquet" in s3.objects()  # a real object of the killed stage
     assert "no manifest" in why_incomplete(slow)  # ... that never makes it look complete
     assert "runs/r/running.json" in s3.objects()
-    (info,) = runs.list_runs(
-        s3.root, [engine.StageSpec(n, _a, lambda c, k: {}) for n in ("fast", "slow")]
-    )
+    (info,) = runs.list_runs(s3.root, [StageSpec(n, _a, lambda c, k: {}) for n in ("fast", "slow")])
     assert info.status != "running"  # the killed driver's running.json is recognised as dead
     fast_etag = s3.client.head_object(Bucket=s3.bucket, Key="runs/r/iter-1/fast/manifest.json")
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=180)
@@ -194,7 +194,7 @@ def test_kill_minus_9_mid_stage_then_resume_in_a_fresh_process(s3, tmp_path, mon
     assert not [k for k in s3.objects() if fs.TMP_PREFIX in k]
 
 
-def _train(ctx: engine.StageContext) -> engine.StageResult:
+def _train(ctx: StageContext) -> StageResult:
     """A train stage like tasks/train.py: weights written under its folder's local path."""
     model = policy.local_stage_dir(ctx) / policy.MODEL_DIR / "sft" / "model"
     model.mkdir(parents=True, exist_ok=True)
@@ -203,13 +203,13 @@ def _train(ctx: engine.StageContext) -> engine.StageResult:
     row = artifacts.empty_row(
         schemas.CHECKPOINT, status="trained", kind="full", checkpoint_path=str(model)
     )
-    return engine.StageResult({"checkpoint": (schemas.CHECKPOINT, [row])}, dirs=[policy.MODEL_DIR])
+    return StageResult({"checkpoint": (schemas.CHECKPOINT, [row])}, dirs=[policy.MODEL_DIR])
 
 
 def test_a_checkpoint_folder_goes_up_at_commit_and_comes_back_where_it_is_missing(
     s3, tmp_path, monkeypatch
 ):
-    spec = engine.StageSpec("train", _train, lambda c, k: {})
+    spec = StageSpec("train", _train, lambda c, k: {})
     cfg = _cfg(s3, iterations=2)
     assert engine.run_stage(spec, [spec], cfg, "r", 1, thread_mapper(False)).status == "ran"
     prefix = "runs/r/iter-1/train/model/sft/model/"
@@ -221,7 +221,7 @@ def test_a_checkpoint_folder_goes_up_at_commit_and_comes_back_where_it_is_missin
     # Another machine (its own cache folder, nothing trained there): iteration 2 asks for the
     # policy iteration 1 trained and gets a local folder fetched from the bucket.
     monkeypatch.setenv("CLAWLOOP_CACHE", str(tmp_path / "other-machine"))
-    ctx = engine.StageContext("r", 2, cfg, "rollout", thread_mapper(False))
+    ctx = StageContext("r", 2, cfg, "rollout", thread_mapper(False))
     got = policy.checkpoint_after(ctx, 1)
     assert got.is_relative_to(tmp_path / "other-machine")
     assert (got / "weights.bin").read_bytes() == bytes(range(256)) * 64

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from clawloop.generators import catalog
 from clawloop.generators.contract import validate_build
-from clawloop.synthesis.library import render_generator
 from clawloop.generators.verify import ablation_rewards, builtin_source, check_ablation
+from clawloop.synthesis import catalog
+from clawloop.synthesis.library import render_generator
 
 
 def built(code: str, seed: int, tmp: Path, fn: str = "build") -> tuple[dict[str, Any], Path]:

@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
-from clawloop.generators import catalog, domains
 from clawloop.generators.contract import validate_build
+from clawloop.synthesis import catalog
+from clawloop.synthesis import vocabularies as domains
 from clawloop.synthesis.library import render_generator
 
 

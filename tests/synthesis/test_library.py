@@ -10,12 +10,13 @@ from typing import Any
 
 import pytest
 
-from clawloop.generators import catalog, domains
 from clawloop.generators.contract import OUTPUT_FORMATS, validate_build
-from clawloop.synthesis.library import RenderError, list_builtin, render_generator
 from clawloop.generators.verify import hidden_answer, undefined_decision_fields
 from clawloop.harness.taskfolder.grader import grade
 from clawloop.harness.taskfolder.probes import trivial_probes
+from clawloop.synthesis import catalog
+from clawloop.synthesis import vocabularies as domains
+from clawloop.synthesis.library import RenderError, list_builtin, render_generator
 
 DEFAULT_DOMAINS = ("apiculture", "amateur_radio", "textile_conservation")
 COMBOS = ((0, 0), (1, 2), (2, 1), (3, 3))

@@ -11,6 +11,7 @@ import pytest
 from doubles.fake_openai import FakeOpenAI
 
 from clawloop.generators.candidates import task_id_for
+from clawloop.harness.llm import LLMEndpoint, endpoint_chat
 from clawloop.synthesis.llm_prompts import example_for
 from clawloop.synthesis.llm_writer import (
     WriterConfig,
@@ -26,7 +27,6 @@ from clawloop.synthesis.llm_writer import (
     write_candidates,
     writer_chat,
 )
-from clawloop.harness.llm import LLMEndpoint, endpoint_chat
 
 SPEC = WriterSpec("domain_calculation", "apiculture", 0, 0, "json", seed=11)
 

@@ -16,7 +16,7 @@ from clawloop.tasks.config import parse_config
 from clawloop.tasks.mapping import thread_mapper
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("flows", "tasks", "generators", "harness", "training", "storage")
+PACKAGES = ("flows", "tasks", "diagnosis", "synthesis", "generators", "harness", "training", "storage")
 NAMES = [s.name for s in STAGES]
 
 
@@ -59,7 +59,7 @@ def _rerun_after_editing(tree: Path, module: str) -> set[str]:
         ("training/grpo.py", {"train"}),
         ("diagnosis/summary.py", {"diagnose"}),
         ("tasks/forge.py", {"forge"}),
-        ("flows/engine.py", set()),
+        ("tasks/engine.py", set()),
     ],
 )
 def test_editing_one_module_changes_the_code_of_the_stages_that_import_it(tree, module, rerun):

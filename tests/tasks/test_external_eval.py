@@ -21,13 +21,14 @@ import pandas as pd
 import pytest
 from doubles.fake_openai import FakeOpenAI, first_user_text, solution_steps, wrong_steps
 
-from clawloop.flows import engine, runs
+from clawloop.flows import runs
 from clawloop.harness.taskfolder.folder import forged_row, pack_dir
 from clawloop.storage import schemas
 from clawloop.storage.artifacts import empty_row
 from clawloop.tasks import diagnose
 from clawloop.tasks.config import parse_config
 from clawloop.tasks.mapping import thread_mapper
+from clawloop.tasks.stage import StageResult, StageSpec
 
 HIVE = Path(__file__).parents[1] / "fixtures" / "tasks" / "hive_totals"
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
@@ -43,16 +44,16 @@ def _foreign():
     return mod
 
 
-def _stub(name: str, tables: dict, on_run=None) -> engine.StageSpec:
+def _stub(name: str, tables: dict, on_run=None) -> StageSpec:
     def run(ctx):
         if on_run:
             on_run(ctx)
-        return engine.StageResult(tables)
+        return StageResult(tables)
 
-    return engine.StageSpec(name, run, lambda c, k: {})
+    return StageSpec(name, run, lambda c, k: {})
 
 
-def _stages(state: dict) -> list[engine.StageSpec]:
+def _stages(state: dict) -> list[StageSpec]:
     own = forged_row(
         {"task_id": "fixture-hive-totals", "capability": "aggregation", "split": "eval"},
         status="ok",

@@ -13,12 +13,13 @@ from pathlib import Path
 import pytest
 from doubles.fake_openai import FakeOpenAI
 
-from clawloop.flows import engine, runs
+from clawloop.flows import runs
 from clawloop.flows.pipeline import STAGES
-from clawloop.synthesis.synthesize import llm_picks
 from clawloop.storage import artifacts, fs
+from clawloop.synthesis.synthesize import llm_picks
 from clawloop.tasks.config import parse_config
 from clawloop.tasks.mapping import thread_mapper
+from clawloop.tasks.stage import StageResult, StageSpec
 from clawloop.tasks.synthesize import config_slice as _synthesize_slice
 from clawloop.tasks.synthesize import writer_guidance as _writer_guidance
 
@@ -71,9 +72,9 @@ def _guidance_stage():
             "patterns": {},
             "pattern_text": PATTERN,
         }
-        return engine.StageResult({}, files={"guidance.json": json.dumps(guidance).encode()})
+        return StageResult({}, files={"guidance.json": json.dumps(guidance).encode()})
 
-    return engine.StageSpec("diagnose", run, lambda c, k: {}, upstream=("synthesize",))
+    return StageSpec("diagnose", run, lambda c, k: {}, upstream=("synthesize",))
 
 
 def _writer_cfg(tmp_path: Path, fake: FakeOpenAI) -> object:

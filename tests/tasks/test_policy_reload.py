@@ -13,13 +13,14 @@ from pathlib import Path
 import pyarrow as pa
 from doubles.fake_openai import FakeOpenAI
 
-from clawloop.flows import engine, runs
+from clawloop.flows import runs
 from clawloop.harness.llm import chat, make_client
 from clawloop.storage import schemas
 from clawloop.storage.artifacts import empty_row
 from clawloop.tasks import policy as ag
 from clawloop.tasks.config import parse_config
 from clawloop.tasks.mapping import thread_mapper
+from clawloop.tasks.stage import StageResult, StageSpec
 
 PROBE = pa.schema([("model", pa.string()), ("policy_id", pa.string()), ("note", pa.string())])
 BASE = "/models/base-8b"
@@ -45,9 +46,9 @@ def _train(kind: str, adapter_base: str = BASE):
             base_model=BASE,
             kind=kind,
         )
-        return engine.StageResult({"checkpoint": (schemas.CHECKPOINT, [row])})
+        return StageResult({"checkpoint": (schemas.CHECKPOINT, [row])})
 
-    return engine.StageSpec("train", run, lambda c, k: {"kind": kind}, previous=("train",))
+    return StageSpec("train", run, lambda c, k: {"kind": kind}, previous=("train",))
 
 
 def _probe(ctx):
@@ -55,13 +56,13 @@ def _probe(ctx):
         ep = policy.endpoint()
         chat(make_client(ep), ep.model, [{"role": "user", "content": "hi"}], max_tokens=4)
     row = {"model": policy.model, "policy_id": policy.id, "note": note}
-    return engine.StageResult({"probe": (PROBE, [row])}, summary={"policy": note})
+    return StageResult({"probe": (PROBE, [row])}, summary={"policy": note})
 
 
 def _stages(kind: str, **kw):
     return [
         _train(kind, **kw),
-        engine.StageSpec("probe", _probe, lambda c, k: {}, upstream=("train",)),
+        StageSpec("probe", _probe, lambda c, k: {}, upstream=("train",)),
     ]
 
 

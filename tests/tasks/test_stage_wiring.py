@@ -10,19 +10,18 @@ from types import SimpleNamespace
 
 import pytest
 
-from clawloop.flows import engine, runs
+from clawloop.flows import runs
 from clawloop.storage import schemas
 from clawloop.storage.artifacts import empty_row
 from clawloop.tasks import diagnose, train
 from clawloop.tasks.config import parse_config
 from clawloop.tasks.mapping import thread_mapper
+from clawloop.tasks.stage import StageResult, StageSpec
 from clawloop.training.stage import TrainResult
 
 
-def _tables(name: str, tables: dict, upstream: tuple[str, ...] = ()) -> engine.StageSpec:
-    return engine.StageSpec(
-        name, lambda ctx: engine.StageResult(tables), lambda c, k: {}, upstream=upstream
-    )
+def _tables(name: str, tables: dict, upstream: tuple[str, ...] = ()) -> StageSpec:
+    return StageSpec(name, lambda ctx: StageResult(tables), lambda c, k: {}, upstream=upstream)
 
 
 def _cfg(tmp_path: Path, **sections) -> object:

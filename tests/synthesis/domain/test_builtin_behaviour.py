@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from clawloop.harness.sandbox.base import SandboxConfig
 from clawloop.synthesis.domain.load import builtin_domains, load_domain
 from clawloop.synthesis.domain.state import load_tables
-from clawloop.harness.sandbox.base import SandboxConfig
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="no bwrap")
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from doubles.fake_openai import FakeOpenAI
 
+from clawloop.harness.llm import LLMEndpoint, endpoint_chat
 from clawloop.synthesis.domain.instruct import llm_instruction, write_instruction
 from clawloop.synthesis.domain.predicates import Goal
-from clawloop.harness.llm import LLMEndpoint, endpoint_chat
 
 GOAL = Goal(
     domain="apiary_coop",

@@ -12,9 +12,9 @@ import pytest
 from doubles.fake_openai import FakeOpenAI
 
 from clawloop.flows.cli import main
+from clawloop.harness.llm import LLMEndpoint, endpoint_chat
 from clawloop.synthesis.domain.llm_analysis import check_reading, refine_with_llm
 from clawloop.synthesis.domain.load import load_domain
-from clawloop.harness.llm import LLMEndpoint, endpoint_chat
 
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "domains" / "json_fn"
 DYNAMIC = '''

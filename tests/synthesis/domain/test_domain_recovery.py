@@ -8,12 +8,12 @@ import shutil
 
 import pytest
 
+from clawloop.harness.sandbox.base import SandboxConfig
 from clawloop.synthesis.domain.ground import Index, mentioned
 from clawloop.synthesis.domain.load import builtin_domains, load_domain
 from clawloop.synthesis.domain.state import load_tables
 from clawloop.synthesis.domain.synth import synthesize_domain
 from clawloop.synthesis.domain.taskgraph import Knobs
-from clawloop.harness.sandbox.base import SandboxConfig
 
 
 def _domain(name: str):

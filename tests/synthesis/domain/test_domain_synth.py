@@ -11,16 +11,16 @@ import sys
 
 import pytest
 
+from clawloop.generators.forge import forge_candidate
+from clawloop.generators.verify import verify_task
+from clawloop.harness.sandbox.base import SandboxConfig
+from clawloop.harness.taskfolder.folder import unpack_tar
 from clawloop.synthesis.domain.ground import Grounded, Step, coverage_problems, ground
 from clawloop.synthesis.domain.load import builtin_domains, load_domain
 from clawloop.synthesis.domain.skills import cluster_skills
 from clawloop.synthesis.domain.state import load_tables
 from clawloop.synthesis.domain.synth import synthesize_domain
 from clawloop.synthesis.domain.taskgraph import Knobs, TaskGraph, features_of, sample_task_graph
-from clawloop.generators.forge import forge_candidate
-from clawloop.generators.verify import verify_task
-from clawloop.harness.sandbox.base import SandboxConfig
-from clawloop.harness.taskfolder.folder import unpack_tar
 
 DOMAINS = {p.name: p for p in builtin_domains()}
 

@@ -9,9 +9,9 @@ from collections import Counter
 
 import pytest
 
+from clawloop.harness.sandbox.base import SandboxConfig
 from clawloop.synthesis.domain.load import builtin_domains
 from clawloop.synthesis.domain.synth import synthesize_domain
-from clawloop.harness.sandbox.base import SandboxConfig
 from clawloop.tasks.domain_source import failure_weights
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from clawloop.synthesis.domain.predicates import diff, predicates
 from clawloop.harness.taskfolder.grader import grade
 from clawloop.harness.taskfolder.probes import state_probes
+from clawloop.synthesis.domain.predicates import diff, predicates
 
 KEYS = {"hives": "code", "orders": "code"}
 HIVES = {

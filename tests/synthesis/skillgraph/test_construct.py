@@ -10,6 +10,9 @@ from doubles.fake_openai import FakeOpenAI
 
 from clawloop.generators.candidates import candidate_row
 from clawloop.generators.forge import forge_candidate
+from clawloop.generators.verify import verify_task
+from clawloop.harness.llm import LLMEndpoint, endpoint_chat
+from clawloop.harness.sandbox.base import SandboxConfig
 from clawloop.synthesis.llm_prompts import CONTRACT_TEXT
 from clawloop.synthesis.skillgraph.construct import (
     ConstructError,
@@ -22,9 +25,6 @@ from clawloop.synthesis.skillgraph.construct import (
 from clawloop.synthesis.skillgraph.model import PathStep, SkillPath
 from clawloop.synthesis.skillgraph.plan import Plan, check_plan
 from clawloop.synthesis.skillgraph.prompts import CONSTRUCTOR_MARK, EXAMPLE_GENERATOR
-from clawloop.generators.verify import verify_task
-from clawloop.harness.llm import LLMEndpoint, endpoint_chat
-from clawloop.harness.sandbox.base import SandboxConfig
 
 PATH = SkillPath("p-trail", (PathStep("csv-join", "a", "b"), PathStep("json-summary", "b", "c")))
 PLAN = check_plan(

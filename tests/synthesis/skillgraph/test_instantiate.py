@@ -15,6 +15,10 @@ import pytest
 from doubles.fake_openai import FakeOpenAI
 from doubles.skillsynth import generator, router_for, system_of
 
+from clawloop.generators.verify import verify_task
+from clawloop.harness.llm import LLMEndpoint, endpoint_chat
+from clawloop.harness.sandbox.base import SandboxConfig
+from clawloop.harness.taskfolder.folder import import_folder
 from clawloop.synthesis.skillgraph.instantiate import (
     ATTEMPT_STAGES,
     PATH_KEY,
@@ -23,10 +27,6 @@ from clawloop.synthesis.skillgraph.instantiate import (
 )
 from clawloop.synthesis.skillgraph.model import PathStep, SkillPath, SkillRecord
 from clawloop.synthesis.skillgraph.prompts import CONSTRUCTOR_MARK, JUDGE_MARK, PLANNER_MARK
-from clawloop.generators.verify import verify_task
-from clawloop.harness.llm import LLMEndpoint, endpoint_chat
-from clawloop.harness.sandbox.base import SandboxConfig
-from clawloop.harness.taskfolder.folder import import_folder
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="no bwrap")
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 from doubles.fake_openai import FakeOpenAI
 
-from clawloop.synthesis.skillgraph.merge import MergeConfig, merge_scenarios, minilm_embedder
 from clawloop.harness.llm import LLMEndpoint, endpoint_chat
+from clawloop.synthesis.skillgraph.merge import MergeConfig, merge_scenarios, minilm_embedder
 
 AXES = ["pdf", "markdown", "html", "csv"]
 

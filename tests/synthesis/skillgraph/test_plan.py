@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from doubles.fake_openai import FakeOpenAI
 
+from clawloop.harness.llm import LLMEndpoint, LLMError, endpoint_chat
 from clawloop.synthesis.skillgraph.model import PathStep, SkillPath, SkillRecord
 from clawloop.synthesis.skillgraph.plan import (
     Plan,
@@ -18,7 +19,6 @@ from clawloop.synthesis.skillgraph.plan import (
     step_views,
 )
 from clawloop.synthesis.skillgraph.prompts import PLANNER_MARK, ReplyError, parse_json_reply
-from clawloop.harness.llm import LLMEndpoint, LLMError, endpoint_chat
 
 PATH = SkillPath(
     "p1",

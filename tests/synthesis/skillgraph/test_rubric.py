@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from doubles.fake_openai import FakeOpenAI
 
+from clawloop.harness.llm import LLMEndpoint, LLMError, endpoint_chat
 from clawloop.synthesis.skillgraph.prompts import JUDGE_MARK
 from clawloop.synthesis.skillgraph.rubric import (
     RubricError,
@@ -18,7 +19,6 @@ from clawloop.synthesis.skillgraph.rubric import (
     judge_folder,
     shape,
 )
-from clawloop.harness.llm import LLMEndpoint, LLMError, endpoint_chat
 
 CONTRACT = {
     "outputs": [

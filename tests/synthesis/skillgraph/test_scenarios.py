@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from doubles.fake_openai import FakeOpenAI
 
+from clawloop.harness.llm import LLMEndpoint, endpoint_chat
 from clawloop.synthesis.skillgraph.corpus import default_corpus_root, load_corpus, usable
 from clawloop.synthesis.skillgraph.scenarios import (
     heuristic_scenarios,
@@ -15,7 +16,6 @@ from clawloop.synthesis.skillgraph.scenarios import (
     kinds_in,
     parse_reply,
 )
-from clawloop.harness.llm import LLMEndpoint, endpoint_chat
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "skills"
 GOOD = {
