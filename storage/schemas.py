@@ -252,6 +252,23 @@ PASS_RATES = pa.schema(
     ]
 )
 
+# diagnose -> external_pass_rates.parquet (diagnose.eval_tasks): one row per (iteration, eval set,
+# capability); `external` marks every row, so a reader that concatenates pass-rate tables cannot
+# take these for the own held-out split's.
+EXTERNAL_PASS_RATES = pa.schema(
+    [
+        ("iteration", pa.int64()),
+        ("eval_set", pa.string()),
+        ("capability", pa.string()),
+        ("n_tasks", pa.int64()),
+        ("n_episodes", pa.int64()),
+        ("n_passed", pa.int64()),
+        ("pass_rate", pa.float64()),
+        ("mean_reward", pa.float64()),
+        ("external", pa.bool_()),
+    ]
+)
+
 # diagnose -> guidance.parquet: one row per capability, what iteration k+1's synthesize should do.
 # The same content as guidance.json (the dict synthesize takes).
 GUIDANCE = pa.schema(

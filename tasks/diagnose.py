@@ -14,14 +14,12 @@ summaries or the guidance.
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
-import pyarrow as pa
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 from pydantic import Field
@@ -33,8 +31,17 @@ from clawloop.diagnosis.diagnose import (
     DiagnoseConfig,
     diagnose_stage,
 )
+from clawloop.diagnosis.external import (
+    EXTERNAL_PLOT,
+    EXTERNAL_SPLIT,
+    external_fingerprint,
+    external_pass_rates,
+    external_report,
+    external_sets,
+    external_summary,
+    plot_external,
+)
 from clawloop.diagnosis.guidance import read_guidance
-from clawloop.diagnosis.report import pass_rate_png
 from clawloop.diagnosis.summary import SummaryConfig, summarize_failure
 from clawloop.harness import owned
 from clawloop.harness.llm import PolicyConfig
@@ -42,9 +49,9 @@ from clawloop.harness.rollout import RolloutConfig
 from clawloop.harness.sandbox.base import SandboxConfig, SandboxError
 from clawloop.harness.sandbox.pool import with_host_column
 from clawloop.harness.taskfolder.folder import TaskFolderError, read_task_header
-from clawloop.harness.taskfolder.foreign import folder_sha256, prepare_task, task_folders
+from clawloop.harness.taskfolder.foreign import prepare_task
 from clawloop.storage import artifacts, schemas
-from clawloop.storage.schemas import INFRA_END_REASONS, FailureSummary, Trajectory
+from clawloop.storage.schemas import FailureSummary, Trajectory
 from clawloop.tasks.episodes import roll_out, verified_tasks
 from clawloop.tasks.policy import policy_slice, serve_policy
 from clawloop.tasks.rollout import rollout_config
@@ -57,24 +64,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("clawloop.diagnose")
 FILES = (REPORT_NAME, PLOT_NAME, GUIDANCE_NAME)
-EXTERNAL_SPLIT = "external"  # the split column of external episodes: never "eval"
-EXTERNAL_PLOT = "external_pass_rates.png"
-WHOLE_SET = "*"  # the capability of an external_pass_rates row about the whole eval set
-# One row per (iteration, eval set, capability); `external` marks every row, so a reader that
-# concatenates pass-rate tables cannot take these for the own held-out split's.
-EXTERNAL_PASS_RATES = pa.schema(
-    [
-        ("iteration", pa.int64()),
-        ("eval_set", pa.string()),
-        ("capability", pa.string()),
-        ("n_tasks", pa.int64()),
-        ("n_episodes", pa.int64()),
-        ("n_passed", pa.int64()),
-        ("pass_rate", pa.float64()),
-        ("mean_reward", pa.float64()),
-        ("external", pa.bool_()),
-    ]
-)
 
 
 class DiagnoseSettings(stage_section(DiagnoseConfig, "diagnose")):
@@ -130,29 +119,6 @@ def config_slice(cfg: RunConfig, iteration: int) -> dict[str, Any]:
         "eval_tasks": external_fingerprint(cfg.diagnose.eval_tasks),
         **policy_slice(cfg),
     }
-
-
-def external_sets(paths: list[str]) -> list[tuple[str, list[Path]]]:
-    """(label, task folders) per external eval set; the label is the set folder's name.
-    TaskFolderError for a path that holds no task folder, or two sets of the same name."""
-    sets = []
-    for path in paths:
-        label = Path(path).resolve().name or str(path)
-        if label in {s[0] for s in sets}:
-            raise TaskFolderError(f"two eval sets are named {label!r}; rename one folder")
-        sets.append((label, task_folders(Path(path))))
-    return sets
-
-
-def external_fingerprint(paths: list[str]) -> list[Any]:
-    """What the external eval sets hold, for the cache key: each task folder's sha256."""
-    out: list[Any] = []
-    for path in paths:
-        try:
-            out.append([str(path), [[t.name, folder_sha256(t)] for t in task_folders(Path(path))]])
-        except (TaskFolderError, OSError) as exc:
-            out.append([str(path), f"unreadable: {exc}"])
-    return out
 
 
 ExternalTask = tuple[Path, dict[str, Any], SandboxConfig]
@@ -220,40 +186,6 @@ def roll_out_external(
     return sorted(rows, key=lambda r: (order[r["task_id"]], r["attempt"]))
 
 
-def external_pass_rates(
-    rows: list[dict[str, Any]], tasks: list[ExternalTask], iteration: int
-) -> list[dict[str, Any]]:
-    """EXTERNAL_PASS_RATES rows: per eval set, one row per capability and one for the whole set
-    ("*"). Episodes that ended in an infrastructure fault are not counted; none left: NaN."""
-    set_of = {row["task_id"]: row["eval_set"] for _, row, _ in tasks}
-    out = []
-    for label in dict.fromkeys(row["eval_set"] for _, row, _ in tasks):
-        ids = {t for t, s in set_of.items() if s == label}
-        mine = [r for r in rows if r["task_id"] in ids]
-        caps = sorted({row["capability"] for _, row, _ in tasks if row["task_id"] in ids})
-        for cap in [WHOLE_SET, *caps]:
-            group = [r for r in mine if cap == WHOLE_SET or r["capability"] == cap]
-            n_tasks = len({r["task_id"] for r in group}) if group else 0
-            counted = [r for r in group if r["end_reason"] not in INFRA_END_REASONS]
-            passed = sum(bool(r["passed"]) for r in counted)
-            out.append(
-                {
-                    "iteration": iteration,
-                    "eval_set": label,
-                    "capability": cap,
-                    "n_tasks": n_tasks,
-                    "n_episodes": len(counted),
-                    "n_passed": passed,
-                    "pass_rate": passed / len(counted) if counted else math.nan,
-                    "mean_reward": sum(float(r["reward"]) for r in counted) / len(counted)
-                    if counted
-                    else math.nan,
-                    "external": True,
-                }
-            )
-    return out
-
-
 def _external_history(ctx: StageContext, rates: list[dict[str, Any]]) -> pd.DataFrame:
     """Earlier iterations' external_pass_rates rows (where they were written) + this one's."""
     frames = []
@@ -261,68 +193,8 @@ def _external_history(ctx: StageContext, rates: list[dict[str, Any]]) -> pd.Data
         m = ctx.manifest("diagnose", k)
         if m is not None and "external_pass_rates.parquet" in {f.name for f in m.files}:
             frames.append(artifacts.read_table(ctx.stage_url("diagnose", k), "external_pass_rates"))
-    frames.append(pd.DataFrame(rates, columns=EXTERNAL_PASS_RATES.names))
+    frames.append(pd.DataFrame(rates, columns=schemas.EXTERNAL_PASS_RATES.names))
     return pd.concat([f for f in frames if not f.empty] or frames[-1:], ignore_index=True)
-
-
-def _rate(value: float) -> str:
-    return "-" if value is None or math.isnan(value) else f"{value:.0%}"
-
-
-def external_report(history: pd.DataFrame, iteration: int) -> str:
-    """report.md's section on the external eval sets: the whole-set pass rate per iteration, and
-    this iteration's per capability."""
-    lines = [
-        "",
-        "## External held-out eval (`diagnose.eval_tasks`)",
-        "",
-        "Harbor tasks from outside, graded by their own tests; kept apart from the held-out "
-        "split above (not in its pass rates, failure summaries or guidance).",
-        "",
-        "| iteration | eval set | tasks | episodes | passed | pass rate |",
-        "|---:|---|---:|---:|---:|---:|",
-    ]
-    whole = history[history["capability"] == WHOLE_SET].sort_values(["iteration", "eval_set"])
-    for r in whole.to_dict("records"):
-        lines.append(
-            f"| {r['iteration']} | {r['eval_set']} | {r['n_tasks']} | {r['n_episodes']} | "
-            f"{r['n_passed']} | {_rate(r['pass_rate'])} |"
-        )
-    now = history[(history["iteration"] == iteration) & (history["capability"] != WHOLE_SET)]
-    if not now.empty:
-        lines += ["", f"Iteration {iteration} per capability:", "",
-                  "| eval set | capability | tasks | episodes | pass rate |",
-                  "|---|---|---:|---:|---:|"]  # fmt: skip
-        lines += [
-            f"| {r['eval_set']} | {r['capability']} | {r['n_tasks']} | {r['n_episodes']} | "
-            f"{_rate(r['pass_rate'])} |"
-            for r in now.to_dict("records")
-        ]
-    lines += ["", f"![external pass rate]({EXTERNAL_PLOT})", ""]
-    return "\n".join(lines)
-
-
-def plot_external(history: pd.DataFrame) -> bytes:
-    """PNG: each external eval set's whole-set pass rate over iterations."""
-    whole = history[history["capability"] == WHOLE_SET]
-    title = "external held-out pass rate (diagnose.eval_tasks)"
-    return pass_rate_png(whole, "eval_set", "external pass rate", title)
-
-
-def external_summary(rates: list[dict[str, Any]], n_tasks: int) -> dict[str, Any]:
-    """The stage summary's external_* figures (NaN written as None: the manifest is JSON)."""
-    whole = [r for r in rates if r["capability"] == WHOLE_SET]
-    episodes = sum(r["n_episodes"] for r in whole)
-    passed = sum(r["n_passed"] for r in whole)
-    return {
-        "external_tasks": n_tasks,
-        "external_episodes": episodes,
-        "external_passed": passed,
-        "external_pass_rate": passed / episodes if episodes else None,
-        "external_pass_rates": {
-            r["eval_set"]: None if math.isnan(r["pass_rate"]) else r["pass_rate"] for r in whole
-        },
-    }
 
 
 def _history(ctx: StageContext) -> pd.DataFrame | None:
@@ -382,10 +254,10 @@ def run(ctx: StageContext) -> StageResult:
     tables = {"eval_trajectories": (with_host_column(schemas.TRAJECTORIES), evals), **res.tables()}
     summary = {"policy": served, "eval_tasks": len(tasks), **res.summary}
     if cfg.diagnose.eval_tasks:
-        rates = external_pass_rates(ext_rows, external, ctx.iteration)
+        rates = external_pass_rates(ext_rows, [row for _, row, _ in external], ctx.iteration)
         history = _external_history(ctx, rates)
         tables["external_trajectories"] = (with_host_column(schemas.TRAJECTORIES), ext_rows)
-        tables["external_pass_rates"] = (EXTERNAL_PASS_RATES, rates)
+        tables["external_pass_rates"] = (schemas.EXTERNAL_PASS_RATES, rates)
         report = files.get(REPORT_NAME, b"").decode()
         files[REPORT_NAME] = (report + external_report(history, ctx.iteration)).encode()
         files[EXTERNAL_PLOT] = plot_external(history)

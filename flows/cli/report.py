@@ -23,7 +23,7 @@ from clawloop.flows.report import IterationFigures, RunFigures
 from clawloop.storage import fs
 
 REPORT_MD, REPORT_PNG = "report.md", "report.png"
-WHOLE_SET = "*"  # tasks/diagnose.py: an external_pass_rates row about the whole eval set
+WHOLE_SET = "*"  # diagnosis/external.py: an external_pass_rates row about the whole eval set
 
 
 class ReportError(Exception):

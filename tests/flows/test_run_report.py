@@ -20,7 +20,7 @@ from rich.console import Console
 from clawloop.flows.cli import main
 from clawloop.flows.cli.report import external_figures, run_figures
 from clawloop.storage import artifacts, fs, schemas
-from clawloop.tasks.diagnose import EXTERNAL_PASS_RATES
+from clawloop.storage.schemas import EXTERNAL_PASS_RATES
 from clawloop.training.progress import TrainProgress, progress_callbacks
 
 RUN = "rep"

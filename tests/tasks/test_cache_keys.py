@@ -16,7 +16,16 @@ from clawloop.tasks.config import parse_config
 from clawloop.tasks.mapping import thread_mapper
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("flows", "tasks", "diagnosis", "synthesis", "generators", "harness", "training", "storage")
+PACKAGES = (
+    "flows",
+    "tasks",
+    "diagnosis",
+    "synthesis",
+    "generators",
+    "harness",
+    "training",
+    "storage",
+)
 NAMES = [s.name for s in STAGES]
 
 
