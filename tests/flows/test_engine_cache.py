@@ -180,7 +180,7 @@ KILL_SCRIPT = textwrap.dedent(
     from pathlib import Path
     import pyarrow as pa
     from clawloop.flows import runs
-from clawloop.tasks import engine
+    from clawloop.tasks.stage import StageResult, StageSpec
     from clawloop.tasks.config import parse_config
     from clawloop.tasks.mapping import thread_mapper
     from clawloop.storage import artifacts

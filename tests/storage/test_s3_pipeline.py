@@ -134,7 +134,7 @@ KILL_SCRIPT = textwrap.dedent(
     import sys, time
     import pyarrow as pa
     from clawloop.flows import runs
-from clawloop.tasks import engine
+    from clawloop.tasks.stage import StageResult, StageSpec
     from clawloop.storage import artifacts, fs
     from clawloop.tasks.config import parse_config
     from clawloop.tasks.mapping import thread_mapper
