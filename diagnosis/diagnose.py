@@ -1,10 +1,11 @@
 """The diagnose stage: held-out eval trajectories -> failure summaries, clusters, report, guidance.
 
-The eval rollouts of the updated policy (rollout_stage on the eval split, wired by flows/) are this
-stage's input. For each failed episode the policy writes a structured failure summary
-(diagnosis/summary.py); summaries are clustered by root cause within each capability
-(diagnosis/guidance.py); the report (diagnosis/report.py: markdown + PNG plot
-of pass rate per capability per iteration) and the guidance for the next synthesize (guidance.json) land in `out_dir`.
+The eval rollouts of the updated policy (harness/rollout.py's rollout_stage on the eval split, run
+by tasks/diagnose.py) are this stage's input. For each failed episode the policy writes a
+structured failure summary (diagnosis/summary.py); summaries are clustered by root cause within
+each capability (diagnosis/guidance.py); the report (diagnosis/report.py: markdown + PNG plot of
+pass rate per capability per iteration) and the guidance for the next synthesize (guidance.json)
+land in `out_dir`.
 
     res = diagnose_stage(eval_df, prev_pass_rates_df, DiagnoseConfig(), endpoint, Path(out), iteration=1)
     res.tables()   # {"failure_summaries": (schema, rows), "clusters": ..., "pass_rates": ..., "guidance": ...}

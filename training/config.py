@@ -1,6 +1,6 @@
 """The train stage's settings: one dataclass, one line of help per field, defaults for the CPU demo.
 
-Every field becomes a CLI flag of `python -m training.cli train` (the help text is the flag's help),
+Every field becomes a CLI flag of `clawloop train` (flows/cli/train.py) (the help text is the flag's help),
 and a run's YAML `train:` block maps onto it by field name. GPU cluster values are in the README.
 """
 
