@@ -137,3 +137,37 @@ def test_mentions_reads_values_as_written_and_not_list_numbers():
     assert mentions("pay 74.25 now", 74.25) and mentions("7 kg", 7.0)
     assert not mentions("3. a new record", 3) and not mentions("HV-0031", 31)
     assert mentions("variety Clover", "clover") and not mentions("cloverleaf", "clover")
+
+
+@pytest.mark.slow
+def test_apiary_synthesis_states_every_boolean_its_plans_pass():
+    """The built-in apiary domain, end to end (seed 1 grounds record_inspection with
+    queen_seen=false, which the old writer left to the tool's default of true): every kept task
+    states each boolean its plan passes, and every drop for derivability names the value."""
+    import ast
+    import json
+    import re
+
+    from _sabotage import DOMAINS
+
+    from clawloop.harness.sandbox.base import SandboxConfig
+    from clawloop.synthesis.domain.load import load_domain
+    from clawloop.synthesis.domain.synth import synthesize_domain
+
+    made = synthesize_domain(DOMAINS["apiary_coop"], 4, 1, SandboxConfig())
+    writes = {t.name for t in load_domain(DOMAINS["apiary_coop"]).tools if t.writes}
+    assert made.candidates, [g["reason"] for g in made.graphs]
+    booleans = 0
+    for cand in made.candidates:
+        blob = re.search(r"TASK = json.loads\((.*)\)\n", cand["generator_code"]).group(1)
+        task = json.loads(ast.literal_eval(blob))
+        for step in (s for s in task["plan"] if s["tool"] in writes):
+            for name, v in step["params"].items():
+                if isinstance(v, bool):
+                    booleans += 1
+                    assert f"`{name}` = `{json.dumps(v)}`" in task["instruction"], name
+        assert underivable(task["plan"], task["predicates"], task["instruction"]) == []
+    assert booleans  # the queen_seen task is among them
+    for g in made.dropped:
+        if g["reason"].startswith("derivability"):
+            assert " = " in g["reason"] and "--" in g["reason"], g["reason"]

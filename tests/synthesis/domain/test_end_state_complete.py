@@ -240,3 +240,44 @@ def test_a_reindented_dump_of_the_same_schema_passes(library, tmp_path):
     spaced = re.sub(r"--[^\n]*", "", library.final_sql).replace("  ", " ")
     got, failed = reward(library, {library.snapshot: spaced}, tmp_path)
     assert got == 1.0, failed
+
+
+# ---------------------------------------------------------------- through the real tools
+
+
+@pytest.mark.slow
+def test_the_tools_called_in_another_order_reach_a_state_the_tests_accept(tmp_path):
+    """Two orders placed the other way round (the real tools, in the sandbox): each order gets
+    the other's code, and the reference's tests still give 1.0; a sabotage of it does not."""
+    import _sabotage as S
+
+    from clawloop.harness.sandbox.base import SandboxConfig
+    from clawloop.synthesis.domain import execute
+    from clawloop.synthesis.domain.ground import Grounded
+    from clawloop.synthesis.domain.skills import cluster_skills
+    from clawloop.synthesis.domain.synth import make_task
+    from clawloop.synthesis.domain.taskgraph import TaskGraph
+    from clawloop.synthesis.domain.workspace import skill_of, workspace_files
+
+    domain = S.load_domain(S.DOMAINS["apiary_coop"])
+    skills = cluster_skills(domain)
+    files = workspace_files(domain, skills)
+    first = Step("place_order", {"buyer_email": BUYER, "batch_code": BATCH, "kg": 2.0,
+                                 "date": "2025-07-08"})  # fmt: skip
+    second = Step("place_order", {"buyer_email": "orders.crumb-and@bakery.example",
+                                  "batch_code": BATCH, "kg": 1.5, "date": "2025-07-09"})  # fmt: skip
+    plans = [Grounded(TaskGraph(nodes=()), s).plan() for s in ([first, second], [second, first])]
+    initial, (ref, other) = execute.run_plans(files, plans, SandboxConfig())
+    assert ref.ok and other.ok, (ref.why, other.why)
+    g = Grounded(TaskGraph(nodes=()), [first, second])
+    code, _ = make_task(domain, g, initial, (ref, None), files, skill_of(skills), None)
+    ns: dict = {}
+    exec(compile(code, "generator.py", "exec"), ns)
+    made = S.Made(domain, files, ns["build"](0), ref.final)
+    codes = lambda t: {o["buyer"]: o["code"] for o in t["orders"] if o["date"] >= "2025-07-08"}  # noqa: E731
+    assert codes(ref.final) != codes(other.final)  # the ids differ between the two paths
+    got, failed = reward(made, end_state(made, other.final), tmp_path / "other")
+    assert got == 1.0, failed
+    row(other.final, "buyers", email=BUYER)["credit_limit"] = 1e9
+    got, failed = reward(made, end_state(made, other.final), tmp_path / "sabotaged")
+    assert got < 1.0 and failed
