@@ -129,3 +129,20 @@ def underivable(
                 "instruction nor reached from a record it names"
             )
     return out
+
+
+def unstated_inputs(
+    plan: list[dict[str, Any]], preds: list[dict[str, Any]], instruction: str
+) -> list[str]:
+    """Literal arguments the instruction does not mention and no tested value holds, as
+    "tool --param value": the record a fix needs (any clean inspection may do) or an input a
+    derived value depends on (a discount behind a total). Which it is, only running another
+    value would tell: a warning, never a drop."""
+    held = [v for _, _, v in _written(preds)] + [v for _, _, v in _records(preds)]
+    out = []
+    for a in plan_args(plan):
+        if a.lookup is not None or mentions(instruction, a.value):
+            continue
+        if not any(same_value(a.value, v) for v in held):
+            out.append(f"{a.tool} --{a.param} {render(a.value)}")
+    return list(dict.fromkeys(out))

@@ -25,7 +25,7 @@ from clawloop.harness.sandbox.base import SandboxConfig
 from clawloop.harness.taskfolder.grader import values_equal
 from clawloop.harness.taskfolder.state_predicates import check_predicate, schema_of_dump
 from clawloop.synthesis.domain import execute
-from clawloop.synthesis.domain.derivable import Underivable, underivable
+from clawloop.synthesis.domain.derivable import Underivable, underivable, unstated_inputs
 from clawloop.synthesis.domain.ground import (
     Grounded,
     Recovery,
@@ -201,6 +201,8 @@ def make_task(
         lost = underivable(plan, preds, instruction)
     if lost:
         raise Underivable("; ".join(lost[:3]))
+    if unsure := unstated_inputs(plan, preds, instruction):
+        note += f"; warning: arguments the instruction does not state: {', '.join(unsure[:3])}"
     schema: dict[str, Any] = {"store": domain.state_format}
     if domain.state_format == "sqlite":
         schema["file"] = Path(snapshot_file(domain)).name

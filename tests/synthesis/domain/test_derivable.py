@@ -9,7 +9,12 @@ import pytest
 from _sabotage import make, row
 
 from clawloop.synthesis.domain import synth
-from clawloop.synthesis.domain.derivable import Underivable, mentions, underivable
+from clawloop.synthesis.domain.derivable import (
+    Underivable,
+    mentions,
+    underivable,
+    unstated_inputs,
+)
 from clawloop.synthesis.domain.ground import Step
 
 INSPECTION = {
@@ -129,6 +134,8 @@ def test_values_the_tools_derive_and_arguments_that_do_not_land_are_not_asked_fo
     ]  # fmt: skip
     text = "Hive `HV-0031` active again; a payment of `5.0` by b@x.example on 2025-07-03."
     assert underivable(plan, preds, text) == []
+    # the fix's inspection is the agent's to find: a warning, not a drop
+    assert unstated_inputs(plan, preds, text) == ["lift_quarantine --inspection_code IN-0120"]
     assert underivable(plan, preds, text.replace("2025-07-03", "early July"))
 
 
