@@ -99,7 +99,7 @@ def _stated(value: Any, given: list[Any]) -> bool:
     )
 
 
-# (parameter, value, lookup record or None): every argument a plan's write steps pass; a value
+# (parameter, value, lookup record or None): every argument a plan's steps pass; a value
 # from a lookup ({"$ref": [step, field]}) carries that lookup's record (Grounded.references).
 Argument = tuple[str, Any, dict[str, Any] | None]
 
