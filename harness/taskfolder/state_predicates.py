@@ -13,9 +13,23 @@ records by business key or by field values, never by an internal id a tool assig
         exactly one record of T matches; its F2 equals V2 (numbers within the tolerance)
     {"kind": "count", "table": T, "match": {F: V, ...}, "count": N}
         N records of T match every pair (1: the record exists, 0: it is absent)
+    {"kind": "count", ..., "fields": {F: KIND, ...}}
+        (a created record) only records with exactly these fields, each of this JSON kind
+        (null, boolean, number, string, array, object), count as matching
     {"kind": "unchanged", "table": T, "key": F, "records": [...], "total": N}
         the guard: every listed record (located by F) is still exactly as it was, and T holds N
         records, so "modify everything" or "delete everything" cannot pass
+    {"kind": "rest", "table": T, "match": {F: V}, "fields": [F, ...], "values": {F2: V2, ...}}
+        a record the task changes: exactly one matches, it has exactly these fields, and every
+        field the task does not change holds its starting value
+    {"kind": "tables", "tables": [T, ...]}
+        the state holds exactly these tables: none appears, none disappears
+    {"kind": "schema", "schema": [[type, name, sql], ...]}
+        (sqlite) the dump's schema (tables, columns, constraints, indexes, triggers, views)
+        equals the starting one, comments and spacing aside
+
+Values compare by JSON kind first (a number stays a number: "12.15" is not 12.15), then under
+the task's tolerance.
 
 The workspace is hostile: the state is read with the grader's capped, in-workspace reads, and a
 snapshot that does not load fails every predicate with the reason.
@@ -35,6 +49,14 @@ MAX_SQL_STEPS = 200_000  # x 1000 sqlite VM steps a snapshot may take to load (a
 def load_records(read: Any, workspace: str, path: str, schema: dict[str, Any]) -> dict[str, list]:
     """{table: [record]} from the snapshot at `path`; `read(workspace, rel)` is the grader's safe
     reader. Raises ValueError when the snapshot cannot be read."""
+    return load_snapshot(read, workspace, path, schema)[0]
+
+
+def load_snapshot(
+    read: Any, workspace: str, path: str, schema: dict[str, Any]
+) -> tuple[dict[str, list], list | None]:
+    """({table: [record]}, the SQL schema or None for a json store): load_records plus what a
+    "schema" predicate compares."""
     if schema.get("store") == "sqlite":
         text = read(workspace, f"{path}/{schema.get('file', '')}")
         conn = sqlite3.connect(":memory:")
@@ -61,7 +83,7 @@ def load_records(read: Any, workspace: str, path: str, schema: dict[str, Any]) -
             cur = conn.execute(f'SELECT * FROM "{name}"')
             cols = [c[0] for c in cur.description]
             out[name] = [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]
-        return out
+        return out, sql_schema(conn)
     if not path or os.path.isabs(path) or ".." in path.replace("\\", "/").split("/"):
         raise ValueError(f"{path}: not a folder inside the workspace")
     root = os.path.join(os.path.realpath(workspace), path)
@@ -76,7 +98,58 @@ def load_records(read: Any, workspace: str, path: str, schema: dict[str, Any]) -
                 for k, v in data.items()
             ]
         out[name[: -len(".json")]] = data if isinstance(data, list) else []
-    return out
+    return out, None
+
+
+def sql_schema(conn: sqlite3.Connection) -> list[list[str]]:
+    """[type, name, sql] of every table, index, trigger and view (sqlite's own aside), its SQL
+    without comments or spacing differences, sorted: what a "schema" predicate compares."""
+    rows = conn.execute(
+        "SELECT type, name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' "
+        "AND sql IS NOT NULL"
+    ).fetchall()
+    return sorted([str(t), str(n), normal_sql(str(q))] for t, n, q in rows)
+
+
+def schema_of_dump(text: str) -> list[list[str]]:
+    """The schema of an SQL dump (a sqlite domain's starting snapshot), as sql_schema gives it."""
+    conn = sqlite3.connect(":memory:")
+    conn.set_authorizer(_in_memory_only)
+    try:
+        conn.executescript(text)
+        return sql_schema(conn)
+    finally:
+        conn.close()
+
+
+def normal_sql(sql: str) -> str:
+    """`sql` with its comments dropped and runs of whitespace made one space (quoted text kept
+    as written), so a dump written by another sqlite, or re-indented, compares equal."""
+    out: list[str] = []
+    i, n = 0, len(sql)
+    while i < n:
+        c = sql[i]
+        if c in "'\"`[":
+            close = "]" if c == "[" else c
+            j = sql.find(close, i + 1)
+            j = n - 1 if j < 0 else j
+            out.append(sql[i : j + 1])
+            i = j + 1
+        elif sql.startswith("--", i):
+            j = sql.find("\n", i)
+            i = n if j < 0 else j
+            out.append(" ")
+        elif sql.startswith("/*", i):
+            j = sql.find("*/", i + 2)
+            i = n if j < 0 else j + 2
+            out.append(" ")
+        else:
+            out.append(" " if c.isspace() else c)
+            i += 1
+    text = " ".join("".join(out).split())
+    for a, b in (("( ", "("), (" )", ")"), (" ,", ",")):
+        text = text.replace(a, b)
+    return text
 
 
 # What a dump may not use: virtual tables (their modules are sqlite's attack surface) and the
@@ -105,10 +178,51 @@ def _in_memory_only(action: int, arg1: Any = None, arg2: Any = None, *args: Any)
     return sqlite3.SQLITE_OK
 
 
+def kind_of(v: Any) -> str:
+    """A value's JSON kind: what the tools write, which a correct end state keeps."""
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, int | float):
+        return "number"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, list | tuple):
+        return "array"
+    return "object" if isinstance(v, dict) else type(v).__name__
+
+
+def _same_kind(e: Any, g: Any, depth: int = 0) -> bool:
+    """Same JSON kind all the way down (a list's items, an object's values)."""
+    if depth > 50 or kind_of(e) != kind_of(g):
+        return False
+    if isinstance(e, list | tuple):
+        return len(e) == len(g) and all(
+            _same_kind(a, b, depth + 1) for a, b in zip(e, g, strict=True)
+        )
+    if isinstance(e, dict):
+        return set(e) == set(g) and all(_same_kind(v, g[k], depth + 1) for k, v in e.items())
+    return True
+
+
+def typed(equal: Any) -> Any:
+    """`equal` that first asks for the same JSON kind: the grader's values_equal reads a CSV
+    cell's text as its value ("12.15" equals 12.15), which a state must not."""
+    return lambda e, g: _same_kind(e, g) and equal(e, g)
+
+
 def _matches(record: Any, match: dict[str, Any], equal: Any) -> bool:
     return isinstance(record, dict) and all(
         k in record and equal(v, record[k]) for k, v in match.items()
     )
+
+
+def _shaped(record: dict[str, Any], fields: dict[str, str] | None) -> bool:
+    """A created record has exactly the fields the tools write, each of the kind they write."""
+    if fields is None:
+        return True
+    return set(record) == set(fields) and all(kind_of(record[f]) == k for f, k in fields.items())
 
 
 def _where(p: dict[str, Any]) -> str:
@@ -116,18 +230,44 @@ def _where(p: dict[str, Any]) -> str:
     return f"{p['table']}[{pairs}]"
 
 
-def check_predicate(p: dict[str, Any], tables: dict[str, list], equal: Any) -> tuple[bool, str]:
+def check_predicate(
+    p: dict[str, Any], tables: dict[str, list], equal: Any, schema: list | None = None
+) -> tuple[bool, str]:
+    """(passed, detail) of one predicate on a state; `schema` is the snapshot's SQL schema
+    (load_snapshot), None for a json store."""
+    kind = p.get("kind")
+    equal = typed(equal)
+    if kind == "tables":
+        want, got = set(p.get("tables", [])), set(tables)
+        if want == got:
+            return True, f"the {len(want)} tables, no other"
+        extra, gone = sorted(got - want), sorted(want - got)
+        parts = ([f"tables that must not exist: {extra}"] if extra else []) + (
+            [f"tables missing: {gone}"] if gone else []
+        )
+        return False, "; ".join(parts)
+    if kind == "schema":
+        if schema is None:
+            return False, "the snapshot has no SQL schema to compare"
+        want_s = {tuple(x) for x in p.get("schema", [])}
+        got_s = {tuple(x) for x in schema}
+        if want_s == got_s:
+            return True, f"the schema is the starting one ({len(want_s)} objects)"
+        changed = sorted({x[1] for x in want_s ^ got_s})
+        return False, f"the schema differs from the starting one at: {changed[:MAX_LISTED]}"
     rows = tables.get(p["table"])
     if rows is None:
         return False, f"table {p['table']!r} is missing from the state"
-    kind = p.get("kind")
-    if kind in ("field", "count"):
-        found = [r for r in rows if _matches(r, p.get("match", {}), equal)]
+    if kind in ("field", "count", "rest"):
+        fields = p.get("fields") if kind == "count" else None
+        found = [r for r in rows if _matches(r, p.get("match", {}), equal) and _shaped(r, fields)]
         if kind == "count":
             n = int(p["count"])
             return len(found) == n, f"{len(found)} matching record(s), expected {n}"
         if len(found) != 1:
             return False, f"{len(found)} records match, expected exactly 1"
+        if kind == "rest":
+            return _rest(p, found[0], equal)
         got = found[0].get(p["field"], "<absent>")
         ok = equal(p["value"], got)
         return ok, "match" if ok else f"expected {p['value']!r}, got {got!r}"
@@ -156,6 +296,19 @@ def check_predicate(p: dict[str, Any], tables: dict[str, list], equal: Any) -> t
     return False, f"unknown predicate kind {kind!r}"
 
 
+def _rest(p: dict[str, Any], record: dict[str, Any], equal: Any) -> tuple[bool, str]:
+    """A changed record's fields: exactly the expected ones, the unchanged ones as they were."""
+    want = set(p.get("fields", []))
+    if set(record) != want:
+        extra, gone = sorted(set(record) - want), sorted(want - set(record))
+        return False, f"fields added {extra[:MAX_LISTED]}, removed {gone[:MAX_LISTED]}"
+    differ = [f for f, v in sorted(p.get("values", {}).items()) if not equal(v, record.get(f))]
+    if differ:
+        shown = ", ".join(f"{f}={record.get(f)!r}" for f in differ[:MAX_LISTED])
+        return False, f"fields the task does not change were changed: {shown}"
+    return True, f"its other {len(p.get('values', {}))} fields are unchanged"
+
+
 def _same(want: dict[str, Any], got: dict[str, Any], equal: Any) -> bool:
     return set(want) == set(got) and all(equal(v, got[k]) for k, v in want.items())
 
@@ -165,6 +318,12 @@ def predicate_name(path: str, p: dict[str, Any]) -> str:
         return f"{path}: {_where(p)}.{p['field']}"
     if p.get("kind") == "count":
         return f"{path}: count {_where(p)}"
+    if p.get("kind") == "rest":
+        return f"{path}: {_where(p)} other fields unchanged"
+    if p.get("kind") == "tables":
+        return f"{path}: the same tables"
+    if p.get("kind") == "schema":
+        return f"{path}: the same SQL schema"
     return f"{path}: {p.get('table')} otherwise unchanged"
 
 
@@ -176,10 +335,10 @@ def grade_state(
     path = str(o.get("path", ""))
     preds = (answer or {}).get("predicates") or []
     try:
-        tables = load_records(read, workspace, path, o.get("schema") or {})
+        tables, schema = load_snapshot(read, workspace, path, o.get("schema") or {})
     except Exception as exc:  # unreadable snapshot: every predicate fails with the reason
         why = f"the state does not load: {type(exc).__name__}: {exc}"
         return [(predicate_name(path, p), False, why) for p in preds] or [(path, False, why)]
     if not preds:
         return [(f"{path}: predicates", False, "the answer key holds no predicates")]
-    return [(predicate_name(path, p), *check_predicate(p, tables, equal)) for p in preds]
+    return [(predicate_name(path, p), *check_predicate(p, tables, equal, schema)) for p in preds]

@@ -23,8 +23,13 @@ from clawloop.synthesis.domain.predicates import Goal
 MAX_CHARS = 4000
 
 
+def render(v: Any) -> str:
+    """A value as the state holds it: JSON's true/false/null, numbers and text as written."""
+    return json.dumps(v) if isinstance(v, bool) or v is None else str(v)
+
+
 def _value(v: Any) -> str:
-    return f"`{v}`"
+    return f"`{render(v)}`"
 
 
 def _entity(d: dict[str, Any]) -> str:

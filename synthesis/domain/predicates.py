@@ -1,9 +1,14 @@
 """From a reference run's initial and final state to end-state predicates and a goal.
 
 Pure. The diff of the two states (records located by business key) becomes the task's tests
-(harness/taskfolder/state_predicates.py evaluates them): a field predicate per changed field, a
-count predicate per created or removed record (a created record is matched by its field values,
-never by the id a tool assigned it), and per table a guard that every other record is unchanged.
+(harness/taskfolder/state_predicates.py evaluates them), complete about the end state so that
+collateral damage costs reward: a field predicate per changed field and, per changed record, one
+that its other fields stay as they were (and no field appears or goes); a count predicate per
+created or removed record (a created record is matched by its field values, never by the id a
+tool assigned it, and must have exactly the fields, of the JSON kinds, the tools wrote); per
+table a guard that every other record is unchanged; that no table appears or disappears; and for
+a sqlite store that the schema (tables, columns, constraints) is the starting one. All of them
+are predicates on the final state, so any path to the right end state passes.
 
 The same diff, with the values the instruction may state told apart from those the domain's
 tools derive, is the `Goal` the instruction writer sees: entities by business key, the changes
@@ -16,7 +21,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from clawloop.synthesis.domain.ground import Grounded, Step
+from clawloop.harness.taskfolder.state_predicates import kind_of
+from clawloop.synthesis.domain.ground import Grounded, Step, names_field
 
 Tables = dict[str, list[dict[str, Any]]]
 KEY_FIELD = "_key"  # json tables keyed by primary key keep the key here (runtime.as_records)
@@ -86,19 +92,86 @@ def literals(steps: list[Step]) -> list[Any]:
 
 
 def _stated(value: Any, given: list[Any]) -> bool:
+    """A value equal to a literal the plan passes (a boolean never by value alone: true and
+    false are everywhere; a boolean is stated through the parameter that names its field)."""
     return not isinstance(value, bool) and any(
         type(value) is type(g) and value == g for g in given if not isinstance(g, bool)
     )
 
 
+# (parameter, value, lookup record or None): every argument a plan's steps pass; a value
+# from a lookup ({"$ref": [step, field]}) carries that lookup's record (Grounded.references).
+Argument = tuple[str, Any, dict[str, Any] | None]
+
+
+def arguments(g: Grounded, steps: list[Step] | None = None) -> list[Argument]:
+    """Where each argument of the plan's steps (both arms by default) came from: a literal or
+    a lookup. A lookup's own key is among them: the instruction names that record anyway."""
+    out: list[Argument] = []
+    for s in steps if steps is not None else g.steps + (g.alt_steps or []):
+        for name, v in s.params.items():
+            if isinstance(v, dict) and "$ref" in v:
+                ref = g.references.get(v["$ref"][0])
+                if ref is not None:
+                    out.append((name, ref["value"], ref))
+            elif not isinstance(v, dict | list):
+                out.append((name, v, None))
+    return out
+
+
+def same_value(arg: Any, value: Any) -> bool:
+    """Does the value a field holds equal the argument passed (a boolean stored as 0/1 in
+    sqlite included)?"""
+    if isinstance(arg, bool) and not isinstance(value, bool):
+        return isinstance(value, int) and value in (0, 1) and int(arg) == value
+    return kind_of(arg) == kind_of(value) and arg == value
+
+
+def source(
+    table: str, name: str, value: Any, given: list[Any], args: list[Argument]
+) -> tuple[str, dict[str, Any] | None]:
+    """("stated" | "referenced" | "derived", the lookup record when referenced) for one value a
+    change writes: an argument whose parameter names the field says where it came from (that
+    is how a boolean or a date is known to be the plan's); otherwise a literal equal to it."""
+    named = [(v, ref) for p, v, ref in args if names_field(p, name, table) and same_value(v, value)]
+    if any(ref is None for _, ref in named):
+        return "stated", None
+    if named:
+        return "referenced", named[0][1]
+    if _stated(value, given):
+        return "stated", None
+    return "derived", None
+
+
+def _record(rows: list[dict[str, Any]], key_field: str | None, key: Any) -> dict[str, Any] | None:
+    want = _ident(key)
+    return next((r for r in rows if key_field and _ident(r.get(key_field)) == want), None)
+
+
 def predicates(
-    initial: Tables, final: Tables, changes: list[Change], given: list[Any], keys: dict[str, str]
+    initial: Tables,
+    final: Tables,
+    changes: list[Change],
+    given: list[Any],
+    keys: dict[str, str],
+    args: list[Argument] | None = None,
+    sql_schema: list[list[str]] | None = None,
 ) -> list[dict[str, Any]]:
-    """The tests for one reference run: what changed, and a guard for everything else."""
+    """The tests for one reference run: what changed, and a guard for everything else. `args`
+    (arguments()) tell which written values the plan passed, so the instruction states them;
+    `sql_schema` (a sqlite store's starting schema) must still be the schema at the end."""
     out: list[dict[str, Any]] = []
+    args = args or []
+
+    def hidden(t: str, f: str, v: Any) -> bool:
+        return source(t, f, v, given, args)[0] == "derived"
+
     for c in changes:
         if c.kind == "changed":
+            after = _record(final.get(c.table, []), c.key_field, c.key) or {}
             for f, v in c.new.items():
+                if f not in after:  # the reference removed the field: `rest` says it is gone
+                    continue
                 out.append(
                     {
                         "kind": "field",
@@ -106,9 +179,18 @@ def predicates(
                         "match": {c.key_field: c.key},
                         "field": f,
                         "value": v,
-                        "hidden": [] if _stated(v, given) else [v],
+                        "hidden": [v] if hidden(c.table, f, v) else [],
                     }
                 )
+            out.append(
+                {
+                    "kind": "rest",
+                    "table": c.table,
+                    "match": {c.key_field: c.key},
+                    "fields": sorted(after),
+                    "values": {f: v for f, v in sorted(after.items()) if f not in c.new},
+                }
+            )
         elif c.kind == "deleted":
             match = {c.key_field: c.key} if c.key_field else c.new
             out.append({"kind": "count", "table": c.table, "match": match, "count": 0})
@@ -122,7 +204,8 @@ def predicates(
                     "table": c.table,
                     "match": match,
                     "count": n,
-                    "hidden": [v for v in match.values() if not _stated(v, given)],
+                    "fields": {f: kind_of(v) for f, v in sorted(c.new.items())},
+                    "hidden": [v for f, v in match.items() if hidden(c.table, f, v)],
                 }
             )
     for t in sorted(final):
@@ -136,6 +219,9 @@ def predicates(
         out.append(
             {"kind": "unchanged", "table": t, "key": loc, "records": keep, "total": len(rows)}
         )
+    out.append({"kind": "tables", "tables": sorted(final)})
+    if sql_schema is not None:
+        out.append({"kind": "schema", "schema": sql_schema})
     return out
 
 
@@ -156,18 +242,25 @@ class Goal:
         return asdict(self)
 
 
-def _describe(c: Change, given: list[Any], refs: list[dict[str, Any]]) -> dict[str, Any]:
+def _describe(
+    c: Change, given: list[Any], refs: list[dict[str, Any]], args: list[Argument]
+) -> dict[str, Any]:
     """A change as the writer may see it: stated values, values a lookup leads to (named by the
-    record they come from), and fields the tools derive (named, never valued)."""
+    record they come from), and fields the tools derive (named, never valued). Where a value
+    came from is the plan's argument that names its field; else a literal or lookup equal to it."""
     by_value = {_ident(r["value"]): r for r in refs}
     values = c.new if c.kind != "deleted" else {}
     fields = [f for f in values if f not in (c.key_field, KEY_FIELD)]
-    stated = {f: values[f] for f in fields if _stated(values[f], given)}
-    referenced = {
-        f: {k: by_value[_ident(values[f])][k] for k in ("table", "key_field", "key", "field")}
-        for f in fields
-        if f not in stated and _ident(values[f]) in by_value
-    }
+    stated: dict[str, Any] = {}
+    referenced: dict[str, dict[str, Any]] = {}
+    for f in fields:
+        how, ref = source(c.table, f, values[f], given, args)
+        if how == "derived" and _ident(values[f]) in by_value and values[f] is not None:
+            how, ref = "referenced", by_value[_ident(values[f])]
+        if how == "stated":
+            stated[f] = values[f]
+        elif how == "referenced" and ref is not None:
+            referenced[f] = {k: ref[k] for k in ("table", "key_field", "key", "field")}
     derived = sorted(f for f in fields if f not in stated and f not in referenced)
     d: dict[str, Any] = {
         "kind": c.kind,
@@ -193,6 +286,7 @@ def goal(
 ) -> Goal:
     given = literals(g.steps + (g.alt_steps or []))
     refs = list(g.references.values())
+    args = arguments(g)
     taken_ids, other_ids = {c.ident() for c in taken}, {c.ident() for c in other or []}
     common = taken if other is None else [c for c in taken if c.ident() in other_ids]
     only_taken = [c for c in taken if c not in common]
@@ -207,10 +301,10 @@ def goal(
     return Goal(
         domain=domain_name,
         description=description,
-        changes=[_describe(c, given, refs) for c in common],
+        changes=[_describe(c, given, refs, args) for c in common],
         condition=cond,
-        then_changes=[_describe(c, given, refs) for c in then_c],
-        else_changes=[_describe(c, given, refs) for c in else_c],
+        then_changes=[_describe(c, given, refs, args) for c in then_c],
+        else_changes=[_describe(c, given, refs, args) for c in else_c],
         recovery=any(s.expect == "error" for s in g.steps),
         constraints=[
             "change the state only through the skill CLIs in skills/, which apply policy.md",

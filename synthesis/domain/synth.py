@@ -23,8 +23,9 @@ from clawloop.generators.candidates import candidate_row
 from clawloop.harness.llm import ChatFn
 from clawloop.harness.sandbox.base import SandboxConfig
 from clawloop.harness.taskfolder.grader import values_equal
-from clawloop.harness.taskfolder.state_predicates import check_predicate
+from clawloop.harness.taskfolder.state_predicates import check_predicate, schema_of_dump
 from clawloop.synthesis.domain import execute
+from clawloop.synthesis.domain.derivable import Underivable, underivable, unstated_inputs
 from clawloop.synthesis.domain.ground import (
     Grounded,
     Recovery,
@@ -39,7 +40,7 @@ from clawloop.synthesis.domain.instruct import llm_instruction, write_instructio
 from clawloop.synthesis.domain.llm_analysis import refine_with_llm
 from clawloop.synthesis.domain.load import load_domain
 from clawloop.synthesis.domain.model import Domain, Skill
-from clawloop.synthesis.domain.predicates import diff, goal, literals, predicates
+from clawloop.synthesis.domain.predicates import arguments, diff, goal, literals, predicates
 from clawloop.synthesis.domain.render import TOLERANCE, contract, render_generator
 from clawloop.synthesis.domain.skills import cluster_skills
 from clawloop.synthesis.domain.state import load_tables
@@ -86,12 +87,13 @@ class DomainSynth:
 
 
 def passes(preds: list[dict[str, Any]], tables: execute.Tables) -> bool:
-    """Do these predicates accept this state (the grader's own check, on JSON records)?"""
+    """Do these predicates accept this state (the grader's own check, on JSON records; a run's
+    records carry no SQL schema, and no tool changes one, so the schema predicate is left out)?"""
 
     def equal(e: Any, g: Any) -> bool:
         return values_equal(e, g, TOLERANCE)
 
-    return all(check_predicate(p, tables, equal)[0] for p in preds)
+    return all(check_predicate(p, tables, equal)[0] for p in preds if p.get("kind") != "schema")
 
 
 def _graph_row(domain: str, i: int, g: TaskGraph, seed: int) -> dict[str, Any]:
@@ -175,7 +177,12 @@ def make_task(
     other = diff(initial, alt.final, domain.keys) if alt is not None else None
     # What the agent is told or can read off a named record is no secret; the rest is "hidden".
     known = literals(g.steps) + [r["value"] for r in g.references.values()]
-    preds = predicates(initial, taken.final, changes, known, domain.keys)
+    start_schema = None
+    if domain.state_format == "sqlite":  # the end state keeps the starting schema
+        start_schema = schema_of_dump(files[snapshot_file(domain)])
+    preds = predicates(
+        initial, taken.final, changes, known, domain.keys, arguments(g), start_schema
+    )
     if all_writes is not None and all_writes.final and passes(preds, all_writes.final):
         raise ValueError("applying every write tool once passes the tests")
     aim = goal(domain.name, domain.description, g, changes, other)
@@ -184,6 +191,18 @@ def make_task(
         instruction, note = llm_instruction(aim, chat, [t.name for t in domain.tools])
     else:
         instruction = write_instruction(aim)
+    plan = _plan_steps(g, skills)
+    lost = underivable(plan, preds, instruction)
+    if lost and chat is not None:  # the rewrite lost a value: the deterministic text states it
+        instruction, note = (
+            write_instruction(aim),
+            f"llm instruction lost {lost[0]}: deterministic kept",
+        )
+        lost = underivable(plan, preds, instruction)
+    if lost:
+        raise Underivable("; ".join(lost[:3]))
+    if unsure := unstated_inputs(plan, preds, instruction):
+        note += f"; warning: arguments the instruction does not state: {', '.join(unsure[:3])}"
     schema: dict[str, Any] = {"store": domain.state_format}
     if domain.state_format == "sqlite":
         schema["file"] = Path(snapshot_file(domain)).name
@@ -200,7 +219,7 @@ def make_task(
         instruction,
         files,
         preds,
-        _plan_steps(g, skills),
+        plan,
         contract(schema, DECISIONS),
     )
     return code, note
@@ -277,7 +296,8 @@ def synthesize_domain(
         try:
             code, note = make_task(domain, v, initial, (a, b), files, by_tool, chat, all_writes)
         except ValueError as exc:
-            row["reason"] = f"end state: {exc}"
+            stage = "derivability" if isinstance(exc, Underivable) else "end state"
+            row["reason"] = f"{stage}: {exc}"
             continue
         cand = candidate_row(code, seed, origin=f"domain:{domain.name}", split=split)
         row.update(

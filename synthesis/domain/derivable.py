@@ -1,0 +1,148 @@
+"""Is every value a domain task's reference writes derivable from its instruction and state?
+
+A value the end-state tests require is derivable when the agent can know it: the tools derive it
+by the domain's rules (a balance, a fee, an assigned id), the instruction states it (booleans,
+dates and enumerations included), or it is read from a record the instruction names by business
+key. The reference plan knows where each argument came from: a literal it passes (then the
+instruction must state that literal) or a lookup's result (`{"$ref": [step, field]}`: then the
+instruction must name the record that lookup reads, by the key the lookup passes). A written
+value no argument accounts for is the tools' own work and needs nothing.
+
+Pure, on what a task stores (its plan, predicates and instruction), so the same check can run
+where a task is made (synth.py drops it, the value named) and wherever a stored task is read.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from clawloop.synthesis.domain.ground import names_field
+from clawloop.synthesis.domain.instruct import render
+from clawloop.synthesis.domain.predicates import KEY_FIELD, same_value
+
+ENUMERATION = re.compile(r"^\s*\d+[.)]\s+", re.MULTILINE)  # "3. ..." list numbers state nothing
+NUMBER = re.compile(r"(?<![\w.-])-?\d+(?:\.\d+)?(?![\w-]|\.\d)")
+
+
+class Underivable(ValueError):
+    """A task's reference writes a value its instruction gives no way to know."""
+
+
+@dataclass(frozen=True)
+class Arg:
+    step: int
+    tool: str
+    param: str
+    value: Any = None  # a literal (None for a lookup's result)
+    lookup: int | None = None  # the step whose result it is
+
+
+def plan_args(plan: list[dict[str, Any]]) -> list[Arg]:
+    """Every argument the plan's steps pass: a literal, or a lookup step's result."""
+    out = []
+    for i, s in enumerate(plan):
+        for name, v in (s.get("params") or {}).items():
+            if isinstance(v, dict) and "$ref" in v:
+                out.append(Arg(i, str(s.get("tool")), name, lookup=int(v["$ref"][0])))
+            elif not isinstance(v, dict | list):
+                out.append(Arg(i, str(s.get("tool")), name, v))
+    return out
+
+
+def mentions(text: str, value: Any) -> bool:
+    """Does the instruction state `value` (as the state holds it, in any case, on word
+    boundaries; a number in any common spelling of its magnitude)?"""
+    text = ENUMERATION.sub(" ", text)
+    if isinstance(value, bool) or value is None:
+        return bool(re.search(rf"\b{render(value)}\b", text, re.IGNORECASE))
+    if isinstance(value, int | float):
+        return any(abs(float(m) - float(value)) < 1e-9 for m in NUMBER.findall(text))
+    s = str(value).strip()
+    return bool(s) and bool(re.search(rf"(?<![\w]){re.escape(s)}(?![\w])", text, re.IGNORECASE))
+
+
+def _written(preds: list[dict[str, Any]]) -> list[tuple[str, str, Any]]:
+    """(table, field, value) of every value the tests require the end state to hold: changed
+    fields, and the fields a created record is matched by (never its tool-assigned id)."""
+    out = []
+    for p in preds:
+        if p.get("kind") == "field":
+            out.append((p["table"], p["field"], p["value"]))
+        elif p.get("kind") == "count" and p.get("fields") is not None:
+            out += [(p["table"], f, v) for f, v in p["match"].items() if f != KEY_FIELD]
+    return out
+
+
+def _records(preds: list[dict[str, Any]]) -> list[tuple[str, str, Any]]:
+    """(table, key field, key) of every existing record the tests require changed or gone."""
+    out: dict[str, tuple[str, str, Any]] = {}
+    for p in preds:
+        kind, match = p.get("kind"), p.get("match") or {}
+        if len(match) == 1 and (kind in ("field", "rest") or (kind == "count" and not p["count"])):
+            ((f, v),) = match.items()
+            if v is not None:
+                out.setdefault(repr((p["table"], f, v)), (p["table"], f, v))
+    return list(out.values())
+
+
+def underivable(
+    plan: list[dict[str, Any]], preds: list[dict[str, Any]], instruction: str
+) -> list[str]:
+    """What the agent cannot know, one line per value (table.field = value, the parameter it is
+    passed as, and why); empty when every written value is derivable."""
+    args = plan_args(plan)
+
+    def named(a: Arg) -> bool:  # the record a lookup reads is named by the key it passes
+        return a.lookup is not None and any(
+            mentions(instruction, b.value) for b in args if b.step == a.lookup and b.lookup is None
+        )
+
+    out: list[str] = []
+    for table, name, value in _written(preds):
+        literal = [
+            a
+            for a in args
+            if a.lookup is None
+            and same_value(a.value, value)
+            and (names_field(a.param, name, table) or not isinstance(a.value, bool))
+        ]
+        looked = [a for a in args if a.lookup is not None and names_field(a.param, name, table)]
+        if not literal and not looked:
+            continue  # no argument accounts for it: the tools derive it
+        if any(mentions(instruction, a.value) for a in literal) or any(map(named, looked)):
+            continue
+        a = (literal or looked)[0]
+        how = "passed as" if a.lookup is None else f"read by step {a.lookup} for"
+        out.append(
+            f"{table}.{name} = {render(value)} ({how} {a.tool} --{a.param}) is neither stated in "
+            "the instruction nor read from a record it names"
+        )
+    for table, key_field, value in _records(preds):
+        if mentions(instruction, value):
+            continue
+        via = [a for a in args if a.lookup is not None and names_field(a.param, key_field, table)]
+        if not any(map(named, via)):
+            out.append(
+                f"the {table} record {key_field}={render(value)} is neither named in the "
+                "instruction nor reached from a record it names"
+            )
+    return out
+
+
+def unstated_inputs(
+    plan: list[dict[str, Any]], preds: list[dict[str, Any]], instruction: str
+) -> list[str]:
+    """Literal arguments the instruction does not mention and no tested value holds, as
+    "tool --param value": the record a fix needs (any clean inspection may do) or an input a
+    derived value depends on (a discount behind a total). Which it is, only running another
+    value would tell: a warning, never a drop."""
+    held = [v for _, _, v in _written(preds)] + [v for _, _, v in _records(preds)]
+    out = []
+    for a in plan_args(plan):
+        if a.lookup is not None or mentions(instruction, a.value):
+            continue
+        if not any(same_value(a.value, v) for v in held):
+            out.append(f"{a.tool} --{a.param} {render(a.value)}")
+    return list(dict.fromkeys(out))
