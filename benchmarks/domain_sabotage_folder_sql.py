@@ -1,7 +1,7 @@
 """seed_library: sabotaged end states graded by the old and new task folders' own grader.py.
 
 Measure (not a test). Usage, from a checkout root with the shim on PYTHONPATH:
-    python tests/synthesis/domain/measure_folder_sabotage_sql.py OLD_TASK_FOLDER NEW_TASK_FOLDER
+    python benchmarks/domain_sabotage_folder_sql.py OLD_TASK_FOLDER NEW_TASK_FOLDER
 where both folders come from `clawloop domain synth` with the same domain and seed on the old and
 new code (so their reference plans are equal, which the script checks).
 """

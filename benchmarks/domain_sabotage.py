@@ -1,6 +1,6 @@
 """Measure (not a test): the reward of each sabotaged end state of test_end_state_complete.py.
 
-Run from a checkout's root, e.g. `PYTHONPATH=.shim python tests/synthesis/domain/measure_sabotage.py`;
+Run from a checkout's root, e.g. `python benchmarks/domain_sabotage.py`;
 copied beside an older checkout's tests, it measures that code (the "before" figures).
 """
 

@@ -2,7 +2,7 @@
 folder of the same apiary task (same plan: order + payment + harvest for one buyer).
 
 Measure (not a test). Usage, from a checkout root with the shim on PYTHONPATH:
-    python tests/synthesis/domain/measure_folder_sabotage_json.py OLD_TASK_FOLDER NEW_TASK_FOLDER
+    python benchmarks/domain_sabotage_folder_json.py OLD_TASK_FOLDER NEW_TASK_FOLDER
 where both folders come from `clawloop domain synth` with the same domain and seed on the old and
 new code (so their reference plans are equal, which the script checks).
 """
