@@ -3,14 +3,16 @@
 Checks (storage.schemas.CHECKS `check` names):
     determinism      two builds with one seed, in two interpreters, gave the same task digest
     leak             no non-trivial answer value appears in instruction.md or the contract
-    decision_fields  every field a decision defines ("x = ...", "x counts ...") is in some output
+    decision_fields  every field a decision defines as code ("x = ...", "`x` is", "top_x counts")
+                     is in some output; a plain word read from prose ("values are") only warns
     ablation         a built-in's reference solution skipping any one injected difficulty fails
     oracle           solution/solve.sh then tests/test.sh in a fresh sandbox gives reward 1.0
     noop             tests/test.sh on the untouched workspace must not pass (else a false positive)
     trivial:<probe>  each probe from harness/taskfolder/probes.py (empty, copied, constant outputs) fails
     answer_file      no starting file, copied verbatim to the outputs, passes (an answer left in it)
 
-A task is kept only if every check passes. Sandbox starts and interpreter starts dominate the
+A task is kept only if every check passes. A check that reads prose drops only on a certain
+signal; on a guess its row passes with a reason opening "warning: " (is_warning). Sandbox starts and interpreter starts dominate the
 cost, so the sandbox checks use as few of each as their isolation allows:
   - solve: the reference solution runs before the answer key is in the sandbox, and in its
     interpreter afterwards the generator builds the seed again (determinism: another interpreter
@@ -57,7 +59,11 @@ from clawloop.generators.runner import (
     solve_then_rebuild,
     stage_generator,
 )
-from clawloop.generators.verify.leaks import find_leaks, undefined_decision_fields
+from clawloop.generators.verify.leaks import (
+    find_leaks,
+    undefined_decision_fields,  # noqa: F401 (synthesis' tests ask it here)
+    unheld_decision_fields,
+)
 from clawloop.harness.sandbox.base import (
     SOLUTION,
     TESTS,
@@ -269,6 +275,20 @@ for job in spec["jobs"]:
 """
 
 # ---- the checks ----------------------------------------------------------------------------
+
+
+# A passing CHECKS row whose reason opens with this is a warning: what the check read may be
+# wrong (prose read as a field name), so it keeps the task and says what it saw.
+WARNING = "warning: "
+
+
+def warning(reason: str) -> str:
+    return WARNING + reason
+
+
+def is_warning(check: dict[str, Any]) -> bool:
+    """A kept task's note: a passing row whose reason is a warning."""
+    return bool(check.get("passed")) and str(check.get("reason", "")).startswith(WARNING)
 
 
 def _check(task_id: str, name: str, passed: bool, reason: str) -> dict[str, Any]:
@@ -539,14 +559,23 @@ def check_ablation(task: Path | TaskFiles) -> tuple[bool, str]:
 
 
 def check_decision_fields(task: Path | TaskFiles) -> tuple[bool, str]:
+    """Drops a task only when a decision names, as code, a field no output holds; a plain word
+    read as a field from prose ("values are sums") may be English: a passing row that warns."""
     task = TaskFiles.of(task)
     contract = task.json("tests/contract.json")
     answer = task.json("tests/answer.json")
-    missing = undefined_decision_fields(contract, answer, task.workspace)
-    if missing:
+    unheld = unheld_decision_fields(contract, answer, task.workspace)
+    certain = [f for f, how in unheld.items() if how == "certain"]
+    if certain:
         return False, (
-            f"the decisions define {', '.join(missing[:5])}, which no output holds: a rule for "
+            f"the decisions define {', '.join(certain[:5])}, which no output holds: a rule for "
             "nothing the agent writes (drop the rule or add the field)"
+        )
+    if unheld:
+        return True, warning(
+            f"the decisions may define {', '.join(list(unheld)[:5])} (a plain word opening a "
+            "rule, read as a field), which no output holds; kept, as it may be prose. If it is "
+            "a field, add it to an output; to be checked, write it as code (`name`, name = ...)"
         )
     return True, "every field the decisions define is in some output"
 

@@ -5,6 +5,7 @@ task and calls these.
 
     find_leaks(answer, {"instruction.md": text}, inputs_text, tolerance) -> ["'20378.5' in ..."]
     undefined_decision_fields(contract, answer, files) -> ["summary", ...]
+    unheld_decision_fields(contract, answer, files) -> {"summary": "certain", "values": "guess"}
 """
 
 from __future__ import annotations
@@ -371,25 +372,55 @@ def _is_year(v: Any, years: set[int]) -> bool:
 # ---- decision fields: pure --------------------------------------------------------------------
 
 # How a decision defines a field: "name = ...", or a clause opening on a lower-case identifier
-# with a defining verb ("records counts the rows", "top_hive is the ..."; "; peak_total is").
-_ASSIGNED = re.compile(r"(?<![\w/.-])([A-Za-z][A-Za-z0-9_]*)\s*=\s")
+# with a defining verb ("records counts the rows", "top_hive is the ..."; "; peak_total is"), or
+# a backticked name with one ("`peak` is the ..."). Not a unit equation ("1 lb = 0.4536 kg").
+_ASSIGNED = re.compile(r"(?<![\w/.-])(?<!\d )(`?)([A-Za-z][A-Za-z0-9_]*)\1\s*=\s")
 _DEFINED = re.compile(
-    r"(?:^|[.;:]\s+)([a-z][a-z0-9_]*)\s+(?:is|are|counts|sums|gives|means|equals)\b"
+    r"(?:^|[.;:]\s+|(?<=\s)(?=`))(`?)([a-z][A-Za-z0-9_]*)\1\s+"
+    r"(?:is|are|counts|sums|gives|means|equals)\b"
 )
 _NOT_FIELDS = frozenset(
     ("a", "all", "an", "any", "both", "each", "every", "it", "its", "none", "one", "such")
     + ("that", "the", "their", "then", "there", "these", "this", "those", "what", "which", "who")
 )
+# A name written as code: with an underscore, a digit or an inner capital (snake_case, camelCase),
+# never an English word. A plain word ("values are sums", "records counts") may be prose.
+_IDENTIFIER = re.compile(r"^[A-Za-z][a-z0-9]*(?:[_0-9A-Z][A-Za-z0-9]*)*$")
+
+
+def _code_form(name: str) -> bool:
+    return _IDENTIFIER.match(name) is not None and (
+        "_" in name or any(c.isdigit() for c in name) or any(c.isupper() for c in name[1:])
+    )
+
+
+def decision_field_signals(decisions: list[str]) -> dict[str, str]:
+    """The field names the decisions define, in order of first definition, each with how sure
+    the reading is: "certain" when the decision writes it as code (`name = ...`, a backticked
+    name, a snake_case or camelCase name before a defining verb, a lower-case word assigned
+    with =), "guess" when it is a plain word opening a prose clause ("values are sums rounded",
+    "Total = ..." beginning a sentence), which may be English rather than a field."""
+    found: dict[str, str] = {}
+    for d in decisions:
+        matches = [(m, True) for m in _ASSIGNED.finditer(d)]
+        matches += [(m, False) for m in _DEFINED.finditer(d)]
+        for m, assigned in sorted(matches, key=lambda x: x[0].start()):
+            name = m.group(2)
+            if name.lower() in _NOT_FIELDS:
+                continue
+            certain = (
+                bool(m.group(1))  # backticks
+                or _code_form(name)
+                or (assigned and name.islower())
+            )
+            if found.get(name) != "certain":
+                found[name] = "certain" if certain else "guess"
+    return found
 
 
 def decision_fields(decisions: list[str]) -> list[str]:
     """The field names the decisions define, in order of first definition."""
-    found: dict[str, None] = {}
-    for d in decisions:
-        for m in sorted([*_ASSIGNED.finditer(d), *_DEFINED.finditer(d)], key=lambda m: m.start()):
-            if m.group(1) not in _NOT_FIELDS:
-                found.setdefault(m.group(1), None)
-    return list(found)
+    return list(decision_field_signals(decisions))
 
 
 def _names(value: Any, out: set[str], depth: int = 0) -> set[str]:
@@ -408,11 +439,12 @@ def _names(value: Any, out: set[str], depth: int = 0) -> set[str]:
     return out
 
 
-def undefined_decision_fields(
+def unheld_decision_fields(
     contract: dict[str, Any], answer: dict[str, Any], files: dict[str, str]
-) -> list[str]:
+) -> dict[str, str]:
     """Fields the decisions define that no contract output holds (nor the starting files name,
-    as columns and keys the rules read): a rule for an output the agent is never asked for."""
+    as columns and keys the rules read), each with how sure the reading is ("certain" or
+    "guess", see decision_field_signals): a rule for an output the agent is never asked for."""
     known: set[str] = set()
     for o in contract.get("outputs", []):
         known.update(str(c) for c in o.get("columns", []) or [])
@@ -421,4 +453,12 @@ def undefined_decision_fields(
         _names(value if isinstance(value, dict | list) else {}, known)
     for rel, text in files.items():
         known.update(re.findall(r"\w+", rel + "\n" + text))
-    return [f for f in decision_fields(contract.get("decisions") or []) if f not in known]
+    signals = decision_field_signals(contract.get("decisions") or [])
+    return {f: how for f, how in signals.items() if f not in known}
+
+
+def undefined_decision_fields(
+    contract: dict[str, Any], answer: dict[str, Any], files: dict[str, str]
+) -> list[str]:
+    """Every field of unheld_decision_fields, certain or guessed."""
+    return list(unheld_decision_fields(contract, answer, files))
