@@ -2,7 +2,8 @@
 
 Checks (storage.schemas.CHECKS `check` names):
     determinism      two builds with one seed, in two interpreters, gave the same task digest
-    leak             no non-trivial answer value appears in instruction.md or the contract
+    leak             no non-trivial answer value appears in instruction.md or the contract (a
+                     categorical one read from prose, or one in an unnamed data file, warns)
     decision_fields  every field a decision defines as code ("x = ...", "`x` is", "top_x counts")
                      is in some output; a plain word read from prose ("values are") only warns
     ablation         a built-in's reference solution skipping any one injected difficulty fails
@@ -60,7 +61,9 @@ from clawloop.generators.runner import (
     stage_generator,
 )
 from clawloop.generators.verify.leaks import (
-    find_leaks,
+    CERTAIN,
+    find_leak_signals,
+    is_data,
     undefined_decision_fields,  # noqa: F401 (synthesis' tests ask it here)
     unheld_decision_fields,
 )
@@ -427,6 +430,8 @@ def non_input_files(files: dict[str, str], texts: dict[str, str]) -> list[str]:
 
 
 def check_leak(task: Path | TaskFiles) -> tuple[bool, str]:
+    """Drops a task on a certain leak; a guessed one (find_leak_signals), or any found only in a
+    data file the task describes without naming its path (an input, not a note), warns."""
     task = TaskFiles.of(task)
     contract = task.json("tests/contract.json")
     answer = hidden_answer(task.json("tests/answer.json"), contract)
@@ -437,11 +442,22 @@ def check_leak(task: Path | TaskFiles) -> tuple[bool, str]:
     }
     strays = non_input_files(files, texts)
     inputs = "\n".join(t for r, t in files.items() if r not in strays)
-    texts.update({f"workspace file {r}": files[r] for r in strays})
+    data = {f"workspace file {r}" for r in strays if is_data(files[r])}
+    # Prose strays before data ones: a value a note and a data file both hold is the note's.
+    for r in sorted(strays, key=lambda r: f"workspace file {r}" in data):
+        texts[f"workspace file {r}"] = files[r]
     tolerance = contract.get("tolerance", {})
-    leaks = find_leaks(answer, texts, inputs, tolerance, contract_keys(contract))
-    if leaks:
-        return False, "answer values visible to the agent: " + "; ".join(leaks[:5])
+    found = find_leak_signals(answer, texts, inputs, tolerance, contract_keys(contract))
+    certain = [what for what, where, how in found if how == CERTAIN and where not in data]
+    if certain:
+        return False, "answer values visible to the agent: " + "; ".join(certain[:5])
+    if found:
+        return True, warning(
+            "answer values the agent may be told, read from prose or an unnamed data file: "
+            + "; ".join(what for what, _, _ in found[:5])
+            + "; kept, as the text may mean something else (a rule's parameter, an input). "
+            "If it gives the answer away, reword it"
+        )
     return True, (
         "no non-trivial answer value, nor a categorical one stated as the answer, appears in the "
         "instruction, the contract" + (" or a file the task never points to" if strays else "")

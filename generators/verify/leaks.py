@@ -1,9 +1,12 @@
 """The pure text checks verify runs on a task: the leak audit (is an answer value, or a
 categorical answer stated as the answer, visible to the agent?) and the decision fields (does
 every field a decision defines appear in some output?). No I/O: generators/verify/__init__.py reads the
-task and calls these.
+task and calls these. Both read prose, so each finding says how sure it is: "certain" (a name
+written as code, a value tied to it by ":" or "=", a computed figure) drops a task, "guess" (a
+plain word that may be English) only warns.
 
     find_leaks(answer, {"instruction.md": text}, inputs_text, tolerance) -> ["'20378.5' in ..."]
+    find_leak_signals(...) -> [("'20378.5' in instruction.md", "instruction.md", "certain")]
     undefined_decision_fields(contract, answer, files) -> ["summary", ...]
     unheld_decision_fields(contract, answer, files) -> {"summary": "certain", "values": "guess"}
 """
@@ -12,6 +15,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import json
 import math
 import re
 from collections.abc import Iterator
@@ -102,6 +106,12 @@ def _slack(x: float, tolerance: dict[str, float]) -> float:
     return max(float(tolerance.get("abs", 0.0)), float(tolerance.get("rel", 0.0)) * abs(x), 1e-9)
 
 
+# How sure a finding is: "certain" drops a task, "guess" (prose that may say something else)
+# only warns. A Leak is (what, where: the text's name, how sure).
+CERTAIN, GUESS = "certain", "guess"
+Leak = tuple[str, str, str]
+
+
 def find_leaks(
     answer: Any,
     texts: dict[str, str],
@@ -110,12 +120,25 @@ def find_leaks(
     keys: frozenset[str] = frozenset(),
 ) -> list[str]:
     """Each non-trivial answer value that one of `texts` (name -> text) states, as "VALUE in
-    NAME": a number written in any common format (20,378.5 / 20 378,5 / 2.04e4, either sign)
-    within the grader's tolerance of it, or a computed string on token boundaries; then each
-    categorical value stated as the answer (categorical_leaks; `keys` name the fields that
-    identify a row). A year of the inputs' dates and a number a rule gives as a threshold are
-    the task's parameters, not answers."""
-    found: list[str] = []
+    NAME" (find_leak_signals, certain or guessed)."""
+    return [what for what, _, _ in find_leak_signals(answer, texts, inputs_text, tolerance, keys)]
+
+
+def find_leak_signals(
+    answer: Any,
+    texts: dict[str, str],
+    inputs_text: str,
+    tolerance: dict[str, float],
+    keys: frozenset[str] = frozenset(),
+) -> list[Leak]:
+    """Each non-trivial answer value that one of `texts` (name -> text) states: a number written
+    in any common format (20,378.5 / 20 378,5 / 2.04e4, either sign) within the grader's
+    tolerance of it, or a computed string on token boundaries (both certain: a 3-digit figure
+    or a computed label does not occur by chance); then each categorical value stated as the
+    answer (categorical_leak_signals; `keys` name the fields that identify a row). A year of the
+    inputs' dates and a number a rule gives as a threshold are the task's parameters, not
+    answers."""
+    found: list[Leak] = []
     seen: set[str] = set()
     numbers = {name: prose_numbers(text) for name, text in texts.items()}
     given, years = given_numbers(texts), input_years(inputs_text)
@@ -132,7 +155,7 @@ def find_leaks(
             for name in texts:
                 if _within(numbers[name], value, _slack(value, tolerance)):
                     seen.add(label)
-                    found.append(f"{label!r} in {name}")
+                    found.append((f"{label!r} in {name}", name, CERTAIN))
                     break
         elif isinstance(leaf, str) and is_revealing_string(leaf, inputs_text):
             s = leaf.strip()
@@ -140,9 +163,27 @@ def find_leaks(
             for name, text in texts.items():
                 if s not in seen and rx.search(text):
                     seen.add(s)
-                    found.append(f"{s!r} in {name}")
+                    found.append((f"{s!r} in {name}", name, CERTAIN))
                     break
-    return found + categorical_leaks(answer, texts, inputs_text, keys)
+    return found + categorical_leak_signals(answer, texts, inputs_text, keys)
+
+
+def is_data(text: str) -> bool:
+    """Is a file's text data (JSON, JSON lines, or delimited rows) rather than prose? A data
+    file the instruction describes without naming its path is an input, so an answer value in
+    it may be copied data (a maximum), not a note that gives the answer away."""
+    text = text.strip()
+    if not text:
+        return False
+    with contextlib.suppress(ValueError):
+        return isinstance(json.loads(text), dict | list)
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    if len(lines) >= 2 and all(ln.lstrip().startswith(("{", "[")) for ln in lines):
+        return True
+    return len(lines) >= 2 and any(
+        lines[0].count(d) >= 1 and all(ln.count(d) == lines[0].count(d) for ln in lines)
+        for d in (",", "\t", ";", "|")
+    )
 
 
 # ---- categorical answers: pure -----------------------------------------------------------------
@@ -280,26 +321,38 @@ _LINK = r"""["'`*\s]*(?:[:=]|\b(?:is|are|was|were|equals|of|came\s+to|comes\s+to
 _CONDITION = re.compile(r"\b(?:with|where|whose|when|if|unless|while)\s+(?:its\s+|the\s+)?$", re.I)
 
 
-def _stated(clause: str, field: str, forms: list[str], row: tuple) -> bool:
+def _stated(clause: str, field: str, forms: list[str], row: tuple) -> str | None:
     """The clause names the field (as written or in words) and the value right after it (or
     right before it: "4 flagged"), not as a condition or a definition ("rows with reconciled
-    false", "reconciled is true when ..."), and, for a row's field, names the row too."""
+    false", "reconciled is true when ..."), and, for a row's field, names the row too. CERTAIN
+    when the field is written as code (top_hive, `flagged`, "flagged") or tied to its value by
+    ":" or "=" ("busiest month: 2024-03"); GUESS when prose puts a plain word by a value ("a
+    hive with 2 flagged weeks", "flagged is 2"): the number may be a rule's parameter."""
     if row and not any(r in clause and re.search(_shape_literal(r), clause) for r in row):
-        return False
+        return None
+    best = None
     for name in {field, field.replace("_", " ")}:
         for m in re.finditer(r"(?<![\w])" + re.escape(name) + r"(?![\w])", clause, re.I):
             if _CONDITION.search(clause[max(0, m.start() - 16) : m.start()]):
                 continue
+            quoted = clause[m.start() - 1 : m.start()] in ('"', "'", "`") and m.start() > 0
+            coded = quoted or (m.group(0) == field and _code_form(field))
             for form in forms:
                 lit = r"(?<![\w.,-])" + re.escape(form) + r"(?![\w]|[.,]\d|-\w)"
                 after = re.compile(_LINK + lit, re.I).match(clause, m.end())
                 if after and not _DEFINING.match(clause, after.end()):
-                    return True
-                if re.search(
+                    linked = any(c in clause[m.end() : after.end()] for c in ":=")
+                    if coded or linked:
+                        return CERTAIN
+                    best = GUESS
+                before = re.search(
                     lit + r"[\s:=]{1,3}$", clause[max(0, m.start() - 16) : m.start()], re.I
-                ):
-                    return True
-    return False
+                )
+                if before:
+                    if coded or any(c in before.group(0) for c in ":="):
+                        return CERTAIN
+                    best = GUESS
+    return best
 
 
 def _shape_literal(s: str) -> str:
@@ -309,11 +362,20 @@ def _shape_literal(s: str) -> str:
 def categorical_leaks(
     answer: Any, texts: dict[str, str], inputs_text: str, keys: frozenset[str] = frozenset()
 ) -> list[str]:
+    """Categorical answer values a text states *as the answer* (categorical_leak_signals)."""
+    return [what for what, _, _ in categorical_leak_signals(answer, texts, inputs_text, keys)]
+
+
+def categorical_leak_signals(
+    answer: Any, texts: dict[str, str], inputs_text: str, keys: frozenset[str] = frozenset()
+) -> list[Leak]:
     """Categorical answer values a text states *as the answer*: a summary's or a row's field
     with its value ("top_hive is HV-0412", "busiest month: 2024-03", "HV-0412 reconciled: no",
-    "flagged: 4"), or a selection of ids (the flagged readings, the unreconciled entries) that
-    a text lists. Ids and years the inputs hold are not leaks by appearing: their selection is."""
-    found: list[str] = []
+    "flagged: 4"; how sure, see _stated), or a selection of ids (the flagged readings, the
+    unreconciled entries) that a text lists (certain when it names two of them or more, a guess
+    for one: an example id may be picked by chance). Ids and years the inputs hold are not
+    leaks by appearing: their selection is."""
+    found: list[Leak] = []
     years = input_years(inputs_text)
     clauses = {
         name: [(c, c.lower()) for c in _CLAUSE.split(text) if c.strip()]
@@ -338,18 +400,24 @@ def categorical_leaks(
             if label in seen:
                 continue
             names = (field.lower(), field.replace("_", " ").lower())
+            guessed: Leak | None = None
             for name, cs in clauses.items():
                 if not any(n in lowered[name] for n in names):
                     continue
                 # The cheap test first: most clauses name none of the answer's fields.
-                if any(
+                how = {
                     _stated(c, field, forms, row)
                     for c, lc in cs
                     if names[0] in lc or names[1] in lc
-                ):
-                    seen.add(label)
-                    found.append(f"{label} stated in {name}")
+                }
+                if CERTAIN in how:
+                    guessed = (f"{label} stated in {name}", name, CERTAIN)
                     break
+                if GUESS in how and guessed is None:
+                    guessed = (f"{label} stated in {name}", name, GUESS)
+            if guessed is not None:
+                seen.add(label)
+                found.append(guessed)
     for name_sel, sel in _selections(answer, keys):
         shapes = {_shape(s) for s in sel}
         universe = _tokens(shapes, inputs_text) | sel
@@ -359,7 +427,8 @@ def categorical_leaks(
                     f"the {name_sel or 'answer'} selection"
                     + f" ({', '.join(sorted(sel)[:3])}{', ...' if len(sel) > 3 else ''})"
                 )
-                found.append(f"{what} listed in {name}")
+                named = len(_tokens(shapes, text) & sel)
+                found.append((f"{what} listed in {name}", name, CERTAIN if named > 1 else GUESS))
                 break
     return found
 
