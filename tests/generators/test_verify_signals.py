@@ -56,9 +56,9 @@ def test_unheld_fields_keep_their_certainty() -> None:
     }
 
 
-def forged(path: Path, seed: int) -> dict:
+def forged(path: Path, seed: int, ok: bool = True) -> dict:
     row = forge_candidate(candidate_row(path.read_text(), seed), BWRAP)
-    assert row["status"] == "ok", row["error"]
+    assert row["status"] == "ok" or not ok, row["error"]
     return row
 
 
@@ -71,3 +71,81 @@ def test_the_issue_prose_decision_generator_is_kept_with_a_warning() -> None:
     row = next(c for c in checks if c["check"] == "decision_fields")
     assert is_warning(row) and "values" in row["reason"], row
     assert [c["check"] for c in checks if is_warning(c)] == ["decision_fields"]
+
+
+# ---- the corpus: sound generators kept, hostile ones dropped ------------------------------------
+
+# Each hostile generator (hostile/, and the planted ones beside them) -> the check that must drop
+# it and a phrase of its reason. A generator cannot ship a no-op pass (its output already in the
+# workspace): forge refuses it, and verify drops the failed row.
+HOSTILE_REASONS = {
+    "hostile/total_in_instruction": ("leak", "answer values visible to the agent: '"),
+    "hostile/total_in_decisions": ("leak", "answer values visible to the agent: '"),
+    "hostile/top_hive_in_instruction": ("leak", "top_hive='HV-"),
+    "hostile/selection_in_instruction": ("leak", "the flagged selection"),
+    "hostile/answer_in_notes": ("leak", "in workspace file NOTES.txt"),
+    "hostile/clock_seeded": ("determinism", "two builds with one seed differ"),
+    "hostile/hash_ordered": ("determinism", "two builds with one seed differ"),
+    "hostile/undefined_field": ("decision_fields", "define grand_total, which no output"),
+    "hostile/backticked_field": ("decision_fields", "define peakday, which no output"),
+    "hostile/assigned_field": ("decision_fields", "define mean_kg, which no output"),
+    "hostile/wrong_rounding": ("oracle", "reference solution scores 0."),
+    "hostile/no_anomalies": ("trivial:empty", "the verifier accepts it"),
+    "hostile/all_zero": ("trivial:constant", "the verifier accepts it"),
+    "hostile/copy_of_input": ("trivial:copy_inputs", "the verifier accepts it"),
+    "hostile/output_preexists": ("forge", "already exist in the starting workspace"),
+    "leaky": ("leak", "answer values visible"),
+    "nondeterministic": ("determinism", "differ"),
+    "bad_solve": ("oracle", "reference solution scores"),
+    "answer_in_workspace": ("answer_file", "copying README.txt to the outputs passes"),
+}
+# The default run's share, one seed each: the issue's generator, an unnamed input, a report; a
+# categorical leak, a field written as code, an empty answer. The rest, and every case at every
+# seed of SEEDS, are marked slow.
+SOUND_FAST = {"plot_totals", "peak_sale", "budget_report"}
+HOSTILE_FAST = {
+    "hostile/top_hive_in_instruction",
+    "hostile/backticked_field",
+    "hostile/no_anomalies",
+}
+SEEDS = (1, 2, 3)
+
+
+def _cases(names: list[str], fast: set[str]) -> list:
+    out = [pytest.param(n, SEEDS, marks=pytest.mark.slow, id=n) for n in names]
+    return out + [pytest.param(n, SEEDS[:1], id=f"{n}-fast") for n in names if n in fast]
+
+
+def test_the_corpus_is_big_enough_and_every_hostile_one_has_a_reason() -> None:
+    assert len(SOUND) >= 20
+    assert {f"hostile/{p.stem}" for p in HOSTILE} <= set(HOSTILE_REASONS)
+    assert all((FIXTURES / f"{n}.py").is_file() for n in HOSTILE_REASONS)
+    # every kind of drop the sandbox and the text checks make is exercised
+    kinds = {c for c, _ in HOSTILE_REASONS.values()}
+    assert {"leak", "determinism", "decision_fields", "oracle", "answer_file", "forge"} <= kinds
+    assert {"trivial:empty", "trivial:constant", "trivial:copy_inputs"} <= kinds
+
+
+@needs_bwrap
+@pytest.mark.parametrize(("name", "seeds"), _cases([p.stem for p in SOUND], SOUND_FAST))
+def test_every_sound_generator_is_kept(name: str, seeds: tuple[int, ...]) -> None:
+    """Prose decisions, JSON maps and records, CSV, ordered lists, reports, unnamed inputs:
+    every check keeps each seed; what a check read from prose is at most a warning."""
+    for seed in seeds:
+        checks, verdict = verify_task(forged(FIXTURES / "sound" / f"{name}.py", seed), BWRAP)
+        failed = {c["check"]: c["reason"] for c in checks if not c["passed"]}
+        assert verdict["kept"] and not failed, (seed, failed)
+
+
+@needs_bwrap
+@pytest.mark.parametrize(("name", "seeds"), _cases(list(HOSTILE_REASONS), HOSTILE_FAST))
+def test_every_hostile_generator_is_dropped_for_its_reason(
+    name: str, seeds: tuple[int, ...]
+) -> None:
+    check, needle = HOSTILE_REASONS[name]
+    for seed in seeds:
+        checks, verdict = verify_task(forged(FIXTURES / f"{name}.py", seed, ok=False), BWRAP)
+        failed = {c["check"]: c["reason"] for c in checks if not c["passed"]}
+        assert not verdict["kept"], (seed, verdict)
+        assert check in failed and needle in failed[check], (seed, failed)
+        assert not is_warning(next(c for c in checks if c["check"] == check))
