@@ -4,6 +4,7 @@ of sound hand-written generators is kept whole and a hostile one dropped, each f
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -11,8 +12,13 @@ import pytest
 
 from clawloop.generators.candidates import candidate_row
 from clawloop.generators.forge import forge_candidate
-from clawloop.generators.verify import is_warning, verify_task
-from clawloop.generators.verify.leaks import decision_field_signals, unheld_decision_fields
+from clawloop.generators.verify import check_leak, is_warning, verify_task
+from clawloop.generators.verify.leaks import (
+    decision_field_signals,
+    find_leak_signals,
+    is_data,
+    unheld_decision_fields,
+)
 from clawloop.harness.sandbox.base import SandboxConfig
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "generators"
@@ -54,6 +60,75 @@ def test_unheld_fields_keep_their_certainty() -> None:
         "values": "guess",
         "grand_total": "certain",
     }
+
+
+FLAGS = {
+    "o.json": {
+        "weeks": [{"week_id": f"W-{i:03d}", "flagged": i in (3, 7)} for i in range(1, 13)],
+        "flagged": 2,
+        "top_hive": "HV-102",
+    }
+}
+INPUTS = "week_id,hive,mites\n" + "".join(f"W-{i:03d},HV-10{i % 3},{i}\n" for i in range(1, 13))
+
+
+def signals(text: str) -> list[tuple[str, str]]:
+    found = find_leak_signals(FLAGS, {"i": text}, INPUTS, {"abs": 0.0}, frozenset({"week_id"}))
+    return [(what, how) for what, _, how in found]
+
+
+@pytest.mark.parametrize(
+    ("text", "how"),
+    [
+        ("The summary's top_hive is HV-102.", "certain"),  # the field written as code
+        ("busiest: none; flagged: 2", "certain"),  # tied to its value by a colon
+        ('{"flagged": 2}', "certain"),
+        ("A hive with 2 flagged weeks goes into quarantine.", "guess"),  # a rule's parameter
+        ("Weeks look like W-007.", "guess"),  # one example id that happens to be flagged
+        ("Check W-003 and W-007 first.", "certain"),  # the selection, listed
+    ],
+)
+def test_a_leak_read_from_prose_says_how_sure_it_is(text: str, how: str) -> None:
+    found = signals(text)
+    assert found and {h for _, h in found} == {how}, found
+
+
+def test_data_files_and_prose_files_are_told_apart() -> None:
+    assert is_data('{"sales": [1, 2]}') and is_data("a,b\n1,2\n3,4\n")
+    assert is_data('{"a": 1}\n{"a": 2}\n') and is_data("x\ty\n1\t2\n")
+    assert not is_data("Keeper notes. Totals this run: HV-1 3.5 kg, HV-2 4.25 kg.\n")
+    assert not is_data("")
+
+
+def _folder(tmp: Path, instruction: str, files: dict[str, str]) -> Path:
+    contract = {
+        "outputs": [{"path": "output/p.json", "format": "json", "schema": {}}],
+        "tolerance": {"abs": 0.001},
+        "decisions": [],
+    }
+    (tmp / "tests").mkdir(parents=True, exist_ok=True)
+    (tmp / "tests/contract.json").write_text(json.dumps(contract))
+    (tmp / "tests/answer.json").write_text(json.dumps({"output/p.json": {"York": 375.79}}))
+    (tmp / "instruction.md").write_text(instruction)
+    for rel, text in files.items():
+        (tmp / "environment/workspace" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp / "environment/workspace" / rel).write_text(text)
+    return tmp
+
+
+def test_an_answer_in_an_unnamed_data_file_warns_and_in_an_unnamed_note_drops(
+    tmp_path: Path,
+) -> None:
+    """An instruction may describe its input without its path ("the only export in the
+    workspace"): the largest sale is then in that file as data, not as a note's giveaway."""
+    export = json.dumps({"sales": [{"shop": "York", "amount": "375.79"}]})
+    ok, reason = check_leak(_folder(tmp_path / "a", "Find the largest sale.", {"e/x.json": export}))
+    assert ok and reason.startswith("warning: ") and "e/x.json" in reason, reason
+    notes = "Keeper notes: York peaked at 375.79 this week.\n"
+    ok, reason = check_leak(
+        _folder(tmp_path / "b", "Find the largest sale.", {"e/x.json": export, "NOTES.txt": notes})
+    )
+    assert not ok and "'375.79' in workspace file NOTES.txt" in reason, reason
 
 
 def forged(path: Path, seed: int, ok: bool = True) -> dict:
