@@ -196,6 +196,13 @@ _GIVEN = re.compile(
     r"|>=?|<=?|\u2265|\u2264)\s*(?:of\s+|is\s+)?(\d+(?:[.,]\d+)?(?:[eE][+-]?\d+)?)",
     re.I,
 )
+# A rate a rule gives ("1.25 per day", "€3.50 an hour", "0.8 kg/hive", "2.5 each"): a parameter
+# too, which an answer for a single unit (a loan one day late) repeats.
+_RATE = re.compile(
+    r"(?<![\w.,])(\d+(?:[.,]\d+)?)\s*(?:[^\W\d_]{1,12}\s*)?"
+    r"(?:(?:per|an?|each|every)\b|/\s*[^\W\d_])",
+    re.I,
+)
 # Dates the inputs hold: their years name the period the task covers, not a computed value.
 _DATE_YEAR = re.compile(r"(?<!\d)((?:19|20)\d\d)-[01]\d(?:-[0-3]\d)?(?!\d)")
 _CLAUSE = re.compile(r'\n|(?<=[.;!?])\s+|,\s*"')
@@ -205,9 +212,15 @@ _NUMBER_WORDS = NUMBER_WORDS[:13]
 
 
 def given_numbers(texts: dict[str, str]) -> list[float]:
-    """Numbers the texts give as rule parameters (thresholds, limits), sorted magnitudes."""
+    """Numbers the texts give as rule parameters (thresholds, limits, rates), sorted magnitudes."""
     return sorted(
-        {v for t in texts.values() for m in _GIVEN.finditer(t) for v in _readings(m.group(1))}
+        {
+            v
+            for t in texts.values()
+            for rx in (_GIVEN, _RATE)
+            for m in rx.finditer(t)
+            for v in _readings(m.group(1))
+        }
     )
 
 

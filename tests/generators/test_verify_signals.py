@@ -93,6 +93,19 @@ def test_a_leak_read_from_prose_says_how_sure_it_is(text: str, how: str) -> None
     assert found and {h for _, h in found} == {how}, found
 
 
+LOANS = "loan,due,returned\nLN-1,2024-03-01,2024-03-02\nLN-2,2024-03-01,2024-03-12\n"
+
+
+def test_a_rate_a_rule_gives_is_a_parameter_not_a_leak() -> None:
+    """library_fines with a 1.25 fine per day: a loan one day late owes 1.25, and the old audit
+    dropped a third of its seeds for "'1.25' in instruction.md"."""
+    answer = {"o.json": [{"loan": "LN-1", "fine": 1.25}, {"loan": "LN-2", "fine": 13.75}]}
+    for rule in ("Fines are 1.25 per day late.", "Charge €1.25 a day.", "1.25 EUR/day"):
+        assert find_leak_signals(answer, {"i": rule}, LOANS, {"abs": 0.001}) == [], rule
+    told = find_leak_signals(answer, {"i": "LN-2 owes 13.75 in all."}, LOANS, {"abs": 0.001})
+    assert told == [("'13.75' in i", "i", "certain")]
+
+
 def test_data_files_and_prose_files_are_told_apart() -> None:
     assert is_data('{"sales": [1, 2]}') and is_data("a,b\n1,2\n3,4\n")
     assert is_data('{"a": 1}\n{"a": 2}\n') and is_data("x\ty\n1\t2\n")
