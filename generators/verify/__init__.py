@@ -589,9 +589,10 @@ def check_decision_fields(task: Path | TaskFiles) -> tuple[bool, str]:
         )
     if unheld:
         return True, warning(
-            f"the decisions may define {', '.join(list(unheld)[:5])} (a plain word opening a "
-            "rule, read as a field), which no output holds; kept, as it may be prose. If it is "
-            "a field, add it to an output; to be checked, write it as code (`name`, name = ...)"
+            f"the decisions may define {', '.join(list(unheld)[:5])}, which no output holds; "
+            "kept, as each is a plain word opening a rule (maybe prose) or a step another rule "
+            "uses. If it is a field, add it to an output; to be checked, write it as code "
+            "(`name`, name = ...)"
         )
     return True, "every field the decisions define is in some output"
 

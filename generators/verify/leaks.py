@@ -458,9 +458,10 @@ def _is_year(v: Any, years: set[int]) -> bool:
 # a backticked name with one ("`peak` is the ..."). Not a unit equation ("1 lb = 0.4536 kg").
 _ASSIGNED = re.compile(r"(?<![\w/.-])(?<!\d )(`?)([A-Za-z][A-Za-z0-9_]*)\1\s*=\s")
 _DEFINED = re.compile(
-    r"(?:^|[.;:]\s+|(?<=\s)(?=`))(`?)([a-z][A-Za-z0-9_]*)\1\s+"
+    r"(?:^|[.;:]\s+|(?<=\s)(?=`))(`?)([A-Za-z][A-Za-z0-9_]*)\1\s+"
     r"(?:is|are|counts|sums|gives|means|equals)\b"
 )
+_BODY_END = re.compile(r"[.;](?:\s|$)|$")
 _NOT_FIELDS = frozenset(
     ("a", "all", "an", "any", "both", "each", "every", "it", "its", "none", "one", "such")
     + ("that", "the", "their", "then", "there", "these", "this", "those", "what", "which", "who")
@@ -481,15 +482,23 @@ def decision_field_signals(decisions: list[str]) -> dict[str, str]:
     the reading is: "certain" when the decision writes it as code (`name = ...`, a backticked
     name, a snake_case or camelCase name before a defining verb, a lower-case word assigned
     with =), "guess" when it is a plain word opening a prose clause ("values are sums rounded",
-    "Total = ..." beginning a sentence), which may be English rather than a field."""
+    "Total = ..." beginning a sentence), which may be English rather than a field, or a name
+    another definition uses ("net_kg = gross_kg - tare_kg; total_kg sums net_kg"): a step on
+    the way to an output, not one of its own."""
     found: dict[str, str] = {}
+    used: dict[str, set[str]] = {}  # name -> the names whose definitions use it
     for d in decisions:
         matches = [(m, True) for m in _ASSIGNED.finditer(d)]
         matches += [(m, False) for m in _DEFINED.finditer(d)]
         for m, assigned in sorted(matches, key=lambda x: x[0].start()):
             name = m.group(2)
-            if name.lower() in _NOT_FIELDS:
-                continue
+            body = d[m.end() : _BODY_END.search(d, m.end()).start()]  # type: ignore[union-attr]
+            for token in re.findall(r"[A-Za-z][A-Za-z0-9_]*", body):
+                used.setdefault(token, set()).add(name)
+            if name.lower() in _NOT_FIELDS or (
+                not assigned and name[0].isupper() and not _code_form(name)
+            ):
+                continue  # "Date is DD/MM/YYYY", "Keys are ...": a sentence's first word
             certain = (
                 bool(m.group(1))  # backticks
                 or _code_form(name)
@@ -497,6 +506,9 @@ def decision_field_signals(decisions: list[str]) -> dict[str, str]:
             )
             if found.get(name) != "certain":
                 found[name] = "certain" if certain else "guess"
+    for name, how in found.items():
+        if how == "certain" and used.get(name, set()) - {name}:
+            found[name] = "guess"
     return found
 
 
@@ -535,8 +547,10 @@ def unheld_decision_fields(
         _names(value if isinstance(value, dict | list) else {}, known)
     for rel, text in files.items():
         known.update(re.findall(r"\w+", rel + "\n" + text))
+    # A name's case is the sentence's ("Total_kg sums ..." opening one), not another field's.
+    folded = {k.casefold() for k in known}
     signals = decision_field_signals(contract.get("decisions") or [])
-    return {f: how for f, how in signals.items() if f not in known}
+    return {f: how for f, how in signals.items() if f.casefold() not in folded}
 
 
 def undefined_decision_fields(

@@ -50,6 +50,28 @@ def test_a_plain_word_opening_a_rule_is_a_guess_and_code_is_certain() -> None:
     }
 
 
+def test_a_step_another_rule_uses_is_no_orphan_field() -> None:
+    """A programmer's notation: net_kg is an intermediate the output's rule uses, and Total_kg
+    opens a sentence (the output column is total_kg); grand_total only has a rule about it."""
+    rules = [
+        "net_kg = gross_kg - tare_kg, with the tare of the crate used.",
+        "Total_kg sums net_kg over a hive's weighings. grand_total sums every hive.",
+        "Round grand_total to 2 decimals.",
+    ]
+    assert decision_field_signals(rules) == {
+        "net_kg": "guess",
+        "Total_kg": "certain",
+        "grand_total": "certain",
+    }
+    contract = {"outputs": [{"path": "o.csv", "format": "csv", "columns": ["hive", "total_kg"]}]}
+    contract["decisions"] = rules
+    files = {"w.csv": "hive,gross_kg\n", "c.csv": "crate,tare_kg\n"}
+    assert unheld_decision_fields(contract, {"o.csv": []}, files) == {
+        "net_kg": "guess",
+        "grand_total": "certain",
+    }
+
+
 def test_unheld_fields_keep_their_certainty() -> None:
     contract = {
         "outputs": [{"path": "o.json", "format": "json", "schema": {}}],
