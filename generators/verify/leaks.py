@@ -205,7 +205,7 @@ _RATE = re.compile(
 )
 # Dates the inputs hold: their years name the period the task covers, not a computed value.
 _DATE_YEAR = re.compile(r"(?<!\d)((?:19|20)\d\d)-[01]\d(?:-[0-3]\d)?(?!\d)")
-_CLAUSE = re.compile(r'\n|(?<=[.;!?])\s+|,\s*"')
+_CLAUSE = re.compile(r'\n|(?<=[.;!?])(?<!e\.g\.)(?<!i\.e\.)\s+|,\s*"')
 _DEFINING = re.compile(r"\s+(?:when|if|unless|only|for\s+(?:each|every|a|an|the))\b", re.I)
 # A small count the text may spell out ("three flagged"): the words the grader reads as numbers.
 _NUMBER_WORDS = NUMBER_WORDS[:13]
@@ -334,15 +334,27 @@ _LINK = r"""["'`*\s]*(?:[:=]|\b(?:is|are|was|were|equals|of|came\s+to|comes\s+to
 _CONDITION = re.compile(r"\b(?:with|where|whose|when|if|unless|while)\s+(?:its\s+|the\s+)?$", re.I)
 
 
-def _stated(clause: str, field: str, forms: list[str], row: tuple) -> str | None:
+# A clause that gives an example: its values illustrate, and may match the answer by chance.
+_EXAMPLE = re.compile(
+    r"(?<!\w)(?:e\.g\.|for\s+(?:example|instance)|such\s+as|like|say)(?!\w)", re.I
+)
+
+
+def _stated(
+    clause: str, field: str, forms: list[str], row: tuple, label: bool = False
+) -> str | None:
     """The clause names the field (as written or in words) and the value right after it (or
     right before it: "4 flagged"), not as a condition or a definition ("rows with reconciled
     false", "reconciled is true when ..."), and, for a row's field, names the row too. CERTAIN
-    when the field is written as code (top_hive, `flagged`, "flagged") or tied to its value by
-    ":" or "=" ("busiest month: 2024-03"); GUESS when prose puts a plain word by a value ("a
-    hive with 2 flagged weeks", "flagged is 2"): the number may be a rule's parameter."""
+    when the field is written as code (top_hive, `flagged`, "flagged"), tied to its value by
+    ":" or "=" ("busiest month: 2024-03"), or is a `label` (a string value: an id, a month)
+    that words state outside an example ("the top hive is HV-0412"); GUESS when prose puts a
+    plain word by a number or a boolean ("a hive with 2 flagged weeks", "flagged is 2": the
+    number may be a rule's parameter) or the clause gives an example ("e.g. the top hive is
+    HV-0412")."""
     if row and not any(r in clause and re.search(_shape_literal(r), clause) for r in row):
         return None
+    worded = label and not _EXAMPLE.search(clause)
     best = None
     for name in {field, field.replace("_", " ")}:
         for m in re.finditer(r"(?<![\w])" + re.escape(name) + r"(?![\w])", clause, re.I):
@@ -355,7 +367,7 @@ def _stated(clause: str, field: str, forms: list[str], row: tuple) -> str | None
                 after = re.compile(_LINK + lit, re.I).match(clause, m.end())
                 if after and not _DEFINING.match(clause, after.end()):
                     linked = any(c in clause[m.end() : after.end()] for c in ":=")
-                    if coded or linked:
+                    if coded or linked or worded:
                         return CERTAIN
                     best = GUESS
                 before = re.search(
@@ -419,7 +431,7 @@ def categorical_leak_signals(
                     continue
                 # The cheap test first: most clauses name none of the answer's fields.
                 how = {
-                    _stated(c, field, forms, row)
+                    _stated(c, field, forms, row, isinstance(v, str))
                     for c, lc in cs
                     if names[0] in lc or names[1] in lc
                 }

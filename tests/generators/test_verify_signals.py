@@ -103,6 +103,8 @@ def signals(text: str) -> list[tuple[str, str]]:
     ("text", "how"),
     [
         ("The summary's top_hive is HV-102.", "certain"),  # the field written as code
+        ("Hint: the top hive is HV-102.", "certain"),  # a label, stated in words
+        ("Name it as written, e.g. the top hive is HV-102.", "guess"),  # an example
         ("busiest: none; flagged: 2", "certain"),  # tied to its value by a colon
         ('{"flagged": 2}', "certain"),
         ("A hive with 2 flagged weeks goes into quarantine.", "guess"),  # a rule's parameter
@@ -192,6 +194,7 @@ HOSTILE_REASONS = {
     "hostile/total_in_instruction": ("leak", "answer values visible to the agent: '"),
     "hostile/total_in_decisions": ("leak", "answer values visible to the agent: '"),
     "hostile/top_hive_in_instruction": ("leak", "top_hive='HV-"),
+    "hostile/top_hive_in_words": ("leak", "top_hive='HV-"),
     "hostile/selection_in_instruction": ("leak", "the flagged selection"),
     "hostile/answer_in_notes": ("leak", "in workspace file NOTES.txt"),
     "hostile/clock_seeded": ("determinism", "two builds with one seed differ"),
