@@ -13,8 +13,9 @@ Checks (storage.schemas.CHECKS `check` names):
     answer_file      no starting file, copied verbatim to the outputs, passes (an answer left in it)
 
 A task is kept only if every check passes. A check that reads prose drops only on a certain
-signal; on a guess its row passes with a reason opening "warning: " (is_warning). Sandbox starts and interpreter starts dominate the
-cost, so the sandbox checks use as few of each as their isolation allows:
+signal; on a guess its row passes with a reason opening "warning: " (is_warning). Sandbox
+starts and interpreter starts dominate the cost, so the sandbox checks use as few of each as
+their isolation allows:
   - solve: the reference solution runs before the answer key is in the sandbox, and in its
     interpreter afterwards the generator builds the seed again (determinism: another interpreter
     than forge's, so another hash seed). Each task's in a sandbox of its own (solve_in_sandbox),
@@ -581,7 +582,7 @@ def check_decision_fields(task: Path | TaskFiles) -> tuple[bool, str]:
     contract = task.json("tests/contract.json")
     answer = task.json("tests/answer.json")
     unheld = unheld_decision_fields(contract, answer, task.workspace)
-    certain = [f for f, how in unheld.items() if how == "certain"]
+    certain = [f for f, how in unheld.items() if how == CERTAIN]
     if certain:
         return False, (
             f"the decisions define {', '.join(certain[:5])}, which no output holds: a rule for "

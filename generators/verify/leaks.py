@@ -180,7 +180,9 @@ def is_data(text: str) -> bool:
     lines = [ln for ln in text.splitlines() if ln.strip()]
     if len(lines) >= 2 and all(ln.lstrip().startswith(("{", "[")) for ln in lines):
         return True
-    return len(lines) >= 2 and any(
+    # Rows: a header and two rows at least, each with as many delimiters (a note's two lines
+    # with a comma each are prose).
+    return len(lines) >= 3 and any(
         lines[0].count(d) >= 1 and all(ln.count(d) == lines[0].count(d) for ln in lines)
         for d in (",", "\t", ";", "|")
     )

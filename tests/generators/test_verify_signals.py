@@ -132,9 +132,9 @@ def test_a_rate_a_rule_gives_is_a_parameter_not_a_leak() -> None:
 
 def test_data_files_and_prose_files_are_told_apart() -> None:
     assert is_data('{"sales": [1, 2]}') and is_data("a,b\n1,2\n3,4\n")
-    assert is_data('{"a": 1}\n{"a": 2}\n') and is_data("x\ty\n1\t2\n")
+    assert is_data('{"a": 1}\n{"a": 2}\n') and is_data("x\ty\n1\t2\n3\t4\n")
     assert not is_data("Keeper notes. Totals this run: HV-1 3.5 kg, HV-2 4.25 kg.\n")
-    assert not is_data("")
+    assert not is_data("") and not is_data("Totals: HV-1 3.5, HV-2 4.25\nAsk me, Bo\n")
 
 
 def _folder(tmp: Path, instruction: str, files: dict[str, str]) -> Path:
