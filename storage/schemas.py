@@ -125,7 +125,7 @@ CHECKS = pa.schema(
         ("task_id", pa.string()),
         ("check", pa.string()),  # oracle | noop | leak | trivial:<probe> | determinism
         ("passed", pa.bool_()),
-        ("reason", pa.string()),
+        ("reason", pa.string()),  # a passing row's "warning: ..." kept the task on a guess
     ]
 )
 

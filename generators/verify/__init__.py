@@ -2,16 +2,20 @@
 
 Checks (storage.schemas.CHECKS `check` names):
     determinism      two builds with one seed, in two interpreters, gave the same task digest
-    leak             no non-trivial answer value appears in instruction.md or the contract
-    decision_fields  every field a decision defines ("x = ...", "x counts ...") is in some output
+    leak             no non-trivial answer value appears in instruction.md or the contract (a
+                     categorical one read from prose, or one in an unnamed data file, warns)
+    decision_fields  every field a decision defines as code ("x = ...", "`x` is", "top_x counts")
+                     is in some output; a plain word read from prose ("values are") only warns
     ablation         a built-in's reference solution skipping any one injected difficulty fails
     oracle           solution/solve.sh then tests/test.sh in a fresh sandbox gives reward 1.0
     noop             tests/test.sh on the untouched workspace must not pass (else a false positive)
     trivial:<probe>  each probe from harness/taskfolder/probes.py (empty, copied, constant outputs) fails
     answer_file      no starting file, copied verbatim to the outputs, passes (an answer left in it)
 
-A task is kept only if every check passes. Sandbox starts and interpreter starts dominate the
-cost, so the sandbox checks use as few of each as their isolation allows:
+A task is kept only if every check passes. A check that reads prose drops only on a certain
+signal; on a guess its row passes with a reason opening "warning: " (is_warning). Sandbox
+starts and interpreter starts dominate the cost, so the sandbox checks use as few of each as
+their isolation allows:
   - solve: the reference solution runs before the answer key is in the sandbox, and in its
     interpreter afterwards the generator builds the seed again (determinism: another interpreter
     than forge's, so another hash seed). Each task's in a sandbox of its own (solve_in_sandbox),
@@ -57,7 +61,13 @@ from clawloop.generators.runner import (
     solve_then_rebuild,
     stage_generator,
 )
-from clawloop.generators.verify.leaks import find_leaks, undefined_decision_fields
+from clawloop.generators.verify.leaks import (
+    CERTAIN,
+    find_leak_signals,
+    is_data,
+    undefined_decision_fields,  # noqa: F401 (synthesis' tests ask it here)
+    unheld_decision_fields,
+)
 from clawloop.harness.sandbox.base import (
     SOLUTION,
     TESTS,
@@ -271,6 +281,20 @@ for job in spec["jobs"]:
 # ---- the checks ----------------------------------------------------------------------------
 
 
+# A passing CHECKS row whose reason opens with this is a warning: what the check read may be
+# wrong (prose read as a field name), so it keeps the task and says what it saw.
+WARNING = "warning: "
+
+
+def warning(reason: str) -> str:
+    return WARNING + reason
+
+
+def is_warning(check: dict[str, Any]) -> bool:
+    """A kept task's note: a passing row whose reason is a warning."""
+    return bool(check.get("passed")) and str(check.get("reason", "")).startswith(WARNING)
+
+
 def _check(task_id: str, name: str, passed: bool, reason: str) -> dict[str, Any]:
     """One CHECKS row: only what the check found, no timing, so a re-run writes the same bytes."""
     return {"task_id": task_id, "check": name, "passed": bool(passed), "reason": reason}
@@ -407,6 +431,8 @@ def non_input_files(files: dict[str, str], texts: dict[str, str]) -> list[str]:
 
 
 def check_leak(task: Path | TaskFiles) -> tuple[bool, str]:
+    """Drops a task on a certain leak; a guessed one (find_leak_signals), or any found only in a
+    data file the task describes without naming its path (an input, not a note), warns."""
     task = TaskFiles.of(task)
     contract = task.json("tests/contract.json")
     answer = hidden_answer(task.json("tests/answer.json"), contract)
@@ -417,11 +443,22 @@ def check_leak(task: Path | TaskFiles) -> tuple[bool, str]:
     }
     strays = non_input_files(files, texts)
     inputs = "\n".join(t for r, t in files.items() if r not in strays)
-    texts.update({f"workspace file {r}": files[r] for r in strays})
+    data = {f"workspace file {r}" for r in strays if is_data(files[r])}
+    # Prose strays before data ones: a value a note and a data file both hold is the note's.
+    for r in sorted(strays, key=lambda r: f"workspace file {r}" in data):
+        texts[f"workspace file {r}"] = files[r]
     tolerance = contract.get("tolerance", {})
-    leaks = find_leaks(answer, texts, inputs, tolerance, contract_keys(contract))
-    if leaks:
-        return False, "answer values visible to the agent: " + "; ".join(leaks[:5])
+    found = find_leak_signals(answer, texts, inputs, tolerance, contract_keys(contract))
+    certain = [what for what, where, how in found if how == CERTAIN and where not in data]
+    if certain:
+        return False, "answer values visible to the agent: " + "; ".join(certain[:5])
+    if found:
+        return True, warning(
+            "answer values the agent may be told, read from prose or an unnamed data file: "
+            + "; ".join(what for what, _, _ in found[:5])
+            + "; kept, as the text may mean something else (a rule's parameter, an input). "
+            "If it gives the answer away, reword it"
+        )
     return True, (
         "no non-trivial answer value, nor a categorical one stated as the answer, appears in the "
         "instruction, the contract" + (" or a file the task never points to" if strays else "")
@@ -539,14 +576,24 @@ def check_ablation(task: Path | TaskFiles) -> tuple[bool, str]:
 
 
 def check_decision_fields(task: Path | TaskFiles) -> tuple[bool, str]:
+    """Drops a task only when a decision names, as code, a field no output holds; a plain word
+    read as a field from prose ("values are sums") may be English: a passing row that warns."""
     task = TaskFiles.of(task)
     contract = task.json("tests/contract.json")
     answer = task.json("tests/answer.json")
-    missing = undefined_decision_fields(contract, answer, task.workspace)
-    if missing:
+    unheld = unheld_decision_fields(contract, answer, task.workspace)
+    certain = [f for f, how in unheld.items() if how == CERTAIN]
+    if certain:
         return False, (
-            f"the decisions define {', '.join(missing[:5])}, which no output holds: a rule for "
+            f"the decisions define {', '.join(certain[:5])}, which no output holds: a rule for "
             "nothing the agent writes (drop the rule or add the field)"
+        )
+    if unheld:
+        return True, warning(
+            f"the decisions may define {', '.join(list(unheld)[:5])}, which no output holds; "
+            "kept, as each is a plain word opening a rule (maybe prose) or a step another rule "
+            "uses. If it is a field, add it to an output; to be checked, write it as code "
+            "(`name`, name = ...)"
         )
     return True, "every field the decisions define is in some output"
 
