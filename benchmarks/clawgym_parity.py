@@ -64,7 +64,11 @@ def main(argv: list[str] | None = None) -> int:
                 ours, _, reason = grade_files(harbor, files, cfg, Path(tmp) / "w")
                 theirs = reference_score(task, files)
                 scores[name].append(ours)
-                if same(ours, theirs):
+                # reward.sh printing nothing (its checker crashed) is the same outcome for both
+                no_score = theirs == "" and reason.startswith("reward.sh printed no score")
+                if no_score:
+                    print(f"no score from reward.sh: {task.task_id} {name} (both)")
+                if same(ours, theirs) or no_score:
                     equal[name] += 1
                 else:
                     print(
