@@ -99,3 +99,12 @@ def test_summary_and_report_carry_intervals() -> None:
     cells = external_cells(it)
     assert cells[0].startswith("25.0% [") and cells[1].startswith("0.438 [")
     assert external_cells(IterationFigures(iteration=2)) == ["-", "-"]
+
+
+def test_external_episodes_never_reach_training() -> None:
+    """Train reads the rollout stage's trajectories only; external episodes are diagnose's
+    external_trajectories (split "external"), a table of another stage."""
+    from clawloop.diagnosis.external import EXTERNAL_SPLIT
+    from clawloop.tasks.train import STAGE
+
+    assert STAGE.upstream == ("rollout",) and EXTERNAL_SPLIT == "external"
