@@ -7,7 +7,8 @@ usually /root/.openclaw/workspace), `input_files/` (copied verbatim into the wor
 reward.sh after the agent ends; its last stdout line is one float in [0, 1]).
 
 The Harbor folder we make of it (`write_harbor_folder`) is a base-only foreign task (see
-foreign.py): environment/Dockerfile FROM the base image that COPYs input_files/ into /workspace,
+foreign.py): environment/workspace/ = input_files/, with a Dockerfile FROM the base image that
+COPYs it into /workspace (so the folder runs as it is, as clawloop's own do, prepared or not),
 instruction.md = user_query, tests/reward/ = the task's reward/ verbatim, and tests/test.sh (ours)
 that copies it to /workspace/reward/, runs reward.sh, and writes the float as reward.json with the
 pass threshold (passed = reward >= threshold; the score itself is always kept). reward.sh names
@@ -255,7 +256,7 @@ def task_toml(task: ClawGymTask, threshold: float) -> str:
     )
 
 
-DOCKERFILE = f"FROM clawloop-base:latest\nWORKDIR {WORKSPACE}\nCOPY input_files/ {WORKSPACE}/\n"
+DOCKERFILE = f"FROM clawloop-base:latest\nWORKDIR {WORKSPACE}\nCOPY workspace/ {WORKSPACE}/\n"
 
 
 def check_threshold(threshold: float) -> float:
@@ -272,14 +273,14 @@ def write_harbor_folder(
     dest = Path(dest)
     if dest.exists():
         shutil.rmtree(dest)
-    (dest / "environment/input_files").mkdir(parents=True)
+    (dest / "environment/workspace").mkdir(parents=True)
     (dest / "tests").mkdir()
     (dest / "task.toml").write_text(task_toml(task, threshold))
     (dest / "instruction.md").write_text(task.user_query.rstrip() + "\n")
     (dest / "environment/Dockerfile").write_text(DOCKERFILE)
     src = task.task_dir / "input_files"
     if src.is_dir():
-        shutil.copytree(src, dest / "environment/input_files", dirs_exist_ok=True)
+        shutil.copytree(src, dest / "environment/workspace", dirs_exist_ok=True)
     shutil.copytree(task.task_dir / "reward", dest / "tests/reward")
     sh = TEST_SH.replace("__MOUNT__", shlex.quote(task.mount_dir)).replace(
         "__THRESHOLD__", repr(threshold)
