@@ -28,7 +28,6 @@ import json
 import re
 import shlex
 import shutil
-import sys
 import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
@@ -167,10 +166,9 @@ def missing_in_sandbox(modules: set[str], sandbox: object) -> set[str]:
     sandbox, harness.sandbox.base.Sandbox)."""
     if not modules:
         return set()
-    candidates = sorted(m for m in modules if m not in sys.stdlib_module_names) or []
-    if not candidates:
-        return set()
-    res = sandbox.exec(["python3", "-c", PROBE_MODULES_PY, *candidates], timeout=60, cwd="/")  # type: ignore[attr-defined]
+    # every name, the standard library's too: Debian ships some of it apart (tkinter, venv, ...)
+    argv = ["python3", "-c", PROBE_MODULES_PY, *sorted(modules)]
+    res = sandbox.exec(argv, timeout=60, cwd="/")  # type: ignore[attr-defined]
     if not res.ok:
         raise TaskFolderError(f"could not probe the sandbox's python3 modules: {res.stderr[-300:]}")
     return set(json.loads(res.stdout.strip().splitlines()[-1]))
