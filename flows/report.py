@@ -169,6 +169,10 @@ class IterationFigures:
     heldout: dict[str, tuple[int, int]] = field(default_factory=dict)  # capability: (passed, n)
     external_pass_rate: float | None = None  # an external eval set's, when diagnose has one
     external: dict[str, float] = field(default_factory=dict)  # per eval set (/ capability)
+    # 95 % intervals of the external figures (Wilson for the pass rate) and the mean score
+    external_pass_ci: tuple[float, float] | None = None
+    external_mean: float | None = None
+    external_mean_ci: tuple[float, float] | None = None
     missing: list[str] = field(default_factory=list)  # stages with no committed output
 
     @property
@@ -255,11 +259,27 @@ def iteration_row(it: IterationFigures, external: bool) -> list[str]:
         _loss(it.mean_loss("grpo")),
         _pct(it.heldout_pass_rate),
     ]
-    return cells + ([_pct(it.external_pass_rate)] if external else [])
+    return cells + (external_cells(it) if external else [])
+
+
+def _ci(ci: tuple[float, float] | None, fmt: Any) -> str:
+    return "" if ci is None else f" [{fmt(ci[0])}, {fmt(ci[1])}]"
+
+
+def external_cells(it: IterationFigures) -> list[str]:
+    """The external pass rate and mean score, each with its 95 % interval when known."""
+    score = "-" if it.external_mean is None else f"{it.external_mean:.3f}"
+    return [
+        _pct(it.external_pass_rate) + _ci(it.external_pass_ci, _pct),
+        score + _ci(it.external_mean_ci, lambda v: f"{v:.3f}"),
+    ]
+
+
+EXTERNAL_COLUMNS = ("external pass [95% Wilson]", "external score [95% CI]")
 
 
 def _columns(figures: RunFigures) -> list[str]:
-    return list(REPORT_COLUMNS) + (["external pass"] if figures.has_external else [])
+    return list(REPORT_COLUMNS) + (list(EXTERNAL_COLUMNS) if figures.has_external else [])
 
 
 def run_report_markdown(figures: RunFigures, png_name: str = "report.png") -> str:
@@ -365,6 +385,7 @@ def run_report_png(figures: RunFigures) -> bytes:
     line(b, [it.heldout_pass_rate for it in its], "held-out pass rate")
     if figures.has_external:
         line(b, [it.external_pass_rate for it in its], "external pass rate", linestyle="--")
+        line(b, [it.external_mean for it in its], "external mean score", linestyle=":")
     b.set(title="yield and pass rates", xlabel="iteration", ylim=(-0.05, 1.05), xticks=ks)
     if b.get_lines():
         b.legend(fontsize=8)

@@ -113,6 +113,12 @@ def parse_reward(text: str | None, details: str | None = None) -> Grade:
     if why or why_f:
         return Grade(0.0, False, reason=why or why_f)
     passed = min(outcome, reward) >= 1.0
+    # A task graded by a score and a cut (ClawGym's reward.sh): passed when the score reaches it.
+    threshold, why_t = _unit_number(doc.get("pass_threshold", 1.0), "pass_threshold")
+    if why_t or threshold <= 0.0:
+        return Grade(0.0, False, reason=why_t or "pass_threshold 0 passes everything")
+    if "pass_threshold" in doc:
+        passed = reward >= threshold
     info = _details(details, reward) or doc
     checks = info.get("checks") if isinstance(info.get("checks"), list) else []
     reason = str(info.get("error") or "") or (

@@ -18,7 +18,13 @@ ROOTFS_IMAGE="clawloop-rootfs:bookworm"
 TARBALL="$CACHE/rootfs-bookworm.tar"
 ROOTFS_DIR="$CACHE/rootfs-bookworm"
 SUITE=bookworm
-INCLUDE=python3,bash,coreutils
+# python3-yaml and python3-pytest: what ClawGym's checkers import beyond the standard library.
+INCLUDE=python3,bash,coreutils,python3-yaml,python3-pytest
+# What the rootfs holds (packages + layout); a cached tarball, rootfs or image made from another
+# stamp is rebuilt. Bump LAYOUT when the layout below changes. Rebuild cost: about a minute of
+# debootstrap (mirror-bound) + ~10 s extracting + ~20 s docker import/build, once.
+LAYOUT=2
+STAMP="include=$INCLUDE layout=$LAYOUT"
 
 say() { echo "build-base-image: $*"; }
 
@@ -35,9 +41,11 @@ mirror() {
 mkdir -p "$CACHE"
 
 # 1. The rootfs tarball (≈40 s the first time, then cached).
-if [[ -s "$TARBALL" ]]; then
+if [[ -s "$TARBALL" && "$(cat "$TARBALL.stamp" 2>/dev/null)" == "$STAMP" ]]; then
   say "rootfs tarball cached at $TARBALL"
 else
+  [[ -s "$TARBALL" ]] && say "cached rootfs tarball is not '$STAMP': rebuilding it"
+  rm -f "$TARBALL.stamp"
   command -v debootstrap >/dev/null || { say "debootstrap not found: apt-get install -y debootstrap" >&2; exit 1; }
   work="$(mktemp -d "$CACHE/debootstrap.XXXXXX")"
   trap 'rm -rf "$work"' EXIT
@@ -46,18 +54,23 @@ else
     >"$CACHE/debootstrap.log" 2>&1 || { say "debootstrap failed; see $CACHE/debootstrap.log" >&2; tail -n 20 "$CACHE/debootstrap.log" >&2; exit 1; }
   # The sandbox layout exists in the rootfs too, so bubblewrap can bind onto it read-only.
   mkdir -p "$work/rootfs/workspace" "$work/rootfs/tests" "$work/rootfs/solution" "$work/rootfs/logs/verifier"
+  # ClawGym tasks name their workspace /root/.openclaw/workspace (reward.sh, some checkers):
+  # there it is the sandbox's /workspace.
+  mkdir -p "$work/rootfs/root/.openclaw" && ln -sfn /workspace "$work/rootfs/root/.openclaw/workspace"
   rm -rf "$work/rootfs/var/cache/apt/archives/"*.deb
   tar -C "$work/rootfs" -cf "$TARBALL.tmp" . && mv "$TARBALL.tmp" "$TARBALL"
+  echo "$STAMP" >"$TARBALL.stamp"
   say "rootfs tarball written: $TARBALL ($(du -h "$TARBALL" | cut -f1))"
 fi
 
 # 2. The extracted rootfs the bubblewrap backend binds (read-only) — same bytes as the image.
-if [[ -x "$ROOTFS_DIR/usr/bin/python3" ]]; then
+if [[ -x "$ROOTFS_DIR/usr/bin/python3" && "$(cat "$ROOTFS_DIR.stamp" 2>/dev/null)" == "$STAMP" ]]; then
   say "bubblewrap rootfs ready at $ROOTFS_DIR"
 else
   rm -rf "$ROOTFS_DIR.tmp" && mkdir -p "$ROOTFS_DIR.tmp"
   tar -C "$ROOTFS_DIR.tmp" -xf "$TARBALL"
   rm -rf "$ROOTFS_DIR" && mv "$ROOTFS_DIR.tmp" "$ROOTFS_DIR"
+  echo "$STAMP" >"$ROOTFS_DIR.stamp"
   say "bubblewrap rootfs extracted to $ROOTFS_DIR"
 fi
 
@@ -67,14 +80,16 @@ if ! command -v docker >/dev/null || ! timeout 5 docker info >/dev/null 2>&1; th
   say "no Docker engine answers at $DOCKER_HOST: skipped the image (run scripts/start-dockerd.sh first); bubblewrap can use the rootfs"
   exit 0
 fi
-if docker image inspect "$IMAGE" >/dev/null 2>&1; then
+label() { docker image inspect "$1" --format '{{ index .Config.Labels "org.clawloop.stamp" }}' 2>/dev/null; }
+if [[ "$(label "$IMAGE")" == "$STAMP" ]]; then
   say "image $IMAGE exists; nothing to do"
   exit 0
 fi
-if ! docker image inspect "$ROOTFS_IMAGE" >/dev/null 2>&1; then
+if [[ "$(label "$ROOTFS_IMAGE")" != "$STAMP" ]]; then
   say "docker import $TARBALL as $ROOTFS_IMAGE"
-  docker import - "$ROOTFS_IMAGE" <"$TARBALL" >/dev/null
+  docker import --change "LABEL org.clawloop.stamp=\"$STAMP\"" - "$ROOTFS_IMAGE" <"$TARBALL" >/dev/null
 fi
 say "docker build $HERE/../docker/sandbox as $IMAGE"
-docker build -q --build-arg ROOTFS_IMAGE="$ROOTFS_IMAGE" -t "$IMAGE" "$HERE/../docker/sandbox" >/dev/null
+docker build -q --build-arg ROOTFS_IMAGE="$ROOTFS_IMAGE" --label "org.clawloop.stamp=$STAMP" \
+  -t "$IMAGE" "$HERE/../docker/sandbox" >/dev/null
 say "image $IMAGE built ($(docker image inspect "$IMAGE" --format '{{.Size}}') bytes)"

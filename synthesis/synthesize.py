@@ -39,6 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from clawloop.generators.candidates import candidate_row, parse_meta_at
 from clawloop.generators.contract import OUTPUT_FORMATS, ContractError, GeneratorMeta
 from clawloop.storage.schemas import INFRA_END_REASONS
+from clawloop.synthesis.external import ExternalTaskSource
 
 log = logging.getLogger("clawloop.synthesize")
 MAX_LEVEL = 3
@@ -107,6 +108,12 @@ class SynthesizeConfig(BaseModel):
         default_factory=list, description="your executable-domain folders (domain.toml, tools/)"
     )
     builtin_domains: bool = Field(True, description="use the built-in executable domains")
+    external_tasks: list[ExternalTaskSource] = Field(
+        default_factory=list,
+        description="imported tasks mixed into the train split: [{path: tasks.parquet from "
+        "`clawloop import clawgym|harbor`, share: fraction of the train candidates}] (origin "
+        "external:<domain>; rolled out and band-filtered as any train task)",
+    )
     domain_max_nodes: int = Field(6, ge=2, le=16, description="abstract task graph size")
     domain_subgoals: int = Field(2, ge=1, le=4, description="sub-goals per domain task")
     domain_error_recovery: bool = Field(

@@ -2,8 +2,10 @@
 (one Prefect task each), clustered by root cause, and turned into a report and guidance.json,
 which the next iteration's synthesize reads (capability weights, difficulty, failure patterns).
 
-An external held-out eval set (`diagnose.eval_tasks: [DIR, ...]`, Harbor dataset folders: folders
-of task folders, e.g. a benchmark's) is rolled out every iteration beside our own held-out split
+An external held-out eval set (`diagnose.eval_tasks: [DIR, ...]`, Harbor or ClawGym data set
+folders: folders of task folders, e.g. a benchmark's; a ClawGym task runs as the Harbor folder
+harness/taskfolder/clawgym.py makes of it, graded by its own reward.sh, passed at
+`diagnose.eval_pass_threshold`) is rolled out every iteration beside our own held-out split
 and graded by its own tests. It is kept apart: its episodes are `external_trajectories` (split
 "external"), its pass rates `external_pass_rates` (one row per eval set and capability, "*" the
 whole set, `external` true), a section of report.md and external_pass_rates.png over iterations,
@@ -48,6 +50,8 @@ from clawloop.harness.llm import PolicyConfig
 from clawloop.harness.rollout import RolloutConfig
 from clawloop.harness.sandbox.base import SandboxConfig, SandboxError
 from clawloop.harness.sandbox.pool import with_host_column
+from clawloop.harness.taskfolder.clawgym import is_clawgym_folder, write_harbor_folder
+from clawloop.harness.taskfolder.clawgym import read_task as read_clawgym
 from clawloop.harness.taskfolder.folder import TaskFolderError, read_task_header
 from clawloop.harness.taskfolder.foreign import prepare_task
 from clawloop.storage import artifacts, schemas
@@ -71,14 +75,22 @@ class DiagnoseSettings(stage_section(DiagnoseConfig, "diagnose")):
     eval_tasks: list[str] = Field(
         default_factory=list,
         description=(
-            "external held-out eval sets: Harbor dataset folders (a folder of task folders, or "
-            "one task folder), rolled out every iteration beside the own held-out split and "
-            "graded by their own tests; pass rates reported apart (external_pass_rates)"
+            "external held-out eval sets: Harbor or ClawGym data set folders (a folder of task "
+            "folders, or one task folder), rolled out every iteration beside the own held-out "
+            "split and graded by their own tests; pass rates reported apart (external_pass_rates)"
         ),
+    )
+    eval_pass_threshold: float = Field(
+        1.0,
+        gt=0.0,
+        le=1.0,
+        description="ClawGym eval tasks: an episode passes when reward.sh scores at least this "
+        "(the mean score is reported either way)",
     )
 
     def stage_config(self, **set_elsewhere: Any) -> DiagnoseConfig:
-        return DiagnoseConfig(**self.model_dump(exclude={"eval_n", "eval_tasks"}), **set_elsewhere)
+        exclude = {"eval_n", "eval_tasks", "eval_pass_threshold"}
+        return DiagnoseConfig(**self.model_dump(exclude=exclude), **set_elsewhere)
 
 
 @task(
@@ -137,6 +149,16 @@ def external_tasks(ctx: StageContext, work: Path) -> list[ExternalTask]:
     seen: dict[str, str] = {}
     for label, folders in sets:
         for folder in folders:
+            if is_clawgym_folder(folder):  # run as the Harbor folder made of it
+                try:
+                    task = read_clawgym(folder)
+                except TaskFolderError as exc:
+                    problems.append(str(exc))
+                    continue
+                threshold = ctx.config.diagnose.eval_pass_threshold
+                folder = write_harbor_folder(
+                    task, work / label / "clawgym" / task.task_id, threshold
+                )
             header = read_task_header(folder)
             if header.task_id in seen:
                 problems.append(
@@ -261,7 +283,7 @@ def run(ctx: StageContext) -> StageResult:
         report = files.get(REPORT_NAME, b"").decode()
         files[REPORT_NAME] = (report + external_report(history, ctx.iteration)).encode()
         files[EXTERNAL_PLOT] = plot_external(history)
-        summary.update(external_summary(rates, len(external)))
+        summary.update(external_summary(rates, len(external), ext_rows))
     return StageResult(tables, files=files, summary=summary)
 
 

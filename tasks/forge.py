@@ -19,6 +19,8 @@ from clawloop.harness.sandbox.pool import HOST_COLUMN, hosts_used, with_host_col
 from clawloop.harness.taskfolder.folder import forged_row
 from clawloop.storage import schemas
 from clawloop.storage.schemas import Candidate, Forged
+from clawloop.synthesis.external import is_external
+from clawloop.tasks.external_rows import forged_external
 from clawloop.tasks.mapping import SANDBOX_RETRIES, is_transient
 from clawloop.tasks.sandbox import sandbox_for
 from clawloop.tasks.settings import Section
@@ -73,14 +75,16 @@ def config_slice(cfg: RunConfig, iteration: int) -> dict[str, Any]:
 
 def run(ctx: StageContext) -> StageResult:
     cfg = ctx.config
+    candidates = ctx.rows("synthesize", "candidates")
+    external = [c for c in candidates if is_external(c)]  # imported: already task folders
     rows = ctx.map(
         forge_one,
-        ctx.rows("synthesize", "candidates"),
+        [c for c in candidates if not is_external(c)],
         _crashed,
         workers=cfg.forge.workers,
         sandbox=sandbox_for(ctx),
         retries=cfg.forge.retries,
-    )
+    ) + forged_external(ctx, external)
     infra = [f"{r['task_id']}: {r['error']}" for r in rows if r["error_kind"] == "sandbox"]
     fail_on_infra(ctx, "tasks", infra, len(rows), "fix the sandbox engine (see the error)")
     ok = sum(r["status"] == "ok" for r in rows)

@@ -31,6 +31,7 @@ from clawloop.synthesis.llm_writer import (
 )
 from clawloop.synthesis.synthesize import SynthesizeConfig, llm_picks, synthesize
 from clawloop.tasks.domain_source import add_domain_tasks, domains_digest
+from clawloop.tasks.external_source import add_external_tasks, external_digest
 from clawloop.tasks.policy import endpoint_policy, probe_endpoint
 from clawloop.tasks.skill_source import add_skill_graph_tasks, skills_digest
 from clawloop.tasks.stage import StageContext, StageResult, StageSpec
@@ -64,6 +65,7 @@ def config_slice(cfg: RunConfig, iteration: int) -> dict[str, Any]:
         "user_files": _user_files_digest(s.generator_paths),
         "domains": domains_digest(s),
         "skills": skills_digest(s),
+        "external": external_digest(s),
     }
     if s.llm_share > 0 or skills_digest(s):  # written generators depend on who writes them
         out["writer"] = s.llm.model_dump(mode="json") if s.llm else cfg.llm.model_dump(mode="json")
@@ -213,13 +215,14 @@ def run(ctx: StageContext) -> StageResult:
     rows, written = llm_write(ctx, rows, guidance)
     rows, domain_summary, graphs, skills = add_domain_tasks(ctx, rows)
     rows, skill_summary, skill_tables = add_skill_graph_tasks(ctx, rows, writer_endpoint)
+    rows, external_summary = add_external_tasks(ctx, rows)
     outputs = {
         "candidates": (schemas.CANDIDATES, rows),
         "domain_graphs": (schemas.DOMAIN_GRAPHS, graphs),
         "domain_skills": (schemas.DOMAIN_SKILLS, skills),
         **skill_tables,
     }
-    summary = {**summary, **domain_summary, **skill_summary, **written}
+    summary = {**summary, **domain_summary, **skill_summary, **external_summary, **written}
     return StageResult(outputs, summary=summary)
 
 

@@ -16,6 +16,7 @@ from clawloop.harness.sandbox.pool import HOST_COLUMN, hosts_used, with_host_col
 from clawloop.storage import schemas
 from clawloop.storage.artifacts import empty_row
 from clawloop.storage.schemas import Check, Forged, Verdict
+from clawloop.tasks.external_rows import external_verdicts, split_external
 from clawloop.tasks.mapping import SANDBOX_RETRIES, is_transient, retry_transient
 from clawloop.tasks.sandbox import sandbox_for
 from clawloop.tasks.settings import Section
@@ -96,7 +97,7 @@ def config_slice(cfg: RunConfig, iteration: int) -> dict[str, Any]:
 
 def run(ctx: StageContext) -> StageResult:
     cfg = ctx.config
-    forged = ctx.rows("forge", "tasks")
+    external, forged = split_external(ctx, ctx.rows("forge", "tasks"))  # imported: no checks
     infra: list[str] = []
 
     def crashed(batch: list[Forged], exc: BaseException) -> list[Checked]:
@@ -107,7 +108,7 @@ def run(ctx: StageContext) -> StageResult:
     box = sandbox_for(ctx) if forged else cfg.sandbox.to_sandbox_config()
     groups = batches(forged, cfg.verify.batch, cfg.verify.workers)
     done = ctx.map(verify_batch, groups, crashed, workers=cfg.verify.workers, sandbox=box)
-    results = [r for batch in done for r in batch]
+    results = [r for batch in done for r in batch] + external_verdicts(external)
     fail_on_infra(ctx, "tasks", infra, len(forged), "fix the sandbox engine (see the error)")
     checks = [c for cs, _ in results for c in cs]
     verdicts = [v for _, v in results]

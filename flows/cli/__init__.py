@@ -23,6 +23,7 @@ def make_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     # Each module adds its verbs; imports stay here so `clawloop --help` lists everything.
     from clawloop.flows.cli import (
+        audit,
         domain,
         generators,
         report,
@@ -33,7 +34,7 @@ def make_parser() -> argparse.ArgumentParser:
         train,
     )
 
-    for verbs in (run, report, task, generators, rollout, train, skills, domain):
+    for verbs in (run, report, task, generators, rollout, train, skills, domain, audit):
         verbs.register(sub)
     return parser
 

@@ -7,7 +7,9 @@ storage root, object stores included). Nothing is re-run; a stage that did not c
 
 An external held-out eval set (`diagnose.eval_tasks`: Harbor dataset folders rolled out beside our
 own eval split) shows as its own column and table: diagnose's summary `external_pass_rate` (all
-sets) and `external_pass_rates` ({eval set: rate}), and per capability the stage's
+sets, with its 95 % Wilson interval `external_pass_rate_ci`), its mean score
+`external_mean_reward` with `external_mean_reward_ci`, `external_pass_rates` ({eval set: rate}),
+and per capability the stage's
 external_pass_rates.parquet (one row per iteration, eval set and capability; "*" the whole set).
 """
 
@@ -51,6 +53,14 @@ def external_figures(
             cap = str(row["capability"])
             per[str(row["eval_set"]) + ("" if cap == WHOLE_SET else f" / {cap}")] = r
     return _rate(summary.get("external_pass_rate")), per
+
+
+def _interval(v: Any) -> tuple[float, float] | None:
+    """A [low, high] pair of the summary (diagnose's external_*_ci), else None."""
+    if not isinstance(v, list | tuple) or len(v) != 2:
+        return None
+    lo, hi = _rate(v[0]), _rate(v[1])
+    return None if lo is None or hi is None else (lo, hi)
 
 
 def _int(v: Any) -> int | None:
@@ -104,6 +114,9 @@ def iteration_figures(root: str, run_id: str, k: int) -> IterationFigures:
                 r for r in artifacts.read_rows(url, "external_pass_rates") if r["iteration"] == k
             ]
         it.external_pass_rate, it.external = external_figures(m.summary, ext)
+        it.external_pass_ci = _interval(m.summary.get("external_pass_rate_ci"))
+        it.external_mean = _rate(m.summary.get("external_mean_reward"))
+        it.external_mean_ci = _interval(m.summary.get("external_mean_reward_ci"))
     return it
 
 

@@ -6,6 +6,8 @@
     clawloop export trajectories|tasks --run ID --out DIR ...   HF datasets (flows/cli/export.py)
     clawloop import harbor DIR... --out tasks.parquet    task folders (ours or foreign Harbor
                                                          ones) or dataset folders of them
+    clawloop import clawgym DIR... --out tasks.parquet [--threshold 1.0]   ClawGym task folders
+    clawloop import auto DIR... --out tasks.parquet      the format detected from the folders
 
 Errors are one line on stderr, never a traceback.
 """
@@ -139,8 +141,6 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_import(args: argparse.Namespace) -> int:
     from clawloop.harness.taskfolder.folder import TaskFolderError
     from clawloop.harness.taskfolder.foreign import import_task_folder, task_folders
-    from clawloop.storage.artifacts import SchemaError, parquet_bytes
-    from clawloop.storage.schemas import FORGED
 
     rows = []
     for d in args.dirs:
@@ -148,26 +148,98 @@ def cmd_import(args: argparse.Namespace) -> int:
             rows += [import_task_folder(t) for t in task_folders(Path(d))]
         except TaskFolderError as exc:
             raise CliError(str(exc)) from exc
+    n, out = _write_rows(rows, Path(args.out), "harbor")
+    print(f"imported {n} task folder(s) into {out}")
+    for r in rows:
+        if r["build_log"].startswith("imported foreign"):  # say what running it needs
+            print(f"  {r['task_id']}: {r['build_log'].partition('; ')[2]}")
+    return EXIT_KEPT
+
+
+def _write_rows(rows: list[dict[str, Any]], out: Path, fmt: str) -> tuple[int, Path]:
+    """Write FORGED rows to `out` (temp + rename); CliError for a task id imported twice."""
+    from clawloop.storage.artifacts import SchemaError, parquet_bytes
+    from clawloop.storage.schemas import FORGED
+
     ids = [r["task_id"] for r in rows]
     dup = sorted({i for i in ids if ids.count(i) > 1})
     if dup:
-        raise CliError(f"task id {dup[0]} is imported twice; each task's [task] name must differ")
+        raise CliError(
+            f"task id {dup[0]} is imported twice; each task's name must differ (import two data "
+            "sets that share ids into separate files)"
+        )
     try:
-        data, n = parquet_bytes(rows, FORGED, where="import harbor")
+        data, n = parquet_bytes(rows, FORGED, where=f"import {fmt}")
     except SchemaError as exc:
         raise CliError(str(exc)) from exc
-    out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     # Temp + rename: a killed import never leaves a half-written Parquet under the real name.
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=out.parent)
     with os.fdopen(fd, "wb") as f:
         f.write(data)
     os.replace(tmp, out)
-    print(f"imported {n} task folder(s) into {out}")
-    for r in rows:
-        if r["build_log"].startswith("imported foreign"):  # say what running it needs
-            print(f"  {r['task_id']}: {r['build_log'].partition('; ')[2]}")
+    return n, out
+
+
+def detect_format(path: Path) -> str:
+    """ "harbor" or "clawgym" for a task folder or a data set folder of them; CliError else."""
+    from clawloop.harness.taskfolder.clawgym import clawgym_folders
+    from clawloop.harness.taskfolder.folder import TaskFolderError
+    from clawloop.harness.taskfolder.foreign import task_folders
+
+    if clawgym_folders(path):
+        return "clawgym"
+    try:
+        task_folders(path)
+    except TaskFolderError:
+        raise CliError(
+            f"{path}: neither a Harbor task folder (task.toml) nor a ClawGym one (data_entry.json"
+            " + reward/reward.sh), nor a data set folder of either"
+        ) from None
+    return "harbor"
+
+
+def cmd_import_clawgym(args: argparse.Namespace) -> int:
+    from clawloop.harness.sandbox.backend import open_sandbox
+    from clawloop.harness.taskfolder.clawgym import clawgym_folders, import_clawgym
+
+    folders: list[Path] = []
+    for d in args.dirs:
+        found = clawgym_folders(Path(d))
+        if not found:
+            try:
+                harbor = detect_format(Path(d)) == "harbor"
+            except CliError:
+                harbor = False
+            hint = " (it is a Harbor one: clawloop import harbor)" if harbor else ""
+            raise CliError(f"{d}: not a ClawGym task folder nor a data set folder of them{hint}")
+        folders += found
+    with open_sandbox(_sandbox(args.backend)) as sb:  # asked which modules checkers may import
+        res = import_clawgym(folders, sb, args.threshold)
+    if not res.rows:
+        raise CliError(
+            f"no task imported from {len(folders)} folder(s): "
+            + "; ".join(why for _, why in res.dropped[:3])
+        )
+    n, out = _write_rows(res.rows, Path(args.out), "clawgym")
+    print(
+        f"imported {n} of {len(folders)} ClawGym task(s) into {out}"
+        + (f"; dropped {len(res.dropped)}:" if res.dropped else "")
+    )
+    for folder, why in res.dropped:
+        print(f"  dropped {folder}: {why}")
+    for task_id, note in res.warnings:
+        print(f"  warning {task_id}: {note}")
     return EXIT_KEPT
+
+
+def cmd_import_auto(args: argparse.Namespace) -> int:
+    formats = {detect_format(Path(d)) for d in args.dirs}
+    if len(formats) > 1:
+        raise CliError("the folders mix Harbor and ClawGym tasks; import each format on its own")
+    fmt = formats.pop()
+    print(f"detected format: {fmt}")
+    return cmd_import_clawgym(args) if fmt == "clawgym" else cmd_import(args)
 
 
 def _guard(fn: Any) -> Any:
@@ -223,3 +295,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     h.add_argument("dirs", nargs="+", help="task folders, or dataset folders of task folders")
     h.add_argument("--out", required=True, help="Parquet file to write (FORGED schema)")
     h.set_defaults(func=_guard(cmd_import))
+    for name, fn, what in (
+        ("clawgym", cmd_import_clawgym, "ClawGym task folders (data_entry.json, reward/reward.sh)"),
+        ("auto", cmd_import_auto, "detect the format (Harbor or ClawGym) from the folders"),
+    ):
+        c = fmt.add_parser(name, help=what)
+        c.add_argument("dirs", nargs="+", help="task folders, or data set folders of them")
+        c.add_argument("--out", required=True, help="Parquet file to write (FORGED schema)")
+        c.add_argument(
+            "--threshold", type=float, default=1.0,
+            help="ClawGym: passed when reward.sh's score >= this (default 1.0; the score is kept)",
+        )  # fmt: skip
+        _add_backend(c)
+        c.set_defaults(func=_guard(fn))

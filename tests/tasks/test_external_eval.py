@@ -179,8 +179,8 @@ def test_external_eval_set_is_rolled_out_every_iteration_and_tracked_apart(tmp_p
     assert summaries[1]["external_pass_rates"] == {"acme-bench": 1.0}
     report = (stage[1] / "report.md").read_text()
     section = report[report.index("## External held-out eval") :]
-    assert "| 1 | acme-bench | 2 | 2 | 1 | 50% |" in section
-    assert "| 2 | acme-bench | 2 | 2 | 2 | 100% |" in section
+    assert "| 1 | acme-bench | 2 | 2 | 1 | 50% [" in section  # + its 95 % Wilson interval
+    assert "| 2 | acme-bench | 2 | 2 | 2 | 100% [" in section
     assert (stage[1] / "external_pass_rates.png").read_bytes().startswith(b"\x89PNG")
 
 
