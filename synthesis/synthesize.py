@@ -37,7 +37,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from clawloop.generators.candidates import candidate_row, parse_meta_at
-from clawloop.generators.contract import OUTPUT_FORMATS, ContractError, GeneratorMeta
+from clawloop.generators.meta import OUTPUT_FORMATS, ContractError, GeneratorMeta
 from clawloop.storage.schemas import INFRA_END_REASONS
 
 log = logging.getLogger("clawloop.synthesize")
