@@ -19,7 +19,7 @@ Everything is deterministic in (run seed, iteration).
 
 `llm_share` picks a deterministic fraction of the train candidates (`llm_picks`) whose generator
 the synthesis LLM rewrites with the same spec (synthesis/llm_writer.py; the stage wiring is in
-tasks/synthesize.py); `llm` names its endpoint, by default the policy's own (no teacher).
+tasks/llm_source.py); `llm` names its endpoint, by default the policy's own (no teacher).
 """
 
 from __future__ import annotations
