@@ -6,7 +6,7 @@ and empty tables), the slice of the config its product depends on, the previous-
 it reads, what of the candidates so far it depends on (`ask`: JSON), and how its product goes
 into them (`place`, pure). Its step is keyed by (its config slice, the import closure of its
 module, the content hashes of the previous stages it reads, its ask) and its product kept in the
-stage folder under steps/<name>.json with that key: when the stage runs again (another source's
+stage folder under steps/<name>.json.gz with that key: when the stage runs again (another source's
 config or code changed), a source whose key is unchanged is not run again (unless the stage run is
 forced: then every enabled source runs, as a forced stage always did).
 
@@ -15,8 +15,10 @@ A source module defines `SOURCE = Source(...)`; tasks/synthesize.py lists the mo
 
 from __future__ import annotations
 
+import gzip
 import json
 import logging
+import zlib
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -55,7 +57,7 @@ def _no_ask(cfg: RunConfig, iteration: int, rows: list[Row]) -> Any:
 
 @dataclass(frozen=True)
 class Source:
-    name: str  # its step: steps/<name>.json
+    name: str  # its step: steps/<name>.json.gz
     module: str  # the module defining it: its import closure is the step's code version
     enabled: Callable[[RunConfig], bool]
     config_slice: Callable[[RunConfig, int], dict[str, Any]]
@@ -94,7 +96,7 @@ def step_key(ctx: StageContext, source: Source, asked: Any) -> str:
 
 
 def _step_url(ctx: StageContext, source: Source) -> str:
-    return fs.join(ctx.url, STEPS, f"{source.name}.json")
+    return fs.join(ctx.url, STEPS, f"{source.name}.json.gz")
 
 
 def cached_product(ctx: StageContext, source: Source, key: str) -> Product | None:
@@ -104,11 +106,11 @@ def cached_product(ctx: StageContext, source: Source, key: str) -> Product | Non
     try:
         if not fs.exists(url):
             return None
-        saved = json.loads(fs.read_bytes(url))
+        saved = json.loads(gzip.decompress(fs.read_bytes(url)))
         if saved.get("key") != key:
             return None
         return Product(**saved["product"])
-    except (OSError, ValueError, TypeError, KeyError) as exc:
+    except (OSError, EOFError, zlib.error, ValueError, TypeError, KeyError) as exc:
         log.warning(
             "synthesize: %s's cached step at %s is unreadable (%s); it runs", source.name, url, exc
         )
@@ -120,7 +122,8 @@ def save_product(ctx: StageContext, source: Source, key: str, product: Product) 
     the next run of the stage this step again)."""
     try:
         data = json.dumps({"key": key, "product": asdict(product)}, sort_keys=True, allow_nan=False)
-        fs.write_bytes_atomic(_step_url(ctx, source), data.encode())
+        # gzip: candidates are generator sources, much alike (mtime 0: the same bytes each time)
+        fs.write_bytes_atomic(_step_url(ctx, source), gzip.compress(data.encode(), mtime=0))
     except (OSError, ValueError, TypeError) as exc:
         log.warning(
             "synthesize: could not keep %s's step (%s); it runs again next time", source.name, exc
