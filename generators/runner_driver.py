@@ -1,26 +1,11 @@
-"""Runner's sandbox driver: loads a generator file and calls its build(seed) or solve(workspace)
-inside a sandbox. STANDARD LIBRARY ONLY: runner copies this file's text into the sandbox as
-STAGE/driver.py and runs it with `python3 -I -S`. It reports what failed and where (load, build,
-encode) so the host can tell a generator bug from a contract violation.
-
-    driver.py build GEN SEED OUT [ALARM NEXT_OUT...]
-    driver.py solve GEN WORKSPACE OUT ALARM [SEED BUILD_OUT ALARM]
-    driver.py solve-batch JOBS
-
-Runner imports this module (and reads its source as data) so the stage cache keys, which follow
-imports, see edits to it; importing it runs nothing.
-"""
-
-import json
-import sys
-
+"""Runner's sandbox driver (stdlib only): build or solve a generator in a sandbox; see the end."""
+import json, sys  # noqa: E401, I001
 
 def load(path):
     # A plain module object and exec(), not importlib.util (whose imports cost every start ~5 ms);
     # the code object is cached beside the source (marshal, after the bytecode magic number; the
     # host may have put it there) so only one interpreter, or none, compiles the source.
     import marshal
-
     mod = type(sys)("generator")
     mod.__file__ = path
     sys.modules["generator"] = mod
@@ -45,22 +30,12 @@ def load(path):
         exec(piece, mod.__dict__)
     return mod
 
-
 def fail(out, phase, exc):
     import traceback  # only on failure: importing it costs every successful build ~2 ms
-
     tb = traceback.format_exc().splitlines()[-12:]
     with open(out, "w") as f:
-        json.dump(
-            {
-                "ok": False,
-                "phase": phase,
-                "error": type(exc).__name__ + ": " + str(exc)[:2000],
-                "traceback": "\n".join(tb),
-            },
-            f,
-        )
-
+        json.dump({"ok": False, "phase": phase, "error": type(exc).__name__ + ": " + str(exc)[:2000],
+                   "traceback": "\n".join(tb)}, f)
 
 def alarm(seconds):
     # The builtin _signal: `signal` builds its enums (~2 ms). A handler of our own, since the
@@ -71,10 +46,8 @@ def alarm(seconds):
     except ImportError:
         import signal as sig
     import os
-
     sig.signal(sig.SIGALRM, lambda *_: os._exit(128 + sig.SIGALRM))
     sig.alarm(seconds)
-
 
 def built(gen, seed, out):
     phase = "load"
@@ -91,18 +64,15 @@ def built(gen, seed, out):
         f.write(text)
     return True
 
-
 def build(gen, seed, out):
     if not built(gen, seed, out):
         sys.exit(3)
-
 
 def solve_each(jobs):
     # solve-batch JOBS: for each job of the JSON file JOBS (a built-in task: this project's own
     # code, its workspace beside the others'), what `solve` does, under the job's own alarms; a
     # job past one ends the interpreter and leaves the jobs after it without reports.
     import os
-
     with open(jobs) as f:
         jobs = json.load(f)
     for job in jobs:
@@ -122,7 +92,6 @@ def solve_each(jobs):
             built(job["gen"], job["seed"], job["build_out"])
     alarm(0)
 
-
 def main():
     verb, gen = sys.argv[1], sys.argv[2]
     if verb == "solve-batch":
@@ -140,22 +109,8 @@ def main():
             sys.stdout.flush()
             sys.stderr.flush()
             import os
-
-            os.execv(
-                sys.executable,
-                [
-                    sys.executable,
-                    "-I",
-                    "-S",
-                    sys.argv[0],
-                    "build",
-                    gen,
-                    seed,
-                    rest[1],
-                    rest[0],
-                    *rest[2:],
-                ],
-            )
+            os.execv(sys.executable, [sys.executable, "-I", "-S", sys.argv[0], "build", gen,
+                                      seed, rest[1], rest[0], *rest[2:]])
         return
     # solve GEN WORKSPACE OUT ALARM [SEED BUILD_OUT ALARM]: what the canonical solution/solve.sh
     # does (solve(WORKSPACE) from WORKSPACE) under ALARM seconds, result in OUT; then, with SEED,
@@ -172,13 +127,22 @@ def main():
         f.write('{"ok": true}')
     if len(sys.argv) > 6:
         import os
-
         alarm(int(sys.argv[8]))
         empty = os.path.join(os.path.dirname(out), "empty")
         os.makedirs(empty, exist_ok=True)
         os.chdir(empty)
         build(gen, int(sys.argv[6]), sys.argv[7])
 
-
-if __name__ == "__main__":
+if __name__ == "__main__":  # runner copies this text to the sandbox and runs it there
     main()
+
+# Runs inside the sandbox as STAGE/driver.py with `python3 -I -S`: stdlib only. It reports what
+# failed and where (load, build, encode) so the host can tell a generator bug from a contract
+# violation:
+#     driver.py build GEN SEED OUT [ALARM NEXT_OUT...]
+#     driver.py solve GEN WORKSPACE OUT ALARM [SEED BUILD_OUT ALARM]
+#     driver.py solve-batch JOBS
+# Runner imports this module (and reads its source as data) so the stage cache keys, which
+# follow imports, see edits to it; importing it runs nothing. Its lines keep the numbers they had
+# as runner.DRIVER_SOURCE (and this file is left out of `ruff format`): a failed build's
+# traceback names them, and forge writes that traceback into its rows.
