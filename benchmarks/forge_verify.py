@@ -31,8 +31,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from clawloop.generators.candidates import candidate_row  # noqa: E402
-from clawloop.generators.contract import OUTPUT_FORMATS  # noqa: E402
 from clawloop.generators.forge import forge_candidate  # noqa: E402
+from clawloop.generators.meta import OUTPUT_FORMATS  # noqa: E402
 from clawloop.generators.verify import verify_task  # noqa: E402
 from clawloop.harness.sandbox.backend import docker_available, open_sandbox  # noqa: E402
 from clawloop.harness.sandbox.base import SandboxConfig  # noqa: E402

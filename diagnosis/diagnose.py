@@ -86,20 +86,25 @@ class DiagnoseConfig(BaseModel):
     min_episodes_for_mastery: int = Field(
         2, ge=1, description="eval episodes needed before mastery counts"
     )
-    start_multihop: int = Field(
-        0,
-        ge=0,
-        le=3,
-        description="difficulty assumed when no earlier guidance exists (match synthesize.multihop)",
-    )
-    start_dirtiness: int = Field(
-        0,
-        ge=0,
-        le=3,
-        description="difficulty assumed when no earlier guidance exists (match synthesize.dirtiness)",
-    )
     patterns_per_capability: int = Field(
         3, ge=0, description="failure patterns quoted per capability in the writer prompt"
+    )
+    # What the pipeline rolls out for this stage (tasks/diagnose.py), beside the diagnosis itself.
+    eval_n: int = Field(1, ge=1, description="episodes per held-out eval task")
+    eval_tasks: list[str] = Field(
+        default_factory=list,
+        description=(
+            "external held-out eval sets: Harbor or ClawGym data set folders (a folder of task "
+            "folders, or one task folder), rolled out every iteration beside the own held-out "
+            "split and graded by their own tests; pass rates reported apart (external_pass_rates)"
+        ),
+    )
+    eval_pass_threshold: float = Field(
+        1.0,
+        gt=0.0,
+        le=1.0,
+        description="ClawGym eval tasks: an episode passes when reward.sh scores at least this "
+        "(the mean score is reported either way)",
     )
 
 
@@ -256,13 +261,13 @@ def _summaries_and_clusters(
     )
 
 
-def _guidance_config(cfg: DiagnoseConfig) -> feedback.GuidanceConfig:
+def _guidance_config(cfg: DiagnoseConfig, start_levels: tuple[int, int]) -> feedback.GuidanceConfig:
     return feedback.GuidanceConfig(
         weight_floor=cfg.weight_floor,
         mastery_threshold=cfg.mastery_threshold,
         min_episodes_for_mastery=cfg.min_episodes_for_mastery,
-        start_multihop=cfg.start_multihop,
-        start_dirtiness=cfg.start_dirtiness,
+        start_multihop=start_levels[0],
+        start_dirtiness=start_levels[1],
         patterns_per_capability=cfg.patterns_per_capability,
     )
 
@@ -297,12 +302,15 @@ def diagnose_stage(
     prev_guidance: dict[str, Any] | None = None,
     capabilities: list[str] | None = None,
     map_rows: RowMapper | None = None,
+    start_levels: tuple[int, int] = (0, 0),
 ) -> DiagnoseResult:
     """Diagnose one iteration's held-out episodes; writes report.md, pass_rates.png, guidance.json.
 
     `prev_guidance` carries the difficulty levels reached so far (guidance.json of iteration-1);
     `capabilities` (default: the catalog) keeps every capability in the weights, with eval data or not.
     `map_rows` runs the per-failure summaries (default: a pool of `cfg.workers` threads).
+    `start_levels` (multihop, dirtiness): the difficulty assumed where no earlier guidance names a
+    capability (the pipeline passes synthesize.multihop and .dirtiness, where synthesis starts).
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -316,7 +324,12 @@ def diagnose_stage(
     summaries, clusters = _summaries_and_clusters(failed, llm, cfg, iteration, notes, mapper)
     caps = capabilities if capabilities is not None else _known_capabilities()
     guidance = feedback.compute_guidance(
-        rates, clusters, prev_guidance, _guidance_config(cfg), iteration, capabilities=caps
+        rates,
+        clusters,
+        prev_guidance,
+        _guidance_config(cfg, start_levels),
+        iteration,
+        capabilities=caps,
     )
 
     report_path, plot_path, guidance_path = _write_outputs(

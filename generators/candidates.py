@@ -14,7 +14,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from clawloop.generators.contract import ContractError, GeneratorMeta
+from clawloop.generators.meta import ContractError, GeneratorMeta
 
 # CPython 3.11.7 and older can fail ast.parse in concurrent threads ("AST constructor recursion
 # depth mismatch", gh-106905); forge runs in thread pools, so parsing is serialised.

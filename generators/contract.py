@@ -3,70 +3,25 @@
 A generator is one standard-library Python file with a `GENERATOR` metadata dict, `build(seed)`
 and `solve(workspace)`. It always runs inside a sandbox (generators/runner.py); this module only
 checks what came back, on the host, so a hostile generator cannot hand us a malformed task.
+The GENERATOR metadata and ContractError are generators/meta.py (it imports no grader).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import posixpath
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
+from clawloop.generators.meta import ContractError
 from clawloop.harness.taskfolder.grader import REPORT_WHERE, report_facts
 from clawloop.harness.taskfolder.spec import LENIENCIES, BuildResult, Contract, OutputSpec
 
-CAPABILITY_KEYS = ("capability", "domain", "multihop", "dirtiness", "output_format")
-OutputFormat = Literal["json", "csv", "multi", "report"]
-OUTPUT_FORMATS: tuple[str, ...] = ("json", "csv", "multi", "report")  # the library's rotation
-# What GENERATOR["output_format"] may say: also "state", a domain task graded on its end state.
-META_FORMATS: tuple[str, ...] = (*OUTPUT_FORMATS, "state")
 # What one contract output entry may be; "state" is a domain task's final database state (a folder
 # of <table>.json or an SQL dump), graded by end-state predicates (harness/taskfolder/state_predicates.py).
 FILE_FORMATS = ("json", "csv", "report", "state")
 STATE_STORES = ("json", "sqlite")
 MAX_FILES = 400
 MAX_TOTAL_BYTES = 8 * 1024 * 1024
-
-
-class ContractError(ValueError):
-    """A generator's metadata or build() result breaks the contract. Not retryable."""
-
-
-@dataclass(frozen=True)
-class GeneratorMeta:
-    capability: str
-    domain: str
-    multihop: int = 0
-    dirtiness: int = 0
-    output_format: str = "json"
-    title: str = ""
-
-    @classmethod
-    def from_dict(cls, d: Any, title: str = "") -> GeneratorMeta:
-        if not isinstance(d, dict):
-            raise ContractError(
-                "GENERATOR must be a dict literal with keys " + ", ".join(CAPABILITY_KEYS)
-            )
-        missing = [
-            k for k in ("capability", "domain") if not isinstance(d.get(k), str) or not d.get(k)
-        ]
-        if missing:
-            raise ContractError(f"GENERATOR is missing string field(s): {', '.join(missing)}")
-        meta = cls(
-            capability=d["capability"],
-            domain=d["domain"],
-            multihop=int(d.get("multihop", 0)),
-            dirtiness=int(d.get("dirtiness", 0)),
-            output_format=str(d.get("output_format", "json")),
-            title=title,
-        )
-        if not 0 <= meta.multihop <= 3 or not 0 <= meta.dirtiness <= 3:
-            raise ContractError("GENERATOR multihop and dirtiness must be integers in 0..3")
-        if meta.output_format not in META_FORMATS:
-            raise ContractError(
-                f"GENERATOR output_format must be one of {META_FORMATS}, got {meta.output_format!r}"
-            )
-        return meta
 
 
 def check_relpath(p: Any, what: str) -> str:

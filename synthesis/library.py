@@ -17,7 +17,7 @@ import itertools
 import pprint
 from pathlib import Path
 
-from clawloop.generators.contract import OUTPUT_FORMATS
+from clawloop.generators.meta import OUTPUT_FORMATS
 
 # The source parts, imported (they only define functions) so that the stage cache keys, which follow
 # imports, see an edit to any of them; their code runs only inside rendered generators.

@@ -31,7 +31,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from clawloop.generators.contract import ContractError
+from clawloop.generators.meta import ContractError
 from clawloop.harness.llm import ChatFn, LLMEndpoint, LLMError, circuit_breaker, endpoint_chat
 from clawloop.synthesis.llm_prompts import example_for, repair_message, writer_prompt
 

@@ -19,7 +19,7 @@ Everything is deterministic in (run seed, iteration).
 
 `llm_share` picks a deterministic fraction of the train candidates (`llm_picks`) whose generator
 the synthesis LLM rewrites with the same spec (synthesis/llm_writer.py; the stage wiring is in
-tasks/synthesize.py); `llm` names its endpoint, by default the policy's own (no teacher).
+tasks/llm_source.py); `llm` names its endpoint, by default the policy's own (no teacher).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from clawloop.generators.candidates import candidate_row, parse_meta_at
-from clawloop.generators.contract import OUTPUT_FORMATS, ContractError, GeneratorMeta
+from clawloop.generators.meta import OUTPUT_FORMATS, ContractError, GeneratorMeta
 from clawloop.storage.schemas import INFRA_END_REASONS
 from clawloop.synthesis.external import ExternalTaskSource
 

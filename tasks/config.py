@@ -6,10 +6,11 @@ Every section has defaults and one-line help per field; see configs/local.yaml a
 configs/cluster.yaml. A bad file gets a `ConfigError` naming each wrong field and how to fix it.
 
 Each stage's section is declared in its module in tasks/ (ForgeSettings in tasks/forge.py, ...);
-the rollout:, train: and diagnose: sections take the fields, types and help of the stage's own
-config class (harness.rollout.RolloutConfig, training.config.TrainConfig,
-generators.diagnosis.diagnose.DiagnoseConfig), with the CPU demo's defaults where they differ,
-plus the few keys only the pipeline reads. Each stage module builds its stage config
+the synthesize: and diagnose: sections are their stage's own config class, defaults and all
+(synthesis.synthesize.SynthesizeConfig, diagnosis.diagnose.DiagnoseConfig); the rollout: and
+train: sections take the fields, types and help of theirs (harness.rollout.RolloutConfig,
+training.config.TrainConfig), with the CPU demo's defaults where they differ, plus the few keys
+only the pipeline reads. Each stage module builds its stage config
 (`tasks.rollout.rollout_config(cfg)`, ...); each is built once when the file loads, so a typo or
 a bad value fails before any stage does work.
 """
@@ -27,7 +28,6 @@ from clawloop.diagnosis.diagnose import DiagnoseConfig
 from clawloop.harness.rollout import RolloutConfig
 from clawloop.synthesis.synthesize import SynthesizeConfig
 from clawloop.tasks import diagnose, rollout, train
-from clawloop.tasks.diagnose import DiagnoseSettings
 from clawloop.tasks.forge import ForgeSettings
 from clawloop.tasks.rollout import RolloutSettings
 from clawloop.tasks.settings import (
@@ -62,7 +62,7 @@ class RunConfig(Section):
     verify: VerifySettings = Field(default_factory=VerifySettings)
     rollout: RolloutSettings = Field(default_factory=RolloutSettings)
     train: TrainSettings = Field(default_factory=TrainSettings)
-    diagnose: DiagnoseSettings = Field(default_factory=DiagnoseSettings)
+    diagnose: DiagnoseConfig = Field(default_factory=DiagnoseConfig)
     prefect: PrefectSettings = Field(default_factory=PrefectSettings)
     execution: ExecutionSettings = Field(default_factory=ExecutionSettings)
 

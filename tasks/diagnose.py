@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 from prefect import task
 from prefect.cache_policies import NO_CACHE
-from pydantic import Field
 
 from clawloop.diagnosis.diagnose import (
     GUIDANCE_NAME,
@@ -60,7 +59,6 @@ from clawloop.tasks.episodes import roll_out, verified_tasks
 from clawloop.tasks.policy import policy_slice, serve_policy
 from clawloop.tasks.rollout import rollout_config
 from clawloop.tasks.sandbox import sandbox_for
-from clawloop.tasks.settings import stage_section
 from clawloop.tasks.stage import StageContext, StageError, StageResult, StageSpec
 
 if TYPE_CHECKING:
@@ -68,29 +66,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("clawloop.diagnose")
 FILES = (REPORT_NAME, PLOT_NAME, GUIDANCE_NAME)
-
-
-class DiagnoseSettings(stage_section(DiagnoseConfig, "diagnose")):
-    eval_n: int = Field(1, ge=1, description="episodes per held-out eval task")
-    eval_tasks: list[str] = Field(
-        default_factory=list,
-        description=(
-            "external held-out eval sets: Harbor or ClawGym data set folders (a folder of task "
-            "folders, or one task folder), rolled out every iteration beside the own held-out "
-            "split and graded by their own tests; pass rates reported apart (external_pass_rates)"
-        ),
-    )
-    eval_pass_threshold: float = Field(
-        1.0,
-        gt=0.0,
-        le=1.0,
-        description="ClawGym eval tasks: an episode passes when reward.sh scores at least this "
-        "(the mean score is reported either way)",
-    )
-
-    def stage_config(self, **set_elsewhere: Any) -> DiagnoseConfig:
-        exclude = {"eval_n", "eval_tasks", "eval_pass_threshold"}
-        return DiagnoseConfig(**self.model_dump(exclude=exclude), **set_elsewhere)
 
 
 @task(
@@ -107,11 +82,14 @@ def summarize_one(
 
 
 def diagnose_config(cfg: RunConfig) -> DiagnoseConfig:
-    """DiagnoseConfig from `diagnose:`; its difficulty starts where synthesis starts
-    (synthesize.multihop/dirtiness), so guidance never drops below it."""
-    return cfg.diagnose.stage_config(
-        start_multihop=cfg.synthesize.multihop, start_dirtiness=cfg.synthesize.dirtiness
-    )
+    """The `diagnose:` section: diagnosis.diagnose.DiagnoseConfig itself."""
+    return cfg.diagnose
+
+
+def start_levels(cfg: RunConfig) -> tuple[int, int]:
+    """Where guidance difficulty starts: where synthesis starts (synthesize.multihop/dirtiness),
+    so guidance never drops below it."""
+    return cfg.synthesize.multihop, cfg.synthesize.dirtiness
 
 
 def eval_rollout_config(cfg: RunConfig) -> RolloutConfig:
@@ -271,6 +249,7 @@ def run(ctx: StageContext) -> StageResult:
             prev_guidance=previous,
             capabilities=capabilities,
             map_rows=map_rows,
+            start_levels=start_levels(cfg),
         )
         files = {n: (out / n).read_bytes() for n in FILES if (out / n).is_file()}
     tables = {"eval_trajectories": (with_host_column(schemas.TRAJECTORIES), evals), **res.tables()}

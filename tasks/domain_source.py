@@ -1,29 +1,41 @@
-"""The synthesize stage's domain-grounded source: a share of the train candidates made from
-executable domains (synthesis/domain), the built-in ones and `synthesize.domain_paths`
+"""The synthesize stage's domain-grounded source (tasks/source.py): a share of the train
+candidates made from executable domains (synthesis/domain), the built-in ones and `synthesize.domain_paths`
 (`synthesize.domains` already names the built-in library's long-tail domains it keeps).
 
 Each domain's reference plans run in the run's sandbox (checked once, like forge's), so a dead
 engine fails the stage with what to do rather than yielding no domain tasks quietly. A domain
-folder that breaks the contract fails the stage with the file and the problem.
+folder that breaks the contract fails the stage with the file and the problem. How it shares the
+candidates out (weights, seeds, slots) is synthesis/domain/weights.py.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from clawloop.harness.llm import LLMEndpoint, endpoint_chat
 from clawloop.harness.sandbox.base import SandboxError
+from clawloop.storage import schemas
 from clawloop.synthesis.domain.execute import ExecutionError
 from clawloop.synthesis.domain.load import builtin_domains, load_domain
 from clawloop.synthesis.domain.model import DomainError
 from clawloop.synthesis.domain.synth import synthesize_domain
 from clawloop.synthesis.domain.taskgraph import Knobs
-from clawloop.synthesis.synthesize import SynthesizeConfig, failure_rate_weights, share_of
+from clawloop.synthesis.domain.weights import (
+    builtin_train,
+    domain_asks,
+    domain_seed,
+    failure_weights,
+    place_domain_tasks,
+)
+from clawloop.synthesis.synthesize import SynthesizeConfig, share_of
 from clawloop.tasks.sandbox import sandbox_for
+from clawloop.tasks.source import Product, Source
 from clawloop.tasks.stage import StageContext, StageError
+
+if TYPE_CHECKING:
+    from clawloop.tasks.config import RunConfig
 
 Row = dict[str, Any]
 
@@ -44,24 +56,6 @@ def domains_digest(s: SynthesizeConfig) -> dict[str, str]:
     return out
 
 
-def _seed(run_seed: int, iteration: int, name: str) -> int:
-    return int(hashlib.sha256(f"{run_seed}:{iteration}:{name}".encode()).hexdigest()[:8], 16)
-
-
-def failure_weights(graphs: list[Row], trajectories: list[Row]) -> dict[str, dict[str, float]]:
-    """domain -> skill -> 1 + the failure rate of the episodes on tasks whose reference plan
-    called the skill."""
-    uses = {
-        g["task_id"]: {(g["domain"], st["skill"]) for st in json.loads(g["plan"])}
-        for g in graphs
-        if g["kept"] and g["task_id"] and g["plan"]
-    }
-    out: dict[str, dict[str, float]] = {}
-    for (domain, skill), w in failure_rate_weights(uses, trajectories).items():
-        out.setdefault(domain, {})[skill] = w
-    return out
-
-
 def _weights_before(ctx: StageContext) -> dict[str, dict[str, float]]:
     k = ctx.iteration - 1
     if k < 1 or ctx.manifest("rollout", k) is None:
@@ -70,18 +64,57 @@ def _weights_before(ctx: StageContext) -> dict[str, dict[str, float]]:
     return failure_weights(graphs, ctx.rows("rollout", "trajectories", k))
 
 
-def add_domain_tasks(
-    ctx: StageContext, rows: list[Row]
-) -> tuple[list[Row], dict[str, Any], list[Row], list[Row]]:
-    """(rows with `domain_share` of the train rows swapped for domain-grounded candidates,
-    summary, abstract-graph rows, skill rows)."""
+FIELDS = {
+    "domain_share",
+    "domain_paths",
+    "builtin_domains",
+    "domain_max_nodes",
+    "domain_subgoals",
+    "domain_error_recovery",
+    "llm",  # a synthesis endpoint rewrites the instructions
+    "cache_dir",
+}
+TABLES = {"domain_graphs": schemas.DOMAIN_GRAPHS, "domain_skills": schemas.DOMAIN_SKILLS}
+
+
+def enabled(cfg: RunConfig) -> bool:
+    s = cfg.synthesize
+    return s.domain_share > 0 and bool(domain_roots(s))
+
+
+def config_slice(cfg: RunConfig, iteration: int) -> dict[str, Any]:
+    s = cfg.synthesize
+    return {
+        "seed": cfg.seed,
+        "iteration": iteration,
+        "synthesize": s.model_dump(mode="json", include=FIELDS),
+        "domains": domains_digest(s),
+    }
+
+
+def _none(why: str) -> Product:
+    return Product([], {"domain_grounded": 0, "domain_note": why}, dict.fromkeys(TABLES, []))
+
+
+def off(cfg: RunConfig) -> Product:
+    return _none(
+        "synthesize.domain_share is 0" if not cfg.synthesize.domain_share else "no domains"
+    )
+
+
+def ask(cfg: RunConfig, iteration: int, rows: list[Row]) -> int:
+    """How many built-in train candidates there are: the share is of them, and they make way."""
+    return len(builtin_train(rows))
+
+
+def make(ctx: StageContext, n_train: int) -> Product:
+    """`domain_share` of the built-in train candidates' worth of domain-grounded candidates, the
+    abstract-graph rows and the skill rows."""
     s = ctx.config.synthesize
-    train = [i for i, r in enumerate(rows) if r["split"] == "train" and r["origin"] == "builtin"]
-    n = share_of(len(train), s.domain_share)
+    n = share_of(n_train, s.domain_share)
     roots = domain_roots(s)
     if n == 0 or not roots:
-        why = "synthesize.domain_share is 0" if not s.domain_share else "no domains"
-        return rows, {"domain_grounded": 0, "domain_note": why}, [], []
+        return off(ctx.config)
     sandbox = sandbox_for(ctx)
     w = s.llm  # a synthesis endpoint rewrites the instructions; without one they stay offline
     chat = (
@@ -93,16 +126,14 @@ def add_domain_tasks(
         chat.model = w.model  # type: ignore[attr-defined]  # the analysis cache key's model
     cache = Path(s.cache_dir).expanduser() / "domain-analysis"
     knobs = Knobs(s.domain_max_nodes, s.domain_subgoals, s.domain_error_recovery)
-    asks = [n // len(roots) + (i < n % len(roots)) for i in range(len(roots))]
-    shift = (ctx.iteration - 1) % len(roots)  # iterations take turns at the remainder
-    asks = asks[-shift:] + asks[:-shift] if shift else asks
+    asks = domain_asks(n, len(roots), ctx.iteration)
     weights = _weights_before(ctx)
     made, graphs, skills, per_domain = [], [], [], {}
     for root, k in zip(roots, asks, strict=True):
         if k == 0:
             continue
         try:
-            seed = _seed(ctx.config.seed, ctx.iteration, root.name)
+            seed = domain_seed(ctx.config.seed, ctx.iteration, root.name)
             out = synthesize_domain(root, k, seed, sandbox, knobs, chat,
                                     skill_weights=weights.get(load_domain(root).name),
                                     analysis_cache=cache)  # fmt: skip
@@ -117,13 +148,24 @@ def add_domain_tasks(
         per_domain[out.domain] = out.summary()
         if weights.get(out.domain):
             per_domain[out.domain]["skill_weights"] = weights[out.domain]
-    out_rows = list(rows)
-    for i, cand in zip(reversed(train), made, strict=False):
-        out_rows[i] = cand
     summary = {
         "domain_grounded": len(made),
         "domain_asked": n,
-        "domain_share": round(len(made) / max(1, len(train)), 3),
+        "domain_share": round(len(made) / max(1, n_train), 3),
         "domains": per_domain,
     }
-    return out_rows, summary, graphs, skills
+    return Product(made, summary, {"domain_graphs": graphs, "domain_skills": skills})
+
+
+SOURCE = Source(
+    "domain",
+    __name__,
+    enabled=enabled,
+    config_slice=config_slice,
+    make=make,
+    place=lambda rows, product: place_domain_tasks(rows, product.candidates),
+    off=off,
+    ask=ask,
+    previous=("synthesize", "rollout"),  # the skills whose tasks the policy failed
+    tables=TABLES,
+)

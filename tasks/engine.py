@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from clawloop.storage import artifacts, fs
-from clawloop.storage.cache_key import code_version, inputs_hash
+from clawloop.storage.cache_key import inputs_hash
 from clawloop.storage.manifest import Manifest, read_manifest, why_incomplete
 from clawloop.tasks.mapping import Mapper
-from clawloop.tasks.stage import StageContext, StageError, StageSpec
+from clawloop.tasks.stage import StageContext, StageError, StageSpec, stage_code
 
 if TYPE_CHECKING:
     from clawloop.tasks.config import RunConfig
@@ -99,7 +99,7 @@ def stage_key(
 ) -> tuple[str, dict[str, str], str]:
     """(cache key, upstream hashes, code version) for one stage of one iteration."""
     up = upstream_hashes(spec, stages, cfg.storage.root, run_id, iteration)
-    code = code_version(spec.module) if spec.module else ""
+    code = stage_code(spec, cfg)
     return inputs_hash(spec.config_slice(cfg, iteration), up, code), up, code
 
 
@@ -142,7 +142,9 @@ def run_stage(
         reason = "forced"
         log.info("%s iter %d runs: forced", spec.name, iteration)
     artifacts.open_stage(url)  # from here on the folder does not look complete
-    ctx = StageContext(run_id=run_id, iteration=iteration, config=cfg, stage=spec.name, map=mapper)
+    ctx = StageContext(
+        run_id=run_id, iteration=iteration, config=cfg, stage=spec.name, map=mapper, force=force
+    )
     try:
         result = spec.run(ctx)
         written = [

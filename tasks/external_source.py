@@ -1,19 +1,23 @@
-"""The synthesize stage's external source (`synthesize.external_tasks: [{path, share}]`): each
-source's share of the train candidates swapped for imported tasks (origin external:clawgym), and
-forge and verify take them as imported (tasks/external_rows.py). Rollout, the band filter and
-train then treat them as any train task.
+"""The synthesize stage's external source (tasks/source.py; `synthesize.external_tasks:
+[{path, share}]`): each file's share of the train candidates swapped for its imported tasks
+(origin external:clawgym), built-in slots first; forge and verify take them as imported
+(tasks/external_rows.py). Rollout, the band filter and train then treat them as any train task.
 """
 
 from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from clawloop.synthesis.external import draw, external_candidate
 from clawloop.synthesis.synthesize import SynthesizeConfig, share_of
 from clawloop.tasks.external_rows import read_imported
+from clawloop.tasks.source import Product, Source
 from clawloop.tasks.stage import StageContext, StageError
+
+if TYPE_CHECKING:
+    from clawloop.tasks.config import RunConfig
 
 Row = dict[str, Any]
 
@@ -27,19 +31,47 @@ def external_digest(s: SynthesizeConfig) -> dict[str, str]:
     return out
 
 
-def add_external_tasks(ctx: StageContext, rows: list[Row]) -> tuple[list[Row], dict[str, Any]]:
-    """(rows with each source's share of the train candidates swapped for its imported tasks,
-    the built-in ones first, summary)."""
-    s = ctx.config.synthesize
-    if not s.external_tasks:
-        return rows, {}
+def train_slots(rows: list[Row]) -> list[int]:
+    """The train candidates' positions, built-in ones first: the slots external tasks take."""
     train = [i for i, r in enumerate(rows) if r["split"] == "train"]
-    train.sort(key=lambda i: rows[i]["origin"] != "builtin")  # built-in slots go first
-    out, used, per = list(rows), 0, {}
-    taken = {r["task_id"] for r in rows}
-    for src in s.external_tasks:
+    return sorted(train, key=lambda i: rows[i]["origin"] != "builtin")
+
+
+FIELDS = {"external_tasks"}
+
+
+def enabled(cfg: RunConfig) -> bool:
+    return bool(cfg.synthesize.external_tasks)
+
+
+def config_slice(cfg: RunConfig, iteration: int) -> dict[str, Any]:
+    s = cfg.synthesize
+    return {
+        "seed": cfg.seed,
+        "iteration": iteration,
+        "synthesize": s.model_dump(mode="json", include=FIELDS),
+        "external": external_digest(s),
+    }
+
+
+def off(cfg: RunConfig) -> Product:
+    return Product([], {})
+
+
+def ask(cfg: RunConfig, iteration: int, rows: list[Row]) -> dict[str, Any]:
+    """How many train slots there are, and the task ids already taken (ids must not clash)."""
+    return {"slots": len(train_slots(rows)), "taken": sorted(r["task_id"] for r in rows)}
+
+
+def make(ctx: StageContext, asked: dict[str, Any]) -> Product:
+    """Each file's share of the train slots' worth of its imported tasks, drawn by (run seed,
+    iteration, path)."""
+    slots, taken = asked["slots"], set(asked["taken"])
+    made: list[Row] = []
+    per: dict[str, Any] = {}
+    for src in ctx.config.synthesize.external_tasks:
         imported = read_imported(src.path)
-        n = min(share_of(len(train), src.share), len(train) - used)
+        n = min(share_of(slots, src.share), slots - len(made))
         picks = [imported[i] for i in draw(len(imported), n, ctx.config.seed, ctx.iteration,
                                            src.path)]  # fmt: skip
         clash = sorted(taken & {r["task_id"] for r in picks})
@@ -48,9 +80,27 @@ def add_external_tasks(ctx: StageContext, rows: list[Row]) -> tuple[list[Row], d
                 f"synthesize.external_tasks: task id {clash[0]} of {src.path} is already a "
                 "candidate (two sources share ids); import them into one file"
             )
-        for slot, row in zip(train[used : used + len(picks)], picks, strict=True):
-            out[slot] = external_candidate(row)
-            taken.add(row["task_id"])
-        used += len(picks)
+        made += [external_candidate(row) for row in picks]
+        taken |= {r["task_id"] for r in picks}
         per[src.path] = {"available": len(imported), "drawn": len(picks)}
-    return out, {"external_tasks": used, "external_sources": per}
+    return Product(made, {"external_tasks": len(made), "external_sources": per})
+
+
+def place(rows: list[Row], product: Product) -> list[Row]:
+    """`rows` with the first train slots (built-in first) given to the external tasks."""
+    out = list(rows)
+    for slot, cand in zip(train_slots(rows), product.candidates, strict=False):
+        out[slot] = cand
+    return out
+
+
+SOURCE = Source(
+    "external",
+    __name__,
+    enabled=enabled,
+    config_slice=config_slice,
+    make=make,
+    place=place,
+    off=off,
+    ask=ask,
+)

@@ -151,8 +151,6 @@ SET_ELSEWHERE = {
     "rollout.band_lo": "set by rollout.band: [low, high]; set that instead",
     "rollout.band_hi": "set by rollout.band: [low, high]; set that instead",
     "rollout.concurrency": "set by rollout.workers; set that instead",
-    "diagnose.start_multihop": "set by synthesize.multihop (the difficulty synthesis starts at); set that instead",
-    "diagnose.start_dirtiness": "set by synthesize.dirtiness (the difficulty synthesis starts at); set that instead",
 }
 
 

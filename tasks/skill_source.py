@@ -1,4 +1,4 @@
-"""The synthesize stage's SkillSynth source: a share of the train candidates made from skill
+"""The synthesize stage's SkillSynth source (tasks/source.py): a share of the train candidates made from skill
 folders (`synthesize.skills_dirs`) through the scenario-mediated skill graph.
 
 Per iteration: the graph (synthesis/skillgraph) is built once per corpus hash and scenario
@@ -9,40 +9,35 @@ constructed, forged, verified and judged (up to `skill_max_repairs` repairs) in 
 The writer endpoint (`synthesize.llm`, else the policy) plays Planner, Constructor and judge, so
 without one the source is off and the summary says so. An endpoint or sandbox that fails a path
 past its retries fails the stage (the path is not a result); a path that fails its repairs is a
-row with its reasons.
+row with its reasons. How it shares the candidates out (weights, seeds, slots, the graph cache's
+key) is synthesis/skillgraph/weights.py.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import os
 import shutil
 import uuid
-from collections.abc import Callable
-from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import networkx as nx
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from clawloop.harness.llm import ChatFn, LLMEndpoint, PolicyConfig, endpoint_chat
+from clawloop.harness.llm import ChatFn, PolicyConfig, endpoint_chat
 from clawloop.harness.sandbox.base import SandboxConfig
 from clawloop.storage import schemas
 from clawloop.synthesis.llm_writer import writer_chat
 from clawloop.synthesis.skillgraph.corpus import CorpusError, corpus_sha256, load_corpus, usable
 from clawloop.synthesis.skillgraph.graph import (
-    GRAPH_VERSION,
-    GraphConfig,
     GraphError,
     build_from_corpus,
     load_graph,
     save_graph,
 )
-from clawloop.synthesis.skillgraph.instantiate import PATH_KEY, Instantiated, instantiate
+from clawloop.synthesis.skillgraph.instantiate import Instantiated, instantiate
 from clawloop.synthesis.skillgraph.model import SkillPath, SkillRecord
 from clawloop.synthesis.skillgraph.sample import (
     Visits,
@@ -51,16 +46,28 @@ from clawloop.synthesis.skillgraph.sample import (
     visit_rows,
     visits_from_rows,
 )
-from clawloop.synthesis.synthesize import SynthesizeConfig, failure_rate_weights, share_of
+from clawloop.synthesis.skillgraph.weights import (
+    failure_weights,
+    graph_key,
+    path_row,
+    path_seed,
+    place_skill_tasks,
+    skill_asks,
+    skill_slots,
+)
+from clawloop.synthesis.synthesize import SynthesizeConfig
 from clawloop.tasks.mapping import InfraFault, retry_transient
 from clawloop.tasks.policy import probe_endpoint
 from clawloop.tasks.sandbox import sandbox_for
+from clawloop.tasks.source import Product, Source
 from clawloop.tasks.stage import StageContext, StageError, fail_on_infra
+from clawloop.tasks.writer import writer_endpoint, writer_slice
+
+if TYPE_CHECKING:
+    from clawloop.tasks.config import RunConfig
 
 log = logging.getLogger("clawloop.synthesize")
 Row = dict[str, Any]
-Tables = dict[str, tuple[Any, list[Row]]]
-EndpointOf = Callable[[StageContext], tuple[LLMEndpoint | None, str]]
 TABLES = {  # what the source writes, beside the candidates
     "skill_paths": schemas.SKILL_PATHS,
     "skill_plans": schemas.SKILL_PLANS,
@@ -69,29 +76,22 @@ TABLES = {  # what the source writes, beside the candidates
 }
 
 
-def active(s: SynthesizeConfig) -> bool:
+def active(cfg: RunConfig) -> bool:
+    return _active(cfg.synthesize)
+
+
+def _active(s: SynthesizeConfig) -> bool:
     return bool(s.skills_dirs) and s.skill_graph_share > 0
 
 
 def skills_digest(s: SynthesizeConfig) -> str:
     """The corpus hash (folder names and content hashes): editing a skill re-synthesizes."""
-    if not active(s):
+    if not _active(s):
         return ""
     try:
         return corpus_sha256(load_corpus(s.skills_dirs))
     except CorpusError as exc:
         raise ValueError(f"synthesize.skills_dirs: {exc}") from exc
-
-
-def empty_tables() -> Tables:
-    return {name: (schema, []) for name, schema in TABLES.items()}
-
-
-def graph_key(corpus_sha: str, scenarios_by: str) -> str:
-    """The graph cache key: the corpus, who inferred the scenarios, the graph code's version."""
-    config = json.dumps(asdict(GraphConfig()), sort_keys=True)
-    text = f"{GRAPH_VERSION}\0{corpus_sha}\0{scenarios_by}\0{config}"
-    return hashlib.sha256(text.encode()).hexdigest()[:20]
 
 
 def cached_graph(
@@ -127,16 +127,6 @@ def _visits_before(ctx: StageContext) -> Visits:
     return visits_from_rows(ctx.rows("synthesize", "skill_visits", ctx.iteration - 1))
 
 
-def failure_weights(candidates: list[Row], trajectories: list[Row]) -> dict[str, float]:
-    """Skill -> 1 + the failure rate of the episodes on tasks whose path used it."""
-    uses = {
-        r["task_id"]: [st["skill"] for st in json.loads(r[PATH_KEY])["steps"]]
-        for r in candidates
-        if r.get(PATH_KEY)
-    }
-    return failure_rate_weights(uses, trajectories)
-
-
 def _weights_before(ctx: StageContext) -> dict[str, float]:
     k = ctx.iteration - 1
     if k < 1 or ctx.manifest("rollout", k) is None:
@@ -144,10 +134,6 @@ def _weights_before(ctx: StageContext) -> dict[str, float]:
     return failure_weights(
         ctx.rows("synthesize", "candidates", k), ctx.rows("rollout", "trajectories", k)
     )
-
-
-def path_seed(run_seed: int, iteration: int, path_id: str) -> int:
-    return int(hashlib.sha256(f"{run_seed}:{iteration}:{path_id}".encode()).hexdigest()[:8], 16)
 
 
 @task(
@@ -181,38 +167,60 @@ def _lost(item: tuple[SkillPath, int], exc: BaseException) -> Instantiated:
     return Instantiated(path.path_id, fault=f"{type(exc).__name__}: {exc}")
 
 
-def path_row(path: SkillPath, res: Instantiated) -> Row:
-    last = res.attempts[-1] if res.attempts else {}
+FIELDS = {
+    "skill_graph_share",
+    "skills_dirs",
+    "skill_scenarios",
+    "skill_sampler",
+    "skill_path_len",
+    "skill_max_repairs",
+    "cache_dir",
+    "llm_workers",
+    "llm",
+}
+
+
+def config_slice(cfg: RunConfig, iteration: int) -> dict[str, Any]:
+    s = cfg.synthesize
     return {
-        "path_id": path.path_id,
-        "steps": json.dumps([asdict(s) for s in path.steps], ensure_ascii=False, sort_keys=True),
-        "length": len(path.steps),
-        "kept": res.kept,
-        "task_id": str((res.candidate or {}).get("task_id", "")),
-        "attempts": sum(a["stage"] != "plan" for a in res.attempts),
-        "reason": res.fault or str(last.get("reason", "")),
+        "seed": cfg.seed,
+        "iteration": iteration,
+        "synthesize": s.model_dump(mode="json", include=FIELDS),
+        "skills": skills_digest(s),
+        "writer": writer_slice(cfg),  # the Planner and Constructor
     }
 
 
-def add_skill_graph_tasks(
-    ctx: StageContext, rows: list[Row], endpoint_of: EndpointOf
-) -> tuple[list[Row], dict[str, Any], Tables]:
-    """(rows with `skill_graph_share` of the train rows swapped for SkillSynth tasks, summary,
-    the skill_* tables)."""
+def _none(why: str) -> Product:
+    return Product([], {"skill_graph": 0, "skill_graph_note": why}, dict.fromkeys(TABLES, []))
+
+
+def off(cfg: RunConfig) -> Product:
+    s = cfg.synthesize
+    return _none(
+        "synthesize.skill_graph_share is 0" if s.skills_dirs else "no synthesize.skills_dirs"
+    )
+
+
+def ask(cfg: RunConfig, iteration: int, rows: list[Row]) -> list[int]:
+    """[train candidates, built-in ones]: the share is of the first, the slots are the second."""
+    n_train, slots = skill_slots(rows)
+    return [n_train, len(slots)]
+
+
+def make(ctx: StageContext, asked: list[int]) -> Product:
+    """`skill_graph_share` of the train candidates' worth of SkillSynth tasks (at most one per
+    built-in train candidate), and the skill_* tables."""
     s = ctx.config.synthesize
-    if not active(s):
-        why = "synthesize.skill_graph_share is 0" if s.skills_dirs else "no synthesize.skills_dirs"
-        return rows, {"skill_graph": 0, "skill_graph_note": why}, empty_tables()
-    train = [i for i, r in enumerate(rows) if r["split"] == "train"]
-    slots = [i for i in train if rows[i]["origin"] == "builtin"]
-    n = min(len(slots), share_of(len(train), s.skill_graph_share))
-    endpoint, where = endpoint_of(ctx)
+    n_train, n_slots = asked
+    n = skill_asks(n_train, n_slots, s.skill_graph_share)
+    endpoint, where = writer_endpoint(ctx)
     if n == 0 or endpoint is None:
         why = f"{where}: SkillSynth needs an LLM for its Planner and Constructor"
         if n == 0:
             why = "no built-in train candidate left to replace"
         log.warning("synthesize iter %d: skill graph source off: %s", ctx.iteration, why)
-        return rows, {"skill_graph": 0, "skill_graph_note": why}, empty_tables()
+        return _none(why)
     probe_endpoint(ctx, PolicyConfig(endpoint.base_url, endpoint.model, endpoint.api_key_env))
     sandbox = sandbox_for(ctx)
     scen_chat = None
@@ -244,10 +252,7 @@ def add_skill_graph_tasks(
         f"check the writer endpoint ({where}) and the sandbox engine",
     )
     made = [r.candidate for r in results if r.candidate is not None]
-    out_rows = list(rows)
-    for i, cand in zip(slots, made, strict=False):
-        out_rows[i] = cand
-    rows_of = {
+    tables = {
         "skill_paths": [path_row(p, r) for p, r in zip(paths, results, strict=True)],
         "skill_plans": [
             {"path_id": r.path_id, "plan": r.plan.to_json()} for r in results if r.plan
@@ -255,16 +260,31 @@ def add_skill_graph_tasks(
         "skill_attempts": [a for r in results for a in r.attempts],
         "skill_visits": visit_rows(visits),
     }
-    tables: Tables = {name: (schema, rows_of[name]) for name, schema in TABLES.items()}
     report = entropy_report(paths, graph)
     summary = {
         "skill_graph": len(made),
         "skill_graph_asked": n,
-        "skill_graph_share": round(len(made) / max(1, len(train)), 3),
+        "skill_graph_share": round(len(made) / max(1, n_train), 3),
         "skill_graph_paths": len(paths),
         "skill_graph_cached": cached,
         "skill_graph_attempts": sum(len(r.attempts) for r in results),
         "skill_graph_repairs": sum(max(0, len(r.attempts) - 1) for r in results),
         "skill_graph_entropy": {k: report[k] for k in ("scenario_entropy", "skill_entropy")},
     }
-    return out_rows, summary, tables
+    return Product(made, summary, tables)
+
+
+SOURCE = Source(
+    "skills",
+    __name__,
+    enabled=active,
+    config_slice=config_slice,
+    make=make,
+    place=lambda rows, product: place_skill_tasks(rows, product.candidates),
+    off=off,
+    ask=ask,
+    # synthesize: the visit counts and the paths of the tasks; rollout: which failed; train: the
+    # writer may be the policy
+    previous=("synthesize", "rollout", "train"),
+    tables=TABLES,
+)

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from clawloop.storage import artifacts, fs
-from clawloop.storage.manifest import Manifest, read_manifest
+from clawloop.storage.cache_key import PROJECT_ROOT, code_version
+from clawloop.storage.manifest import Manifest, read_manifest, sha256_json
 from clawloop.tasks.mapping import Mapper
 
 if TYPE_CHECKING:
@@ -57,6 +59,7 @@ class StageContext:
     config: RunConfig
     stage: str
     map: Mapper
+    force: bool = False  # a forced run: a stage's own step caches (tasks/source.py) are not read
 
     @property
     def root(self) -> str:
@@ -92,6 +95,17 @@ class StageSpec:
     upstream: tuple[str, ...] = ()  # same-iteration stages whose artifacts it reads
     previous: tuple[str, ...] = ()  # previous-iteration stages it reads (guidance, checkpoint)
     workers: Callable[[RunConfig], int] = lambda cfg: 1  # items in flight in `ctx.map`
+    # The modules whose import closures are its code when they depend on its config (synthesize:
+    # its own and its enabled sources'); None: `module` alone.
+    code_modules: Callable[[RunConfig], tuple[str, ...]] | None = None
+
+
+def stage_code(spec: StageSpec, cfg: RunConfig, root: Path = PROJECT_ROOT) -> str:
+    """The stage's code version: its module's import closure (storage/cache_key.py), or, for a
+    stage whose code depends on its config, the versions of each of its `code_modules`."""
+    if spec.code_modules is None:
+        return code_version(spec.module, root) if spec.module else ""
+    return sha256_json({m: code_version(m, root) for m in spec.code_modules(cfg)})
 
 
 def fail_on_infra(ctx: StageContext, what: str, faults: list[str], total: int, fix: str) -> None:

@@ -17,7 +17,7 @@ console = Console()
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
-    from clawloop.generators.contract import OUTPUT_FORMATS
+    from clawloop.generators.meta import OUTPUT_FORMATS
     from clawloop.synthesis.catalog import CAPABILITIES
     from clawloop.synthesis.vocabularies import DOMAINS
 

@@ -44,6 +44,7 @@ import functools
 import json
 import math
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +62,7 @@ from clawloop.generators.runner import (
     solve_then_rebuild,
     stage_generator,
 )
+from clawloop.generators.verify import probe_driver
 from clawloop.generators.verify.leaks import (
     CERTAIN,
     find_leak_signals,
@@ -102,181 +104,10 @@ PROBE_STAGE_NAME = ".clawloop-probes"
 PROBE_STAGE = f"{TESTS}/{PROBE_STAGE_NAME}"
 PROBE_RESULTS = f"{VERIFIER_LOGS}/probes.json"
 
-# Runs inside a sandbox after the reference solution, for each job of STAGE/jobs.json (one
-# task's grading; the jobs of a batch are several tasks' solved workspaces and answer keys side by
-# side): this interpreter loads the grader once, then forks one child per job, so no job's
-# grading can leave state (a module's, the C libraries': sqlite's heap limit) or spent CPU time
-# to the next. The child does first (with "oracle") what the canonical tests/test.sh does (the
-# grader grading the job's workspace into its reward.json and details.json, its output in
-# test.log), then the no-op (the task's pristine starting workspace) and each probe (its files
-# written over the pristine workspace, graded, then put back) with the same grader module, the
-# job's results written last (so a job with results is complete), under the job's alarm (its
-# default action: a child is not the namespace's pid 1, so it dies of it even inside C code).
-# The host grades a job left without results again, alone. The grader's code object comes
-# precompiled from the host when the interpreter versions match (STAGE/grader.code), else it is
-# compiled here.
-PROBE_DRIVER = r"""
-import json, marshal, os, sys
-stage = sys.argv[1]
-with open(os.path.join(stage, "jobs.json")) as f:
-    spec = json.load(f)
-
-def load(name, path):
-    mod = type(sys)(name)
-    mod.__file__ = path
-    sys.modules[name] = mod
-    code = None
-    try:
-        with open(os.path.join(stage, name + ".code"), "rb") as f:
-            tag = f.read(16)
-            magic = sys.modules["_frozen_importlib_external"].MAGIC_NUMBER
-            if tag == magic.ljust(16, b"\0"):
-                code = marshal.load(f)
-    except (OSError, EOFError, ValueError, TypeError, KeyError, AttributeError):
-        code = None
-    if code is None:
-        with open(path, "rb") as f:
-            code = (compile(f.read(), path, "exec", dont_inherit=True),)
-    for piece in code:  # the module's pieces, in order (runner.compiled)
-        exec(piece, mod.__dict__)
-    return mod
-
-def alarm(seconds):
-    # The builtin _signal (`signal` builds its enums, ~2 ms), its default action.
-    try:
-        import _signal as sig
-    except ImportError:
-        import signal as sig
-    sig.signal(sig.SIGALRM, sig.SIG_DFL)
-    sig.alarm(seconds)
-
-grader = load("grader", spec["grader"])
-# What every job's child would otherwise import again: grader.main's argparse and what it
-# imports when it first makes a parser (shutil, for the terminal's width; locale). Then the
-# objects so far are frozen, so the children's collections leave their pages shared.
-import argparse, gc, locale, shutil
-gc.freeze()
-
-def oracle(job):
-    logs = job["logs"]
-    reward, details = logs + "/reward.json", logs + "/details.json"
-    os.makedirs(logs, exist_ok=True)
-    for name in os.listdir(logs):
-        if name.startswith("reward.") or name == "details.json":
-            os.unlink(os.path.join(logs, name))
-    saved = sys.stdout
-    with open(logs + "/test.log", "w") as log:
-        sys.stdout = log
-        try:
-            grader.main(["--tests-dir", job["tests"], "--workspace", job["workspace"], "--out",
-                         reward, "--details", details])
-        except BaseException as exc:
-            print("grader failed: %s: %s" % (type(exc).__name__, exc))
-        finally:
-            sys.stdout = saved
-    if not os.path.isfile(reward) or not os.path.getsize(reward):
-        with open(details, "w") as f:
-            json.dump({"reward": 0.0, "passed": False, "checks": [],
-                       "reason": "grader exited without writing a reward"}, f)
-        with open(reward, "w") as f:
-            f.write('{"reward": 0.0}\n')
-
-def overlay(ws, files):
-    # Write a probe's files over the pristine workspace, as an agent would (a starting file
-    # where the probe needs a folder is removed first); return how to put it back.
-    top = os.path.realpath(ws) + os.sep
-    saved, made, moved = [], [], []
-    try:
-        for rel, text in files.items():
-            path = os.path.join(ws, rel)
-            if not os.path.realpath(path).startswith(top):
-                raise ValueError("probe path %r is outside the workspace" % rel)
-            try:
-                missing, d = [], os.path.dirname(path)
-                while not os.path.isdir(d):
-                    missing.append(d)
-                    d = os.path.dirname(d)
-                for d in reversed(missing):
-                    if os.path.lexists(d):
-                        with open(d, "rb") as f:
-                            moved.append((d, f.read(), os.stat(d).st_mode & 0o777))
-                        os.unlink(d)
-                    os.mkdir(d)
-                    made.append(d)
-                try:
-                    with open(path, "rb") as f:
-                        before = f.read()
-                except FileNotFoundError:
-                    before = None
-                saved.append((path, before))
-                with open(path, "w") as f:
-                    f.write(text)
-            except OSError as exc:  # named by the path in the workspace, not where it is
-                raise OSError(exc.errno, "probe file %r: %s" % (rel, exc.strerror)) from None
-    except BaseException:
-        restore(saved, made, moved)
-        raise
-    return saved, made, moved
-
-def restore(saved, made, moved):
-    # Raises if the pristine workspace cannot be put back: then no results at all (an error).
-    for path, before in reversed(saved):
-        if before is None:
-            os.unlink(path)
-        else:
-            with open(path, "wb") as f:
-                f.write(before)
-    for d in reversed(made):
-        os.rmdir(d)
-    for path, data, mode in reversed(moved):
-        with open(path, "wb") as f:
-            f.write(data)
-        os.chmod(path, mode)
-
-def probes(job):
-    with open(job["tests"] + "/contract.json") as f:
-        contract = json.load(f)
-    with open(job["tests"] + "/answer.json") as f:
-        answer = json.load(f)
-    with open(job["probes"]) as f:
-        probes = json.load(f)
-    ws = job["pristine"]
-    results = {}
-    for name, files in [("noop", {})] + sorted(probes.items()):
-        key = name if name == "noop" else "trivial:" + name
-        try:
-            undo = overlay(ws, files)
-        except Exception as exc:
-            results[key] = {"reward": 0.0, "error": "%s: %s" % (type(exc).__name__, exc)}
-            continue
-        try:
-            g = grader.grade(contract, answer, ws)
-            results[key] = {"reward": float(g.get("reward", 0.0)), "passed": bool(g.get("passed"))}
-        except Exception as exc:
-            results[key] = {"reward": 0.0, "error": "%s: %s" % (type(exc).__name__, exc)}
-        finally:
-            restore(*undo)
-    with open(job["results"], "w") as f:
-        json.dump(results, f)
-
-for job in spec["jobs"]:
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            alarm(job["alarm"])
-            if job["oracle"]:
-                oracle(job)
-            probes(job)
-            code = 0
-        finally:
-            os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    if status:  # how the child ended, for the host to say why the job has no results
-        os.makedirs(job["logs"], exist_ok=True)
-        with open(job["logs"] + "/grading.status", "w") as f:
-            f.write(str(status))
-"""
+# Runs inside a sandbox after the reference solution, one forked child per job of STAGE/jobs.json
+# (generators/verify/probe_driver.py, stdlib only); its source is read from the module imported
+# here, so the cache keys follow edits to it.
+PROBE_DRIVER = Path(str(probe_driver.__file__)).read_text()
 
 # ---- the checks ----------------------------------------------------------------------------
 
@@ -1029,6 +860,18 @@ class _Verifying:
     error: str = ""  # why the sandbox part could not run
 
 
+# The checks verify runs on the host, in the order of their rows. Before them: forge (a row
+# without a task folder) and unpack fail alone; determinism, when the solve cannot rebuild
+# (_rebuild_of is None: check_determinism), runs first (else it comes from the solve and its row
+# is moved first). After them, from the sandbox (sandbox_verdicts): oracle, noop, trivial:*,
+# answer_file.
+HOST_CHECKS: tuple[tuple[str, Callable[[TaskFiles], tuple[bool, str]]], ...] = (
+    ("leak", check_leak),
+    ("decision_fields", check_decision_fields),
+    ("ablation", check_ablation),
+)
+
+
 def _start(forged_row: dict[str, Any], sandbox: SandboxConfig) -> _Verifying:
     task_id = str(forged_row.get("task_id", ""))
     verdict = {
@@ -1060,16 +903,25 @@ def _start(forged_row: dict[str, Any], sandbox: SandboxConfig) -> _Verifying:
     state.rebuild = _rebuild_of(forged_row, task)
     if state.rebuild is None:
         _run(state, "determinism", lambda: check_determinism(forged_row, task, sandbox))
-    _run(state, "leak", lambda: check_leak(task))
-    _run(state, "decision_fields", lambda: check_decision_fields(task))
-    _run(state, "ablation", lambda: check_ablation(task))
+    for name, check in HOST_CHECKS:
+        _run(state, name, functools.partial(check, task))
     return state
 
 
+def _task_of(state: _Verifying) -> TaskFiles:
+    """The task folder of a task that reached the sandbox checks (only unpacked ones do)."""
+    if state.task is None:
+        raise RuntimeError(
+            f"verify: task {state.verdict['task_id']!r} reached the sandbox checks without an "
+            "unpacked task folder (a bug in verify's orchestration: only unpacked tasks go on)"
+        )
+    return state.task
+
+
 def _solve_alone(state: _Verifying, sandbox: SandboxConfig, defer: bool) -> None:
-    assert state.task is not None
+    task = _task_of(state)
     try:
-        state.solved = solve_in_sandbox(state.task, sandbox, state.rebuild, defer)
+        state.solved = solve_in_sandbox(task, sandbox, state.rebuild, defer)
     except (OSError, ValueError, ImportError) as exc:
         state.error = f"could not run: {type(exc).__name__}: {exc}"
 
@@ -1099,11 +951,14 @@ def _solve_together(states: list[_Verifying], sandbox: SandboxConfig) -> None:
         return  # a backend without direct file access (docker): each alone
     jobs, files = [], {}
     for i, state in enumerate(states):
-        assert state.task is not None
-        task = state.task
+        task = _task_of(state)
         header = parse_task_header(task.text("task.toml", ""), Path(task.name))
         gen = solve_driver(task)
-        assert gen is not None
+        if gen is None:
+            raise RuntimeError(
+                f"verify: task {task.name!r} was batched with built-in solves but its "
+                "solution/solve.sh is not the canonical one (a bug in verify's _together)"
+            )
         files[str(i)] = None
         for rel, entry in _under(task.entries, "environment/workspace/").items():
             files[f"{i}/{rel}"] = entry
@@ -1124,8 +979,7 @@ def _solve_together(states: list[_Verifying], sandbox: SandboxConfig) -> None:
         for i, (state, done) in enumerate(zip(states, solved, strict=True)):
             if done is None:
                 continue
-            assert state.task is not None
-            job = _copied_job(sb, f"{WORKSPACE}/{i}", state.task)
+            job = _copied_job(sb, f"{WORKSPACE}/{i}", _task_of(state))
             if job is None:
                 continue
             out = (

@@ -2,7 +2,8 @@
 
 import pytest
 
-from clawloop.generators.contract import ContractError, GeneratorMeta, check_relpath, validate_build
+from clawloop.generators.contract import ContractError, check_relpath, validate_build
+from clawloop.generators.meta import GeneratorMeta
 
 
 def good() -> dict:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from clawloop.generators.contract import OUTPUT_FORMATS
+from clawloop.generators.meta import OUTPUT_FORMATS
 from clawloop.harness.taskfolder.grader import grade
 from clawloop.harness.taskfolder.probes import shaped_value, trivial_probes
 from clawloop.synthesis.library import render_generator

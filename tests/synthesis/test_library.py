@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from clawloop.generators.contract import OUTPUT_FORMATS, validate_build
+from clawloop.generators.contract import validate_build
+from clawloop.generators.meta import OUTPUT_FORMATS
 from clawloop.generators.verify import hidden_answer, undefined_decision_fields
 from clawloop.harness.taskfolder.grader import grade
 from clawloop.harness.taskfolder.probes import trivial_probes

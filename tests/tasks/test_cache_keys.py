@@ -3,8 +3,12 @@ module reaches it, and an unchanged re-run writes byte-identical Parquet so late
 
 from __future__ import annotations
 
+import functools
+import importlib
+import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -12,8 +16,12 @@ from clawloop.flows import runs
 from clawloop.flows.pipeline import STAGES
 from clawloop.storage import fs
 from clawloop.storage.cache_key import code_version, import_closure
+from clawloop.storage.manifest import read_manifest
+from clawloop.tasks import engine
+from clawloop.tasks import synthesize as synth_stage
 from clawloop.tasks.config import parse_config
 from clawloop.tasks.mapping import thread_mapper
+from clawloop.tasks.stage import stage_code
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = (
@@ -38,17 +46,23 @@ def tree(tmp_path_factory) -> Path:
     return base
 
 
-def _versions(tree: Path) -> dict[str, str]:
-    return {n: code_version(f"clawloop.tasks.{n}", root=tree) for n in NAMES}
+# The default config: the library and the domain-grounded synthesis sources on (LLM-written and
+# SkillSynth candidates need an endpoint and skill folders).
+DEFAULT = parse_config({})
+LIBRARY_ONLY = parse_config({"synthesize": {"domain_share": 0}})
 
 
-def _rerun_after_editing(tree: Path, module: str) -> set[str]:
-    before = _versions(tree)
+def _versions(tree: Path, cfg: Any = DEFAULT) -> dict[str, str]:
+    return {s.name: stage_code(s, cfg, root=tree) for s in STAGES}
+
+
+def _rerun_after_editing(tree: Path, module: str, cfg: Any = DEFAULT) -> set[str]:
+    before = _versions(tree, cfg)
     path = tree / module
     original = path.read_text()
     path.write_text(original + "\n# one more line\n")
     try:
-        after = _versions(tree)
+        after = _versions(tree, cfg)
     finally:
         path.write_text(original)
     return {n for n in NAMES if before[n] != after[n]}
@@ -75,10 +89,52 @@ def test_editing_one_module_changes_the_code_of_the_stages_that_import_it(tree, 
     assert _rerun_after_editing(tree, module) == rerun
 
 
+@pytest.mark.parametrize(
+    ("module", "rerun"),
+    [
+        # only the library on: synthesize runs no sandbox and no grader, so it stays up to date
+        ("harness/taskfolder/grader.py", {"forge", "verify", "rollout", "diagnose"}),
+        ("harness/sandbox/bwrap.py", {"forge", "verify", "rollout", "diagnose"}),
+        ("harness/taskenv.py", {"verify", "rollout", "diagnose"}),
+        ("synthesis/domain/runtime.py", set()),
+        ("synthesis/skillgraph/construct.py", set()),
+        ("synthesis/llm_writer.py", set()),
+        ("synthesis/builtin/reconciliation.py", {"synthesize", "verify"}),
+        ("tasks/library_source.py", {"synthesize"}),
+        ("tasks/domain_source.py", set()),
+        ("tasks/synthesize.py", {"synthesize"}),
+    ],
+)
+def test_a_source_that_is_off_keys_no_code(tree, module, rerun):
+    assert _rerun_after_editing(tree, module, LIBRARY_ONLY) == rerun
+
+
+def test_a_source_that_is_off_keys_no_config(tmp_path):
+    # domain settings key synthesize only while the domain source is on
+    def key(cfg_dict: dict) -> str:
+        cfg = parse_config(cfg_dict)
+        return json.dumps(synth_stage.config_slice(cfg, 1), sort_keys=True)
+
+    off = {"domain_share": 0}
+    assert key({"synthesize": off}) == key({"synthesize": {**off, "domain_max_nodes": 5}})
+    assert key({"synthesize": {}}) != key({"synthesize": {"domain_max_nodes": 5}})
+    assert list(synth_stage.config_slice(LIBRARY_ONLY, 1)) == ["library"]
+
+
+def test_every_synthesize_setting_keys_some_source():
+    from clawloop.synthesis.synthesize import SynthesizeConfig
+
+    keyed = set()
+    for source in synth_stage.SOURCES:
+        keyed |= importlib.import_module(source).FIELDS
+    assert keyed == set(SynthesizeConfig.model_fields)
+
+
 def test_the_real_tree_gives_each_stage_its_own_code_version():
-    versions = {n: code_version(f"clawloop.tasks.{n}") for n in NAMES}
+    versions = {s.name: stage_code(s, DEFAULT) for s in STAGES}
     assert len(set(versions.values())) == len(NAMES)
     assert _versions(ROOT) == versions
+    assert versions["forge"] == code_version("clawloop.tasks.forge")
 
 
 def test_type_only_imports_are_not_code(tree):
@@ -118,3 +174,76 @@ def test_an_unchanged_forced_rerun_writes_the_same_bytes_and_later_stages_skip(t
     assert {o.stage: o.status for o in again.outcomes} == dict.fromkeys(
         ("synthesize", "forge", "verify"), "skipped"
     )
+
+
+def _statuses(outcomes) -> dict[str, str]:
+    return {o.stage: o.status for o in outcomes}
+
+
+def _tables(root: Path, stage: str) -> dict[str, bytes]:
+    folder = Path(fs.stage_url(str(root), "r", 1, stage))
+    return {p.name: p.read_bytes() for p in sorted(folder.glob("*.parquet"))}
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
+def test_a_grader_edit_with_only_the_library_on_skips_synthesize_and_reruns_forge_and_verify(
+    tree, tmp_path, monkeypatch
+):
+    # The engine keys stages by the copied tree's code: the one-line grader edit happens there.
+    monkeypatch.setattr(engine, "stage_code", functools.partial(stage_code, root=tree))
+    stages = [s for s in STAGES if s.name in ("synthesize", "forge", "verify")]
+    cfg = parse_config(
+        {
+            "storage": {"root": str(tmp_path)},
+            "iterations": 1,
+            "sandbox": {"backend": "bwrap"},
+            "synthesize": {"n_train": 2, "n_eval": 1, "domain_share": 0},
+        }
+    )
+    first = runs.run_loop(cfg, "r", stages, thread_mapper(False))
+    assert _statuses(first.outcomes) == dict.fromkeys(("synthesize", "forge", "verify"), "ran")
+    grader = tree / "harness/taskfolder/grader.py"
+    original = grader.read_text()
+    grader.write_text(original + "\n# one more line\n")
+    try:
+        again = runs.run_loop(cfg, "r", stages, thread_mapper(False))
+    finally:
+        grader.write_text(original)
+    assert _statuses(again.outcomes) == {"synthesize": "skipped", "forge": "ran", "verify": "ran"}
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
+def test_a_domain_setting_reruns_the_domain_step_only_and_writes_what_a_fresh_run_does(tmp_path):
+    stages = [s for s in STAGES if s.name == "synthesize"]
+
+    def cfg(root: Path, **synth: Any) -> Any:
+        return parse_config(
+            {
+                "storage": {"root": str(root)},
+                "iterations": 1,
+                "sandbox": {"backend": "bwrap"},
+                "synthesize": {"n_train": 2, "n_eval": 1, **synth},
+            }
+        )
+
+    assert runs.run_loop(cfg(tmp_path / "a"), "r", stages, thread_mapper(False)).ok
+    changed = cfg(tmp_path / "a", domain_max_nodes=5)
+    assert _statuses(runs.run_loop(changed, "r", stages, thread_mapper(False)).outcomes) == {
+        "synthesize": "ran"
+    }
+    steps = read_manifest(fs.stage_url(str(tmp_path / "a"), "r", 1, "synthesize")).summary
+    assert steps["synthesis_steps"] == {
+        "library": "cached",
+        "llm": "off",
+        "domain": "ran",
+        "skills": "off",
+    }
+    fresh = cfg(tmp_path / "b", domain_max_nodes=5)
+    assert runs.run_loop(fresh, "r", stages, thread_mapper(False)).ok
+    assert _tables(tmp_path / "a", "synthesize") == _tables(tmp_path / "b", "synthesize")
+    # a forced run runs every enabled step again
+    forced = runs.rerun_stage(changed, "r", 1, "synthesize", stages, thread_mapper(False))
+    assert forced.status == "ran"
+    assert forced.manifest.summary["synthesis_steps"]["library"] == "ran"

@@ -18,7 +18,7 @@ from clawloop.storage.schemas import FORGED
 from clawloop.synthesis.external import draw, is_external
 from clawloop.synthesis.synthesize import SynthesizeConfig
 from clawloop.tasks.external_rows import external_verdicts, forged_external, split_external
-from clawloop.tasks.external_source import add_external_tasks
+from clawloop.tasks.external_source import SOURCE
 from clawloop.tasks.stage import StageError
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "clawgym"
@@ -30,6 +30,14 @@ def imported(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("imp") / "tasks.parquet"
     out.write_bytes(parquet_bytes(rows, FORGED, where="test")[0])
     return out
+
+
+def add_external_tasks(ctx, rows: list[dict]) -> tuple[list[dict], dict]:
+    """The external source's step as the synthesize stage runs it (tasks/source.py)."""
+    if not SOURCE.enabled(ctx.config):
+        return rows, {}
+    product = SOURCE.make(ctx, SOURCE.ask(ctx.config, ctx.iteration, rows))
+    return SOURCE.place(rows, product), product.summary
 
 
 def _cands(n_train: int) -> list[dict]:

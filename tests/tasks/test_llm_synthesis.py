@@ -18,10 +18,10 @@ from clawloop.flows.pipeline import STAGES
 from clawloop.storage import artifacts, fs
 from clawloop.synthesis.synthesize import llm_picks
 from clawloop.tasks.config import parse_config
+from clawloop.tasks.llm_source import writer_guidance as _writer_guidance
 from clawloop.tasks.mapping import thread_mapper
 from clawloop.tasks.stage import StageResult, StageSpec
 from clawloop.tasks.synthesize import config_slice as _synthesize_slice
-from clawloop.tasks.synthesize import writer_guidance as _writer_guidance
 
 PATTERN = "[merge] agent skipped the precedence rule when two sources disagree"
 _WANT = re.compile(r"exactly this metadata:\nGENERATOR = (\{.*?\})\n", re.DOTALL)

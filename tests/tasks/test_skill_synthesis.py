@@ -18,9 +18,9 @@ from clawloop.flows import runs
 from clawloop.flows.pipeline import STAGES
 from clawloop.storage import artifacts, fs
 from clawloop.storage.manifest import read_manifest
+from clawloop.synthesis.skillgraph.weights import failure_weights
 from clawloop.tasks.config import parse_config
 from clawloop.tasks.mapping import thread_mapper
-from clawloop.tasks.skill_source import failure_weights
 from clawloop.tasks.synthesize import config_slice
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")

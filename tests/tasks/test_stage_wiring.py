@@ -81,8 +81,9 @@ def test_diagnose_starts_at_synthesize_levels_and_weighs_synthesized_capabilitie
         prev_guidance=None,
         capabilities=None,
         map_rows=None,
+        start_levels=(0, 0),
     ):
-        calls.append({"cfg": cfg, "capabilities": capabilities})
+        calls.append({"cfg": cfg, "capabilities": capabilities, "start_levels": start_levels})
         return SimpleNamespace(tables=lambda: {"pass_rates": (schemas.PASS_RATES, [])}, summary={})
 
     monkeypatch.setattr("clawloop.tasks.diagnose.diagnose_stage", fake_diagnose)
@@ -110,6 +111,6 @@ def test_diagnose_starts_at_synthesize_levels_and_weighs_synthesized_capabilitie
     assert out.ok, [o.error for o in out.outcomes if o.error]
     assert len(calls) == 2
     for call in calls:
-        assert (call["cfg"].start_multihop, call["cfg"].start_dirtiness) == (2, 1)
+        assert call["start_levels"] == (2, 1)
         assert call["cfg"].embedder == "hashed"
         assert call["capabilities"] == ["audit", "tally"]

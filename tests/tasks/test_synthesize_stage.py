@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from clawloop.generators.contract import OUTPUT_FORMATS
+from clawloop.generators.meta import OUTPUT_FORMATS
 from clawloop.synthesis.synthesize import (
     SynthesisError,
     SynthesizeConfig,

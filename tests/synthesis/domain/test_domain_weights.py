@@ -12,7 +12,7 @@ import pytest
 from clawloop.harness.sandbox.base import SandboxConfig
 from clawloop.synthesis.domain.load import builtin_domains
 from clawloop.synthesis.domain.synth import synthesize_domain
-from clawloop.tasks.domain_source import failure_weights
+from clawloop.synthesis.domain.weights import failure_weights
 
 
 def test_failure_rates_per_domain_skill_ignore_infrastructure_ends() -> None:
