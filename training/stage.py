@@ -162,7 +162,12 @@ def make_trainer(
     model = load_policy(start, cfg)
     if phase == "grpo":
         with_ref = cfg.kl_beta > 0  # the KL reference: the phase's start model, frozen too
-        filled = freeze_old_logprobs(model.to(args.device), samples, args.device, with_ref)
+        import torch
+
+        # the same precision as the training forward (bf16 autocast over the fp32 weights), so
+        # the frozen logprobs are what step 0 computes and its ratio is 1
+        with torch.autocast(args.device.type, dtype=torch.bfloat16, enabled=bool(args.bf16)):
+            filled = freeze_old_logprobs(model.to(args.device), samples, args.device, with_ref)
         log.info("grpo: %d action-token logprobs frozen from the phase's start model", filled)
     common = {
         "model": model,
