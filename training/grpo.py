@@ -173,6 +173,7 @@ class GroupReport:
     kept_groups: int = 0
     dropped_zero_variance: int = 0
     dropped_not_kept: int = 0
+    dropped_singletons: int = 0  # groups of one rollout: no group to compare against
     episodes: int = 0
     samples: int = 0
     encode: EncodeReport = field(default_factory=EncodeReport)
@@ -199,6 +200,9 @@ def grpo_samples(
             continue
         rows = group.sort_values("attempt").to_dict("records")
         rewards = [episode_reward(r, cfg.reward) for r in rows]
+        if len(rows) < 2:
+            report.dropped_singletons += 1
+            continue
         adv = group_advantages(rewards, eps=cfg.adv_eps, min_std=cfg.min_group_std)
         if adv is None:
             report.dropped_zero_variance += 1

@@ -260,6 +260,7 @@ def train_stage(
                 kept_groups=grep.kept_groups,
                 dropped_zero_variance=grep.dropped_zero_variance,
                 groups_not_kept=grep.dropped_not_kept,
+                groups_of_one=grep.dropped_singletons,
             )
             result.counts.update(_encode_counts("grpo", grep.encode))
             reasons += [r for r in [_dropped("grpo", grep.encode)] if r]
@@ -277,7 +278,9 @@ def train_stage(
                     if grep.kept_groups
                     else f"grpo: no kept group with reward spread ({grep.groups_seen} groups: "
                     f"{grep.dropped_not_kept} not kept by the band, "
-                    f"{grep.dropped_zero_variance} with equal rewards, train.reward={grep.reward})"
+                    f"{grep.dropped_zero_variance} with equal rewards, "
+                    f"{grep.dropped_singletons} of one rollout (rollout.n >= 2 makes groups), "
+                    f"train.reward={grep.reward})"
                 )
     except Exception as exc:  # a crash is never a trained (or untrained) policy
         detail = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
