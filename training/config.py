@@ -31,6 +31,11 @@ class TrainConfig:
     # --- data
     split: str = _f("train", "only trajectories of this split are trained on")
     max_seq_len: int = _f(4096, "longest token sequence; longer ones are cut at the right end")
+    max_truncated_share: float = _f(
+        0.05,
+        "a phase that loses more than this share of its supervised tokens to max_seq_len says "
+        "so in the stage's status (every cut turn is counted either way)",
+    )
     use_recorded_tokens: bool = _f(
         True, "build sequences from recorded token ids when present (else re-render the chat text)"
     )
@@ -95,6 +100,10 @@ class TrainConfig:
                 )
         if not 0 < self.clip_eps < 1:
             raise TrainConfigError(f"TrainConfig.clip_eps must be in (0, 1), got {self.clip_eps}")
+        if not 0 <= self.max_truncated_share <= 1:
+            raise TrainConfigError(
+                f"TrainConfig.max_truncated_share must be in [0, 1], got {self.max_truncated_share}"
+            )
         if self.kl_beta < 0:
             raise TrainConfigError(f"TrainConfig.kl_beta must be >= 0, got {self.kl_beta}")
 

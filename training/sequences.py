@@ -59,6 +59,8 @@ class TokenSample:
     reward: float = 0.0
     advantage: float = 0.0
     sources: list[str] = field(default_factory=list)
+    # [start, end) of each turn's completion in input_ids, as chained (before truncation)
+    spans: list[tuple[int, int]] = field(default_factory=list)
     # GRPO with KL: the phase's start model's logprobs (the reference), NaN where unknown; filled
     # once before the first step (grpo.freeze_old_logprobs), empty otherwise.
     ref_logprobs: list[float] = field(default_factory=list)
@@ -82,13 +84,22 @@ class EncodeReport:
     eos_missing: int = 0  # completions of a stopped reply not ending with the end-of-turn id
     completions_cut: int = 0  # replies cut at max_tokens: trained without an end-of-turn id
     prefix_breaks: int = 0
-    truncated: int = 0
+    truncated: int = 0  # sequences longer than max_seq_len, cut at the right end
     dropped_empty: int = 0
+    # what truncation cost: turns whose completion lost every token / some tokens, and the
+    # supervised (action) tokens lost out of all the phase's supervised tokens before the cut
+    turns_cut_away: int = 0
+    turns_cut_partly: int = 0
+    action_tokens: int = 0
+    action_tokens_lost: int = 0
+    longest_sequence: int = 0  # the longest chained sequence before the cut (a max, not a sum)
     notes: list[str] = field(default_factory=list)
 
     def add(self, other: EncodeReport) -> None:
         for f in fields(self):
-            if f.name != "notes":
+            if f.name == "longest_sequence":
+                self.longest_sequence = max(self.longest_sequence, other.longest_sequence)
+            elif f.name != "notes":
                 setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
         self.notes.extend(other.notes[: max(0, 20 - len(self.notes))])
 
@@ -113,6 +124,8 @@ def chain_turns(turns: list[Turn]) -> tuple[list[TokenSample], int]:
             cur = TokenSample(input_ids=[], action_mask=[], old_logprobs=[])
             samples.append(cur)
         new_prompt = turn.prompt_ids[len(cur.input_ids) :]
+        start = len(cur.input_ids) + len(new_prompt)
+        cur.spans.append((start, start + len(turn.completion_ids)))
         cur.input_ids += new_prompt + turn.completion_ids
         cur.action_mask += [0] * len(new_prompt) + [1] * len(turn.completion_ids)
         lps = turn.logprobs if turn.logprobs is not None else [math.nan] * len(turn.completion_ids)
@@ -319,6 +332,21 @@ def episode_turns(
     return out, report
 
 
+def truncation_loss(sample: TokenSample, max_len: int, report: EncodeReport) -> None:
+    """Count, before `truncate`, what cutting `sample` at `max_len` loses: turns whose completion
+    goes entirely or in part, and supervised tokens (position 0 is never trained)."""
+    action = sum(sample.action_mask[1:])
+    kept = sum(sample.action_mask[1:max_len])
+    report.action_tokens += action
+    report.action_tokens_lost += action - kept
+    report.longest_sequence = max(report.longest_sequence, len(sample.input_ids))
+    for start, end in sample.spans:
+        if start >= max_len:
+            report.turns_cut_away += 1
+        elif end > max_len:
+            report.turns_cut_partly += 1
+
+
 def truncate(sample: TokenSample, max_len: int) -> TokenSample | None:
     """Cut at the right end to `max_len`; None when no action token survives."""
     if len(sample.input_ids) > max_len:
@@ -346,6 +374,7 @@ def encode_episode(
     samples: list[TokenSample] = []
     for s in chained:
         was_long = len(s.input_ids) > max_len
+        truncation_loss(s, max_len, report)
         kept = truncate(s, max_len)
         report.truncated += int(was_long)
         if kept is None:

@@ -100,6 +100,25 @@ def _lost_to_length(enc: EncodeReport, cfg: TrainConfig) -> str:
     )
 
 
+def truncation_note(phase: str, enc: EncodeReport, cfg: TrainConfig) -> str:
+    """A status fragment when the phase lost more than `cfg.max_truncated_share` of its supervised
+    tokens to `max_seq_len`, with the length that would have kept them; else ""."""
+    if not enc.action_tokens_lost:
+        return ""
+    share = enc.action_tokens_lost / max(1, enc.action_tokens)
+    if share <= cfg.max_truncated_share:
+        return ""
+    turns = enc.turns_from_ids + enc.turns_from_text
+    note = (
+        f"{phase}: {share:.1%} of supervised tokens ({enc.action_tokens_lost} of "
+        f"{enc.action_tokens}) lost to train.max_seq_len={cfg.max_seq_len}: "
+        f"{enc.turns_cut_away} of {turns} turns cut away, {enc.turns_cut_partly} cut short; "
+        f"raise train.max_seq_len to {enc.longest_sequence} (the longest sequence) to keep them"
+    )
+    log.warning("%s", note)
+    return note
+
+
 def _logprob_counts(samples: list[TokenSample]) -> dict[str, int]:
     """Action tokens whose sampling logprob the server recorded, and those GRPO must freeze from
     the phase's start model (`freeze_old_logprobs`) because it did not."""
@@ -124,7 +143,15 @@ def _encode_counts(prefix: str, enc: EncodeReport) -> dict[str, int]:
 
 
 TURN_PATHS = ("turns_from_ids", "turns_from_text", "turns_dropped")
-TOKEN_FLAGS = ("logprobs_missing", "logprobs_mismatched", "eos_missing", "completions_cut")
+TOKEN_FLAGS = (
+    "logprobs_missing",
+    "logprobs_mismatched",
+    "eos_missing",
+    "completions_cut",
+    "turns_cut_away",
+    "turns_cut_partly",
+    "action_tokens_lost",
+)
 
 
 def token_summary(counts: dict[str, int]) -> dict[str, int]:
@@ -243,6 +270,7 @@ def train_stage(
             result.counts.update(sft_episodes=rep.episodes, sft_samples=rep.samples)
             result.counts.update(_encode_counts("sft", rep.encode))
             reasons += [r for r in [_dropped("sft", rep.encode)] if r]
+            reasons += [r for r in [truncation_note("sft", rep.encode, cfg)] if r]
             if samples:
                 policy, rows = run_phase("sft", samples, policy, tokenizer, cfg, out_dir)
                 result.metrics += rows
@@ -264,6 +292,7 @@ def train_stage(
             )
             result.counts.update(_encode_counts("grpo", grep.encode))
             reasons += [r for r in [_dropped("grpo", grep.encode)] if r]
+            reasons += [r for r in [truncation_note("grpo", grep.encode, cfg)] if r]
             result.counts.update(_logprob_counts(samples))
             if samples:
                 policy, rows = run_phase(

@@ -361,4 +361,7 @@ def test_logprob_mismatches_are_counted_in_the_stage_summary(
         "logprobs_mismatched": 1,
         "eos_missing": 0,
         "completions_cut": 0,
+        "turns_cut_away": 0,
+        "turns_cut_partly": 0,
+        "action_tokens_lost": 0,
     }
