@@ -99,6 +99,9 @@ class ChatReply:
     # transformers serve `reasoning_content`); None when the server returned none. Training puts
     # it back in front of the content: it is part of what the policy sampled.
     reasoning_content: str | None = None
+    # vLLM's `stop_reason`: the stop token id (int) or stop string that ended the reply; None
+    # for eos or a cut. Training trains that id as the turn's end when it has no token ids.
+    stop_reason: int | str | None = None
 
     @property
     def needs_retokenize(self) -> bool:
@@ -282,7 +285,14 @@ def reply_from_response(data: dict[str, Any], latency_s: float = 0.0) -> ChatRep
         logprobs=logprobs,
         raw_tool_calls=tool_calls,
         reasoning_content=reasoning or None,
+        stop_reason=_stop_reason(choice.get("stop_reason")),
     )
+
+
+def _stop_reason(value: Any) -> int | str | None:
+    if isinstance(value, bool):
+        return None
+    return value if isinstance(value, (int, str)) else None
 
 
 def chat_token_counter(

@@ -20,8 +20,10 @@ Routes
     the context), optional `seed` (else the server's own generator, seeded by `--seed`). Nothing
     else reshapes the distribution (no top-k, no repetition penalty), so at temperature 1 a
     recorded logprob is the model's own log-softmax at that id. The loop stops at an end-of-turn
-    id (the template's, e.g. `<|im_end|>`, or eos: `finish_reason` "stop", the id is part of
-    `token_ids`, as vLLM returns it) or after max_tokens (`finish_reason` "length");
+    id (training's one list, `training.sequences.end_of_turn_ids`: the template's, e.g.
+    `<|im_end|>`, eos, generation_config's eos: `finish_reason` "stop", the id is part of
+    `token_ids` and is the choice's `stop_reason`, as vLLM returns them) or after max_tokens
+    (`finish_reason` "length");
   - `return_token_ids: true` adds `prompt_token_ids` (top level) and `token_ids` (per choice);
     `logprobs: true` adds `logprobs.content` (`token`, `logprob`, `bytes`, `top_logprobs: []`),
     one entry per sampled id. The logprobs are those of the distribution sampled from (after
@@ -97,10 +99,9 @@ class LocalPolicy:
         # transformers >= 5.x names the KV cache `cache`; older releases `past_key_values`
         params = inspect.signature(self.model.forward).parameters
         self._cache_arg = "cache" if "cache" in params else "past_key_values"
-        _, ends = end_of_turn_ids(self.tokenizer)
-        gen_eos = getattr(self.model.generation_config, "eos_token_id", None)
-        ends |= set(gen_eos if isinstance(gen_eos, list) else [gen_eos]) - {None}
-        self.stop_ids = ends
+        # training's one list of stop ids (the template's end, eos, generation_config's eos):
+        # the server stops where training says a turn ends, so no stop id is ever "missing"
+        self.stop_ids = set(end_of_turn_ids(self.tokenizer)[1])
         template = self.tokenizer.chat_template
         self.has_reasoning = isinstance(template, str) and THINK_CLOSE in template
         self.max_model_len = int(
@@ -198,6 +199,9 @@ class LocalPolicy:
             if message.get("tool_calls") and s.finish_reason == "stop"
             else s.finish_reason,
             "logprobs": None,
+            # vLLM's field: the stop id that ended the reply (None when it was cut), so a client
+            # without token ids still knows which end-of-turn id was sampled
+            "stop_reason": s.ids[-1] if s.finish_reason == "stop" else None,
         }
         response: dict[str, Any] = {
             "id": f"chatcmpl-{uuid.uuid4().hex}",

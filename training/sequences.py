@@ -31,6 +31,7 @@ import contextlib
 import json
 import math
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any
 
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
@@ -155,8 +156,12 @@ def _ids(tokenizer, text: str) -> list[int]:
 def end_of_turn_ids(tokenizer) -> tuple[int, set[int]]:
     """(the id the template closes an assistant turn with, every id that ends a turn).
 
-    Found from the template itself (the first token after a rendered assistant message), so
-    `<|im_end|>`-style templates and eos-only ones both work; eos always counts as an end."""
+    The one list of stop ids: the local policy server stops sampling at exactly these, and
+    training counts a completion as ended by any of them. Found from the template itself (the
+    first token after a rendered assistant message), so `<|im_end|>`-style templates and eos-only
+    ones both work; the tokenizer's eos and the model folder's generation_config.json
+    `eos_token_id` (what vLLM and transformers also stop at, e.g. `<|endoftext|>` beside
+    `<|im_end|>`) always count as ends."""
     cached = getattr(tokenizer, "_clawloop_end_ids", None)
     if cached is not None:
         return cached
@@ -180,10 +185,34 @@ def end_of_turn_ids(tokenizer) -> tuple[int, set[int]]:
         pass
     if eot is not None:
         ends.add(eot)
+    ends |= _generation_eos(tokenizer)
     result = (eot, ends)
     with contextlib.suppress(AttributeError):  # a tokenizer that refuses attributes: no cache
         tokenizer._clawloop_end_ids = result
     return result
+
+
+def _generation_eos(tokenizer) -> set[int]:
+    """The eos ids of the generation_config.json beside the tokenizer's files, if there is one."""
+    folder = getattr(tokenizer, "name_or_path", "") or ""
+    path = Path(folder) / "generation_config.json" if folder else None
+    if path is None or not path.is_file():
+        return set()
+    try:
+        eos = json.loads(path.read_text()).get("eos_token_id")
+    except (OSError, ValueError):  # an unreadable file: the tokenizer's own ends
+        return set()
+    eos = eos if isinstance(eos, list) else [eos]
+    return {int(e) for e in eos if isinstance(e, int)}
+
+
+def sampled_stop_id(rec: dict, ends: set[int]) -> int | None:
+    """The end-of-turn id the server says it stopped at (vLLM's `stop_reason`, an int when a stop
+    id other than the tokenizer's eos ended the reply), when it is one of ours."""
+    stop = rec.get("stop_reason")
+    if isinstance(stop, bool) or not isinstance(stop, int):
+        return None
+    return stop if stop in ends else None
 
 
 def _reasoned(reasoning: str, content: str, prompt_text: str) -> str:
@@ -292,11 +321,16 @@ def _text_turn(
     if rec.get("finish_reason") in CUT_REASONS:
         report.completions_cut += 1  # the model never sampled its end-of-turn token
     else:
-        eot, _ = end_of_turn_ids(tokenizer)
-        if eot is None:
+        eot, ends = end_of_turn_ids(tokenizer)
+        # the id the model sampled to end its turn, when the server said which (else the
+        # template's end, what a server stopping at eos sampled)
+        stop = sampled_stop_id(rec, ends)
+        if stop is None:
+            stop = eot
+        if stop is None:
             report.eos_missing += 1
         else:
-            completion.append(eot)
+            completion.append(stop)
     if not completion:
         return "the reply is empty and was cut: nothing was sampled"
     return Turn(prompt_ids, completion, None, "text")

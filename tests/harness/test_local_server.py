@@ -116,6 +116,8 @@ def test_a_stop_id_ends_the_reply_and_is_returned(server, policy):
         policy.stop_ids = saved
     assert stopped.finish_reason == "stop"
     assert stopped.completion_token_ids == first.completion_token_ids  # the stop id is kept
+    assert stopped.stop_reason == first.completion_token_ids[0]  # and named, as vLLM does
+    assert first.stop_reason is None
     # the end-of-turn id training appends is among the server's stop ids
     from clawloop.training.sequences import end_of_turn_ids
 
