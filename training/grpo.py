@@ -7,10 +7,11 @@ A = (r - mean) / (std + eps) (std with Bessel's correction, as TRL); a group who
 carries no signal and is dropped (under `outcome`: all passed or all failed, whatever the fractions). Every action token of a rollout gets its
 rollout's advantage. The per-token objective is PPO's clipped surrogate,
     -min(ratio * A, clip(ratio, 1 - eps, 1 + eps) * A),   ratio = exp(logp - logp_sampling),
-where logp_sampling is the sampler's recorded logprob (importance correction for data produced by
-an older or differently-quantised policy) or, when the server recorded none, the phase's start
-model's logprob, computed once before the first step and kept fixed (`freeze_old_logprobs`), so
-the ratio moves as the policy does and clipping engages. An optional KL penalty to the phase's start
+where logp_sampling is the rollout (behaviour) policy's logprob, the same reference on every
+path: the sampler's recorded logprob (the untempered log-softmax), or, when the server recorded
+none, that same checkpoint's logprob computed once before the first step and kept fixed
+(`freeze_old_logprobs`; after SFT, `stage.behaviour_logprobs` loads the rollout policy for it),
+so the ratio moves as the policy does and clipping engages. An optional KL penalty to the phase's start
 model (its logprobs taken in the same pass; a continued LoRA adapter is part of that start) uses the
 k3 estimator exp(ref - logp) - (ref - logp) - 1. The loss is the mean over all action tokens of the
 optimizer step (summed here, divided by the Trainer's action-token count across micro-batches).

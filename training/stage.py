@@ -164,6 +164,41 @@ def token_summary(counts: dict[str, int]) -> dict[str, int]:
     return {k: counts.get(f"{best}_{k}", 0) for k in TURN_PATHS + TOKEN_FLAGS}
 
 
+def _autocast(args):
+    """The training forward's precision (bf16 autocast over the fp32 weights, or none), so the
+    logprobs taken before the first step are what step 0 computes: its ratio is 1."""
+    import torch
+
+    return torch.autocast(args.device.type, dtype=torch.bfloat16, enabled=bool(args.bf16))
+
+
+def behaviour_logprobs(
+    samples: list[TokenSample], behaviour: PolicyRef, cfg: TrainConfig, out_dir: Path
+) -> int:
+    """Fill every unknown sampling logprob with the rollout (behaviour) policy's, once.
+
+    GRPO's ratio is always against the policy that sampled the episodes: the server's recorded
+    logprobs where it returned them, else these, computed from the same checkpoint the rollout
+    served. Needed when SFT ran first (GRPO's start model is then no longer the rollout policy);
+    when GRPO starts from the rollout policy, `make_trainer`'s pass fills them from it instead."""
+    from clawloop.training.grpo import freeze_old_logprobs
+    from clawloop.training.trainer_base import load_policy, training_arguments
+
+    if not any(
+        m and not math.isfinite(lp)
+        for s in samples
+        for m, lp in zip(s.action_mask[1:], s.old_logprobs[1:], strict=True)
+    ):
+        return 0
+    args = training_arguments(cfg, "grpo", out_dir / "grpo")
+    model = load_policy(behaviour, cfg).to(args.device)
+    try:
+        with _autocast(args):
+            return freeze_old_logprobs(model, samples, args.device, with_ref=False)
+    finally:
+        del model
+
+
 def make_trainer(
     phase: str,
     samples: list[TokenSample],
@@ -189,13 +224,9 @@ def make_trainer(
     model = load_policy(start, cfg)
     if phase == "grpo":
         with_ref = cfg.kl_beta > 0  # the KL reference: the phase's start model, frozen too
-        import torch
-
-        # the same precision as the training forward (bf16 autocast over the fp32 weights), so
-        # the frozen logprobs are what step 0 computes and its ratio is 1
-        with torch.autocast(args.device.type, dtype=torch.bfloat16, enabled=bool(args.bf16)):
+        with _autocast(args):
             filled = freeze_old_logprobs(model.to(args.device), samples, args.device, with_ref)
-        log.info("grpo: %d action-token logprobs frozen from the phase's start model", filled)
+        log.info("grpo: %d action-token logprobs frozen from the rollout policy", filled)
     common = {
         "model": model,
         "args": args,
@@ -262,6 +293,7 @@ def train_stage(
             )
     tokenizer = load_tokenizer(Path(base))
     policy = PolicyRef(Path(base), init_adapter)
+    rollout_policy = policy  # the policy that sampled the episodes: GRPO's ratio reference
     reasons: list[str] = []
     phase = "sft"
     try:
@@ -294,6 +326,10 @@ def train_stage(
             reasons += [r for r in [_dropped("grpo", grep.encode)] if r]
             reasons += [r for r in [truncation_note("grpo", grep.encode, cfg)] if r]
             result.counts.update(_logprob_counts(samples))
+            if samples and result.phases_run:
+                # SFT moved the policy: the ratio's reference stays the rollout policy
+                filled = behaviour_logprobs(samples, rollout_policy, cfg, out_dir)
+                log.info("grpo: %d logprobs taken from the rollout policy %s", filled, base)
             if samples:
                 policy, rows = run_phase(
                     "grpo", samples, policy, tokenizer, cfg, out_dir, grep.kept_groups
