@@ -39,6 +39,15 @@ class TrainSettings(stage_section(TrainConfig, "train")):
         return TrainConfig.from_dict({**self.model_dump(exclude={"base_model"}), **set_elsewhere})
 
 
+def agent_tool_call_parser():
+    """The tool-call parser the agent parses replies with: the template fallback keeps a turn only
+    if its rendering parses back into the same calls with it. The one call site, so the parser
+    can be switched when harness has its shared one."""
+    from clawloop.harness.agent import parse_text_tool_calls
+
+    return parse_text_tool_calls
+
+
 def train_config(cfg: RunConfig) -> TrainConfig:
     """training.config.TrainConfig from `train:` (base_model is the pipeline's, not the trainer's)."""
     return cfg.train.stage_config()
@@ -101,6 +110,7 @@ def run(ctx: StageContext) -> StageResult:
         policy_dir(ctx, ctx.iteration - 1),
         local_stage_dir(ctx) / MODEL_DIR,
         init_adapter=adapter,
+        tool_call_parser=agent_tool_call_parser(),
     )
     metrics = result.metrics_frame().to_dict("records")
     return StageResult(

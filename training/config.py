@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 PHASES = ("sft", "grpo", "sft+grpo")
 REWARDS = ("outcome", "fraction")
+TURN_SOURCES = ("sampled", "template_ok")
 
 
 class TrainConfigError(ValueError):
@@ -35,6 +36,12 @@ class TrainConfig:
         0.05,
         "a phase that loses more than this share of its supervised tokens to max_seq_len says "
         "so in the stage's status (every cut turn is counted either way)",
+    )
+    turn_source: Literal["sampled", "template_ok"] = _f(
+        "template_ok",
+        "turns whose sampled text the server did not return (tool calls parsed, no token ids): "
+        "template_ok = train the chat template's rendering of the parsed reply where it "
+        "round-trips through the agent's tool-call parser; sampled = drop them",
     )
     use_recorded_tokens: bool = _f(
         True, "build sequences from recorded token ids when present (else re-render the chat text)"
@@ -93,6 +100,10 @@ class TrainConfig:
             raise TrainConfigError(f"TrainConfig.phases={self.phases!r}: use one of {PHASES}")
         if self.reward not in REWARDS:
             raise TrainConfigError(f"TrainConfig.reward={self.reward!r}: use one of {REWARDS}")
+        if self.turn_source not in TURN_SOURCES:
+            raise TrainConfigError(
+                f"TrainConfig.turn_source={self.turn_source!r}: use one of {TURN_SOURCES}"
+            )
         for name in ("per_device_batch_size", "gradient_accumulation_steps", "max_seq_len"):
             if getattr(self, name) < 1:
                 raise TrainConfigError(

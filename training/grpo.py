@@ -30,7 +30,12 @@ from transformers import Trainer
 
 from clawloop.storage.schemas import INFRA_END_REASONS
 from clawloop.training.config import TrainConfig
-from clawloop.training.sequences import EncodeReport, TokenSample, encode_episode
+from clawloop.training.sequences import (
+    EncodeReport,
+    TokenSample,
+    ToolCallParser,
+    encode_episode,
+)
 from clawloop.training.trainer_base import MetricsMixin
 
 
@@ -181,10 +186,15 @@ class GroupReport:
 
 
 def grpo_samples(
-    trajectories: pd.DataFrame, band: pd.DataFrame, tokenizer, cfg: TrainConfig
+    trajectories: pd.DataFrame,
+    band: pd.DataFrame,
+    tokenizer,
+    cfg: TrainConfig,
+    parser: ToolCallParser | None = None,
 ) -> tuple[list[TokenSample], GroupReport]:
     """Sequences of every rollout in kept, non-degenerate groups, each carrying its advantage and
-    the reward (cfg.reward) it was computed from."""
+    the reward (cfg.reward) it was computed from; `parser` as in `sft.sft_samples`."""
+    parser = parser if cfg.turn_source == "template_ok" else None
     report = GroupReport(reward=cfg.reward)
     kept = set(band.loc[band["kept"].astype(bool), "task_id"]) if len(band) else set()
     df = trajectories
@@ -210,7 +220,9 @@ def grpo_samples(
             continue
         report.kept_groups += 1
         for row, r, a in zip(rows, rewards, adv, strict=True):
-            seqs, enc = encode_episode(tokenizer, row, cfg.max_seq_len, cfg.use_recorded_tokens)
+            seqs, enc = encode_episode(
+                tokenizer, row, cfg.max_seq_len, cfg.use_recorded_tokens, parser
+            )
             report.encode.add(enc)
             report.episodes += 1
             for s in seqs:

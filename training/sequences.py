@@ -30,12 +30,17 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 CUT_REASONS = ("length",)  # finish reasons of a reply cut before the model ended its turn
+
+# The agent's tool-call parser, passed in (training does not import harness): text ->
+# (calls with `.name` and `.arguments` (a dict or a JSON string), errors, the remaining prose).
+ToolCallParser = Callable[[str], tuple[list[Any], list[str], str]]
 
 
 @dataclass
@@ -77,6 +82,7 @@ class EncodeReport:
 
     turns_from_ids: int = 0  # completion = the server's sampled token ids
     turns_from_text: int = 0  # completion = tokenisation of the exact sampled text
+    turns_from_template: int = 0  # sampled text unknown: the template's rendering, round-tripped
     turns_dropped: int = 0  # sampled text unknown or prompt not renderable (see notes)
     prompts_from_record: int = 0  # text turns whose prompt came from recorded ids/text
     prompts_without_tools: int = 0  # template prompts that do not show the offered tools
@@ -299,16 +305,92 @@ def _text_prompt(
     return _ids(tokenizer, text), text
 
 
+UNKNOWN_SAMPLE = (
+    "the server parsed the tool calls out of the reply and returned neither token ids "
+    "nor the raw text, so what was sampled is unknown (serve with token ids, e.g. vLLM, "
+    "or without a tool parser)"
+)
+
+
+def _call_key(name: Any, arguments: Any) -> tuple[str, Any] | None:
+    """(name, arguments as an object) of one tool call; None when the arguments are not JSON."""
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments) if arguments.strip() else {}
+        except json.JSONDecodeError:
+            return None
+    return str(name), arguments
+
+
+def template_round_trip(message: dict, rendered: str, parse: ToolCallParser) -> str:
+    """ "" when `rendered` (the template's rendering of an assistant message, without its
+    end-of-turn) parses back, with the agent's parser, into the message's content and tool calls
+    (names and arguments); else what differs."""
+    body = rendered
+    if THINK_CLOSE in body:  # a template's (empty or kept) think block is not the content
+        body = body.split(THINK_CLOSE, 1)[1]
+    calls, errors, remaining = parse(body)
+    want = [
+        _call_key((c.get("function") or {}).get("name"), (c.get("function") or {}).get("arguments"))
+        for c in message.get("tool_calls") or []
+    ]
+    got = [_call_key(c.name, c.arguments) for c in calls]
+    if errors:
+        return f"the rendering does not parse ({errors[0]})"
+    if got != want:
+        if want and not got:
+            return (
+                f"the chat template drops the tool calls ({len(want)} in the reply, none rendered)"
+            )
+        return (
+            f"the tool calls differ after rendering ({len(want)} in the reply, {len(got)} parsed)"
+        )
+    if remaining.strip() != str(message.get("content") or "").strip():
+        return "the content differs after rendering"
+    return ""
+
+
+def _template_turn(
+    tokenizer,
+    rec: dict,
+    messages: list[dict],
+    index: int,
+    tools,
+    report: EncodeReport,
+    parse: ToolCallParser,
+) -> Turn | str:
+    """A turn whose sampled text is unknown, trained on the chat template's rendering of the
+    parsed reply, only if that rendering round-trips through the agent's tool-call parser."""
+    try:
+        head = _render(tokenizer, messages[:index], tools, gen=True)
+        full = _render(tokenizer, messages[: index + 1], tools, gen=False)
+    except Exception as exc:  # jinja errors, templates that refuse a role order
+        return f"the chat template cannot render the reply ({type(exc).__name__}: {exc})"
+    eot, _ = end_of_turn_ids(tokenizer)
+    end = tokenizer.convert_ids_to_tokens(eot) if eot is not None else None
+    if not full.startswith(head) or not end or end not in full[len(head) :]:
+        return "the chat template does not render the reply after its own generation prompt"
+    rendered = full[len(head) :].split(end, 1)[0]
+    differs = template_round_trip(messages[index], rendered, parse)
+    if differs:
+        return f"no template fallback: {differs}"
+    prompt = _text_prompt(tokenizer, rec, messages, index, tools, report)
+    if isinstance(prompt, str):
+        return prompt
+    completion = _ids(tokenizer, rendered)
+    if rec.get("finish_reason") in CUT_REASONS:
+        report.completions_cut += 1
+    else:
+        completion.append(eot)
+    return Turn(prompt[0], completion, None, "template")
+
+
 def _text_turn(
     tokenizer, rec: dict, messages: list[dict], index: int, tools, report: EncodeReport
 ) -> Turn | str:
     text = sampled_text(rec, messages[index])
     if text is None:
-        return (
-            "the server parsed the tool calls out of the reply and returned neither token ids "
-            "nor the raw text, so what was sampled is unknown (serve with token ids, e.g. vLLM, "
-            "or without a tool parser)"
-        )
+        return UNKNOWN_SAMPLE
     prompt = _text_prompt(tokenizer, rec, messages, index, tools, report)
     if isinstance(prompt, str):
         return prompt
@@ -337,9 +419,15 @@ def _text_turn(
 
 
 def episode_turns(
-    tokenizer, messages: list[dict], tools: list[dict] | None, turns: list[dict], use_ids: bool
+    tokenizer,
+    messages: list[dict],
+    tools: list[dict] | None,
+    turns: list[dict],
+    use_ids: bool,
+    parser: ToolCallParser | None = None,
 ) -> tuple[list[Turn], EncodeReport]:
-    """Every assistant turn of an episode as token ids: sampled ids, else sampled text."""
+    """Every assistant turn of an episode as token ids: sampled ids, else sampled text, else
+    (with `parser`, train.turn_source: template_ok) the template's round-tripped rendering."""
     report = EncodeReport()
     assistant_idx = [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
     if turns and len(turns) != len(assistant_idx):
@@ -357,6 +445,13 @@ def episode_turns(
             out.append(turn)
             continue
         made = _text_turn(tokenizer, rec, messages, idx, tools, report)
+        if made is UNKNOWN_SAMPLE and parser is not None:
+            made = _template_turn(tokenizer, rec, messages, idx, tools, report, parser)
+            if isinstance(made, Turn):
+                report.turns_from_template += 1
+                out.append(made)
+                continue
+            made = f"{UNKNOWN_SAMPLE}; {made}"
         if isinstance(made, str):
             report.turns_dropped += 1
             report.notes.append(f"assistant turn {k}: dropped: {made}")
@@ -394,15 +489,21 @@ def truncate(sample: TokenSample, max_len: int) -> TokenSample | None:
 
 
 def encode_episode(
-    tokenizer, row: dict, max_len: int, use_recorded: bool = True
+    tokenizer,
+    row: dict,
+    max_len: int,
+    use_recorded: bool = True,
+    parser: ToolCallParser | None = None,
 ) -> tuple[list[TokenSample], EncodeReport]:
     """One trajectory row (TRAJECTORIES schema) -> training sequences + what was left out.
 
-    `use_recorded=False` ignores recorded completion ids and trains every turn from its text."""
+    `use_recorded=False` ignores recorded completion ids and trains every turn from its text;
+    `parser` (the agent's tool-call parser) enables the template fallback for turns whose sampled
+    text is unknown."""
     messages = _loads(row.get("messages_json"), [])
     tools = _loads(row.get("tools_json"), None)
     turns_meta = _loads(row.get("turns_json"), [])
-    turns, report = episode_turns(tokenizer, messages, tools, turns_meta, use_recorded)
+    turns, report = episode_turns(tokenizer, messages, tools, turns_meta, use_recorded, parser)
     chained, breaks = chain_turns(turns)
     report.prefix_breaks += breaks
     samples: list[TokenSample] = []

@@ -15,7 +15,12 @@ import pandas as pd
 from transformers import Trainer
 
 from clawloop.training.config import TrainConfig
-from clawloop.training.sequences import EncodeReport, TokenSample, encode_episode
+from clawloop.training.sequences import (
+    EncodeReport,
+    TokenSample,
+    ToolCallParser,
+    encode_episode,
+)
 from clawloop.training.trainer_base import MetricsMixin
 
 
@@ -41,16 +46,22 @@ def successful_episodes(trajectories: pd.DataFrame, band: pd.DataFrame, split: s
 
 
 def sft_samples(
-    trajectories: pd.DataFrame, band: pd.DataFrame, tokenizer, cfg: TrainConfig
+    trajectories: pd.DataFrame,
+    band: pd.DataFrame,
+    tokenizer,
+    cfg: TrainConfig,
+    parser: ToolCallParser | None = None,
 ) -> tuple[list[TokenSample], SFTReport]:
-    """Training sequences of the successful episodes, with their action masks."""
+    """Training sequences of the successful episodes, with their action masks; `parser` (the
+    agent's tool-call parser) enables the template fallback when cfg.turn_source allows it."""
+    parser = parser if cfg.turn_source == "template_ok" else None
     report = SFTReport()
     df = successful_episodes(trajectories, band, cfg.split)
     report.episodes = len(df)
     report.tasks = df["task_id"].nunique() if len(df) else 0
     samples: list[TokenSample] = []
     for row in df.to_dict("records"):
-        seqs, enc = encode_episode(tokenizer, row, cfg.max_seq_len, cfg.use_recorded_tokens)
+        seqs, enc = encode_episode(tokenizer, row, cfg.max_seq_len, cfg.use_recorded_tokens, parser)
         report.encode.add(enc)
         samples.extend(seqs)
     report.samples = len(samples)

@@ -28,7 +28,7 @@ from typing import Any
 import pandas as pd
 
 from clawloop.training.config import TrainConfig
-from clawloop.training.sequences import EncodeReport, TokenSample
+from clawloop.training.sequences import EncodeReport, TokenSample, ToolCallParser
 from clawloop.training.trainer_base import PolicyRef, load_tokenizer
 
 log = logging.getLogger("clawloop.train")
@@ -119,6 +119,26 @@ def truncation_note(phase: str, enc: EncodeReport, cfg: TrainConfig) -> str:
     return note
 
 
+def template_note(counts: dict[str, int]) -> str:
+    """One warning for the stage (logged once, and put in its reason) when turns were trained on
+    the template's rendering instead of the sampled text: how many, per phase, and the switch."""
+    parts = []
+    for phase in ("sft", "grpo"):
+        n = counts.get(f"{phase}_turns_from_template", 0)
+        if n:
+            total = sum(counts.get(f"{phase}_{k}", 0) for k in TURN_PATHS)
+            parts.append(f"{phase} {n} of {total} ({n / max(1, total):.0%})")
+    if not parts:
+        return ""
+    note = (
+        f"turns from the chat template: {', '.join(parts)} (the server returned neither token "
+        "ids nor the raw text; each rendering round-trips through the agent's tool-call parser; "
+        "train.turn_source: sampled drops them instead)"
+    )
+    log.warning("%s", note)
+    return note
+
+
 def _logprob_counts(samples: list[TokenSample]) -> dict[str, int]:
     """Action tokens whose sampling logprob the server recorded, and those GRPO must freeze from
     the phase's start model (`freeze_old_logprobs`) because it did not."""
@@ -131,7 +151,7 @@ def _dropped(phase: str, enc: EncodeReport) -> str:
     """A reason fragment when turns could not be trained on what was sampled."""
     if not enc.turns_dropped:
         return ""
-    total = enc.turns_dropped + enc.turns_from_ids + enc.turns_from_text
+    total = enc.turns_dropped + enc.turns_from_ids + enc.turns_from_text + enc.turns_from_template
     why = next((n for n in enc.notes if "dropped" in n), "")
     log.warning("%s: %d of %d turns dropped: %s", phase, enc.turns_dropped, total, why)
     return f"{phase}: {enc.turns_dropped} of {total} assistant turns dropped ({why})"
@@ -142,7 +162,7 @@ def _encode_counts(prefix: str, enc: EncodeReport) -> dict[str, int]:
     return {f"{prefix}_{name}": value for name, value in enc.counts().items()}
 
 
-TURN_PATHS = ("turns_from_ids", "turns_from_text", "turns_dropped")
+TURN_PATHS = ("turns_from_ids", "turns_from_text", "turns_from_template", "turns_dropped")
 TOKEN_FLAGS = (
     "logprobs_missing",
     "logprobs_mismatched",
@@ -265,10 +285,14 @@ def train_stage(
     base_model: str | Path,
     out_dir: Path,
     init_adapter: Path | None = None,
+    tool_call_parser: ToolCallParser | None = None,
 ) -> TrainResult:
     """SFT and/or GRPO on one iteration's rollouts; see the module docstring for the outcomes.
 
-    `init_adapter`: a peft LoRA adapter folder trained on `base_model` to continue (needs cfg.lora)."""
+    `init_adapter`: a peft LoRA adapter folder trained on `base_model` to continue (needs cfg.lora).
+    `tool_call_parser`: the agent's (tasks.train.agent_tool_call_parser()); with
+    cfg.turn_source template_ok it lets turns whose sampled text is unknown train on the chat
+    template's rendering where that round-trips; None drops them."""
     from clawloop.training.grpo import grpo_samples
     from clawloop.training.sft import sft_samples
 
@@ -298,7 +322,7 @@ def train_stage(
     phase = "sft"
     try:
         if cfg.run_sft:
-            samples, rep = sft_samples(trajectories, band, tokenizer, cfg)
+            samples, rep = sft_samples(trajectories, band, tokenizer, cfg, tool_call_parser)
             result.counts.update(sft_episodes=rep.episodes, sft_samples=rep.samples)
             result.counts.update(_encode_counts("sft", rep.encode))
             reasons += [r for r in [_dropped("sft", rep.encode)] if r]
@@ -314,7 +338,7 @@ def train_stage(
                 )
         phase = "grpo"
         if cfg.run_grpo:
-            samples, grep = grpo_samples(trajectories, band, tokenizer, cfg)
+            samples, grep = grpo_samples(trajectories, band, tokenizer, cfg, tool_call_parser)
             result.counts.update(
                 grpo_samples=grep.samples,
                 kept_groups=grep.kept_groups,
@@ -354,6 +378,7 @@ def train_stage(
             f"(output folder {out_dir}); fix the cause and resume the run: the train stage "
             "is not marked done, so it runs again"
         ) from exc
+    reasons += [r for r in [template_note(result.counts)] if r]
     if result.phases_run:
         result.status = "trained"
         result.checkpoint_dir = policy.model_dir

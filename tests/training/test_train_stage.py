@@ -356,6 +356,7 @@ def test_logprob_mismatches_are_counted_in_the_stage_summary(
     assert token_summary(c) == {
         "turns_from_ids": 2,
         "turns_from_text": 4,
+        "turns_from_template": 0,
         "turns_dropped": 0,
         "logprobs_missing": 0,
         "logprobs_mismatched": 1,
