@@ -361,16 +361,24 @@ def _template_turn(
 ) -> Turn | str:
     """A turn whose sampled text is unknown, trained on the chat template's rendering of the
     parsed reply, only if that rendering round-trips through the agent's tool-call parser."""
-    try:
-        head = _render(tokenizer, messages[:index], tools, gen=True)
-        full = _render(tokenizer, messages[: index + 1], tools, gen=False)
-    except Exception as exc:  # jinja errors, templates that refuse a role order
-        return f"the chat template cannot render the reply ({type(exc).__name__}: {exc})"
     eot, _ = end_of_turn_ids(tokenizer)
     end = tokenizer.convert_ids_to_tokens(eot) if eot is not None else None
-    if not full.startswith(head) or not end or end not in full[len(head) :]:
+    # The reply as the template renders it inside the history (followed by the next message):
+    # the form the next turn's prompt holds, so the episode chains into one sequence (a template
+    # may render the last message differently, e.g. Qwen3's empty think block). The reply's
+    # last-message form where it is the last message or the history form does not line up.
+    rendered = None
+    for upto in sorted({min(index + 2, len(messages)), index + 1}, reverse=True):
+        try:
+            head = _render(tokenizer, messages[:index], tools, gen=True)
+            full = _render(tokenizer, messages[:upto], tools, gen=False)
+        except Exception as exc:  # jinja errors, templates that refuse a role order
+            return f"the chat template cannot render the reply ({type(exc).__name__}: {exc})"
+        if full.startswith(head) and end and end in full[len(head) :]:
+            rendered = full[len(head) :].split(end, 1)[0]
+            break
+    if rendered is None:
         return "the chat template does not render the reply after its own generation prompt"
-    rendered = full[len(head) :].split(end, 1)[0]
     differs = template_round_trip(messages[index], rendered, parse)
     if differs:
         return f"no template fallback: {differs}"

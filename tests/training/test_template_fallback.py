@@ -43,6 +43,8 @@ def test_native_tool_call_turns_train_on_the_round_tripped_rendering(tiny_tokeni
         "</tool_call><|im_end|>"
     )
     assert "Let me look." in trained[0]
+    # each reply is rendered as the next prompt holds it: the episode is one sequence
+    assert len(samples) == 1 and rep.prefix_breaks == 0
     # without the parser (train.turn_source: sampled, or none given): dropped, as before
     _, rep = encode_episode(tok, native_row(), 100_000)
     assert (rep.turns_from_template, rep.turns_dropped) == (0, 2)
