@@ -58,6 +58,12 @@ class SampleCollator:
             batch["action_mask"] = mask
             batch["old_logprobs"] = old
             batch["advantages"] = torch.tensor([s.advantage for s in samples], dtype=torch.float32)
+            if any(s.recorded for s in samples):
+                rec = torch.zeros((len(samples), n), dtype=torch.float32)
+                for i, s in enumerate(samples):
+                    flags = s.recorded or [int(math.isfinite(x)) for x in s.old_logprobs]
+                    rec[i, : len(flags)] = torch.tensor(flags, dtype=torch.float32)
+                batch["recorded"] = rec
             if any(s.ref_logprobs for s in samples):
                 ref = torch.full((len(samples), n), math.nan, dtype=torch.float32)
                 for i, s in enumerate(samples):

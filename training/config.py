@@ -1,7 +1,8 @@
 """The train stage's settings: one dataclass, one line of help per field, defaults for the CPU demo.
 
-Every field becomes a CLI flag of `python -m training.cli train` (the help text is the flag's help),
-and a run's YAML `train:` block maps onto it by field name. GPU cluster values are in the README.
+Every field becomes a CLI flag of `python -m clawloop.flows.cli.train train` (the help text is the
+flag's help), and a run's YAML `train:` block maps onto it by field name. GPU cluster values are in
+the README.
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ class TrainConfig:
         "round-trips through the agent's tool-call parser; sampled = drop them",
     )
     use_recorded_tokens: bool = _f(
-        True, "build sequences from recorded token ids when present (else re-render the chat text)"
+        True,
+        "build sequences from recorded token ids when present (else the tokenised sampled text)",
     )
     # --- optimisation (shared)
     per_device_batch_size: int = _f(2, "sequences per device per micro-batch")
@@ -80,8 +82,8 @@ class TrainConfig:
     min_group_std: float = _f(1e-6, "groups whose reward std is at or below this are dropped")
     kl_beta: float = _f(
         0.0,
-        "weight of the KL penalty to the reference model (full weights: the phase's start model; "
-        "LoRA: the model under the adapter, i.e. the adapter disabled); 0 = no KL",
+        "weight of the KL penalty to the reference: the phase's start model (a continued LoRA "
+        "adapter included), its logprobs frozen once before the first step; 0 = no KL",
     )
     # --- LoRA
     lora: bool = _f(False, "train a LoRA adapter (peft) instead of all weights")

@@ -89,11 +89,14 @@ def grpo_token_loss(
     clip_eps: float,
     ref_logp: torch.Tensor | None = None,
     beta: float = 0.0,
+    recorded: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Per-token loss [B, T] (zero off the mask) and detached stats.
 
     `old_logp` holds NaN where the sampling logprob is unknown; there the ratio is taken against
-    the detached current logprob. `advantages` is one value per sequence [B].
+    the detached current logprob. `advantages` is one value per sequence [B]. `recorded` (1/0)
+    says which old logprobs the server recorded (the rest were computed before the first step):
+    `offpolicy_frac` is their share of the action tokens; without it, the finite old logprobs'.
     """
     mask = mask.to(logp.dtype)
     known = torch.isfinite(old_logp)
@@ -110,11 +113,12 @@ def grpo_token_loss(
         per_token = per_token + beta * kl
     per_token = per_token * mask
     n = mask.sum().clamp(min=1.0)
+    rec = known if recorded is None else recorded.bool()
     stats = {
         "clip_frac": (((clipped > unclipped).to(logp.dtype) * mask).sum() / n).detach(),
         "ratio_mean": ((ratio * mask).sum() / n).detach(),
         "kl": ((kl * mask).sum() / n).detach(),
-        "offpolicy_frac": ((known.to(logp.dtype) * mask).sum() / n).detach(),
+        "offpolicy_frac": ((rec.to(logp.dtype) * mask).sum() / n).detach(),
     }
     return per_token, stats
 
@@ -148,6 +152,8 @@ def freeze_old_logprobs(model, samples: list[TokenSample], device, with_ref: boo
     try:
         with torch.no_grad():
             for s in samples:
+                if not s.recorded:  # before any fill: what the server recorded
+                    s.recorded = [int(math.isfinite(x)) for x in s.old_logprobs]
                 missing = [
                     j
                     for j in range(1, len(s.input_ids))
@@ -268,6 +274,7 @@ class GRPOGroupTrainer(MetricsMixin, Trainer):
             self.cfg.clip_eps,
             self._ref_logprobs(inputs, logp),
             self.cfg.kl_beta,
+            inputs["recorded"][:, 1:] if "recorded" in inputs else None,
         )
         if num_items_in_batch is not None:
             # Mean over every action token of the optimizer step (all micro-batches, all ranks).

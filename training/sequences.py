@@ -70,6 +70,9 @@ class TokenSample:
     # GRPO with KL: the phase's start model's logprobs (the reference), NaN where unknown; filled
     # once before the first step (grpo.freeze_old_logprobs), empty otherwise.
     ref_logprobs: list[float] = field(default_factory=list)
+    # 1 where the server recorded the sampling logprob, 0 where it was computed (frozen) before
+    # the first step; set by the pass that fills them, empty before (then: finite = recorded)
+    recorded: list[int] = field(default_factory=list)
 
     @property
     def n_action_tokens(self) -> int:

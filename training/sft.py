@@ -2,8 +2,9 @@
 
 Only tokens the policy sampled carry loss (assistant text, tool-call JSON, the end-of-turn token);
 system, user and tool-observation tokens (tool outputs, file contents) are context only. Sequences
-and masks come from `training.sequences` (recorded token ids first, chat-template rendering as the
-fallback). Training goes through `transformers.Trainer`, whose causal-LM loss averages over the
+and masks come from `training.sequences` (recorded token ids first, else the tokenised sampled
+text, else, where the sampled text is unknown, the chat template's rendering of the parsed reply
+if it round-trips through the agent's tool-call parser). Training goes through `transformers.Trainer`, whose causal-LM loss averages over the
 labelled tokens of the whole accumulated step.
 """
 

@@ -95,6 +95,7 @@ def test_after_sft_both_paths_are_ratioed_against_the_rollout_policy(
     assert abs(rec["ratio_mean"] - 1.0) > 1e-3  # SFT moved the policy away from the sampler
     assert unrec["ratio_mean"] == pytest.approx(rec["ratio_mean"], abs=1e-4)
     assert unrec["clip_frac"] == pytest.approx(rec["clip_frac"], abs=1e-6)
+    assert (rec["offpolicy_frac"], unrec["offpolicy_frac"]) == (1.0, 0.0)  # recorded share
 
 
 @pytest.mark.slow

@@ -124,7 +124,8 @@ def test_without_recorded_logprobs_the_ratio_moves_after_the_first_step(tiny_mod
     ratios = [r["ratio_mean"] for r in result.metrics]
     assert ratios[0] == pytest.approx(1.0, abs=1e-4)  # step 1: the policy is still the start
     assert any(abs(r - 1.0) > 1e-3 for r in ratios[1:]), ratios
-    assert all(r["offpolicy_frac"] == 1.0 for r in result.metrics)  # every token has an old logp
+    # no server-recorded logprob: every old logprob was computed, none recorded (was 1.0)
+    assert all(r["offpolicy_frac"] == 0.0 for r in result.metrics)
     assert (
         result.counts["grpo_logprobs_recorded"] == 0 and result.counts["grpo_logprobs_frozen"] > 0
     )
