@@ -78,4 +78,7 @@ class MaskedSFTTrainer(MetricsMixin, Trainer):
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         self._count(inputs)
+        if "position_ids" in inputs and "attention_mask" not in inputs:
+            # packed (train.pack): without a KV cache transformers keeps attention per sample
+            inputs = {**inputs, "use_cache": False}
         return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)

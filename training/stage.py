@@ -251,7 +251,9 @@ def make_trainer(
         "model": model,
         "args": args,
         "train_dataset": SampleDataset(samples),
-        "data_collator": SampleCollator(tokenizer.pad_token_id, with_rl=phase == "grpo"),
+        "data_collator": SampleCollator(
+            tokenizer.pad_token_id, with_rl=phase == "grpo", pack=cfg.pack and phase == "sft"
+        ),
         "processing_class": tokenizer,
         "callbacks": progress_callbacks(phase),  # a bar on a terminal's stderr, else none
     }

@@ -78,7 +78,8 @@ class MetricsMixin:
         self._extra: dict[str, list[float]] = {}
 
     def _count(self, inputs: dict[str, torch.Tensor]) -> None:
-        self._tokens += int(inputs["attention_mask"].sum().item())
+        mask = inputs.get("attention_mask")
+        self._tokens += int(mask.sum().item() if mask is not None else inputs["input_ids"].numel())
         self._action_tokens += int(inputs["labels"][:, 1:].ne(-100).sum().item())
 
     def _note(self, **values: float) -> None:
