@@ -11,7 +11,12 @@ Reported per side: sequences, tokens, supervised tokens, tokens/s and episodes/s
 ours / TRL. Runs alternate (ours, TRL, ours, TRL...) and the best of each is reported, since the
 machine is shared. Target: ratio >= 0.9.
 
+`--trajectories T.parquet --band B.parquet` uses a real rollout's episodes instead (a run's
+`iter-K/rollout/` files: not a best case), encoded as the train stage encodes them (with the
+agent's tool-call parser for the template fallback).
+
     .venv/bin/python benchmarks/train_throughput.py [--episodes 32] [--batch 4] [--repeats 2]
+    .venv/bin/python benchmarks/train_throughput.py --trajectories T.parquet --band B.parquet
 """
 
 from __future__ import annotations
@@ -172,7 +177,12 @@ def main() -> int:
     parser.add_argument("--batch", type=int, default=4, help="sequences per step, both sides")
     parser.add_argument("--max-len", type=int, default=8192)
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--trajectories", type=Path, help="a rollout's trajectories.parquet")
+    parser.add_argument("--band", type=Path, help="the same rollout's band.parquet")
     args = parser.parse_args()
+    if (args.trajectories is None) != (args.band is None):
+        parser.error("--trajectories and --band go together (both files of one rollout stage)")
+    from clawloop.tasks.train import agent_tool_call_parser
     from clawloop.training.sft import sft_samples
     from clawloop.training.trainer_base import load_tokenizer
 
@@ -180,7 +190,7 @@ def main() -> int:
         tmpdir = Path(tmp)
         model_dir = ensure_tiny_model(tmpdir / "models")
         convs = [episode(i) for i in range(args.episodes)]
-        rows = pd.DataFrame(
+        synthetic = pd.DataFrame(
             [
                 {
                     "episode_id": f"e{i}",
@@ -197,8 +207,15 @@ def main() -> int:
                 for i, c in enumerate(convs)
             ]
         )
-        band = pd.DataFrame({"task_id": rows["task_id"], "kept": True})
-        samples, rep = sft_samples(rows, band, load_tokenizer(model_dir), _cfg(1, args.max_len))
+        rows, band = synthetic, pd.DataFrame({"task_id": synthetic["task_id"], "kept": True})
+        if args.trajectories is not None:
+            rows, band = pd.read_parquet(args.trajectories), pd.read_parquet(args.band)
+        samples, rep = sft_samples(
+            rows, band, load_tokenizer(model_dir), _cfg(1, args.max_len), agent_tool_call_parser()
+        )
+        if not samples:
+            print("no SFT sequence in these trajectories (no passed episode of a kept task)")
+            return 1
         work = Work(
             sequences=len(samples),
             tokens=sum(len(s.input_ids) for s in samples),
@@ -208,7 +225,8 @@ def main() -> int:
         print(
             f"work, both sides: {work.episodes} episodes -> {work.sequences} sequences, "
             f"{work.tokens:,} tokens, {work.supervised:,} supervised; batch {args.batch} "
-            f"sequences, max length {args.max_len}; turns from text {rep.encode.turns_from_text}, "
+            f"sequences, max length {args.max_len}; turns from ids {rep.encode.turns_from_ids}, "
+            f"text {rep.encode.turns_from_text}, template {rep.encode.turns_from_template}, "
             f"dropped {rep.encode.turns_dropped}, prefix breaks {rep.encode.prefix_breaks}"
         )
         ours: list[Speed] = []

@@ -241,6 +241,7 @@ def _turn_record(reply: ChatReply, from_text: bool, raw_content: str) -> dict[st
         "raw_content": raw_content or str(reply.message.get("content") or ""),
         "reasoning_content": reply.reasoning_content,
         "tool_calls_native": bool(reply.raw_tool_calls),
+        "stop_reason": reply.stop_reason,  # the stop id sampled, trained on the text path
         "tools": [],
     }
 

@@ -7,6 +7,11 @@ exact prompt/completion token ids and sampling logprobs (asked for with `return_
 `logprobs`). Servers that ignore those fields (transformers serve, hosted APIs) simply leave them
 empty and the reply says `needs_retokenize`.
 
+Whether to ask for token ids is `token_ids` (`llm.token_ids` in the run config): `auto` asks, and a
+server that rejects the extension (HTTP 400 or 422, not a context-length error) is asked once more
+plainly; when that succeeds the endpoint is remembered and asked plainly from then on (one warning
+per endpoint). `on` asks always and a rejection is an error that says so; `off` never asks.
+
 Server faults are raised as `LLMError` with a `kind` (timeout, connection, context_full, http,
 bad_response) so callers can record them as data.
 """
@@ -14,6 +19,7 @@ bad_response) so callers can record them as data.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
 import time
@@ -24,9 +30,18 @@ from typing import Any, Literal
 
 import openai
 
-# Base URLs whose server rejected `return_token_ids` (HTTP 422): asked plainly from then on.
+TokenIds = Literal["auto", "on", "off"]
+TOKEN_ID_MODES = ("auto", "on", "off")
+REJECT_STATUSES = (400, 422)  # what servers answer an unknown request field with
+
+# Base URLs whose server rejected `return_token_ids` (HTTP 400/422) and answered the same request
+# asked plainly: asked plainly from then on.
 _NO_TOKEN_IDS: set[str] = set()
+# Base URL -> the `token_ids` mode its endpoint was configured with (set by `make_client`), so every
+# caller of `chat` on that endpoint follows the run config without passing it along.
+_TOKEN_ID_MODES: dict[str, TokenIds] = {}
 _LOCK = threading.Lock()
+log = logging.getLogger("clawloop.llm")
 
 ErrorKind = Literal["timeout", "connection", "context_full", "http", "bad_response"]
 
@@ -43,7 +58,11 @@ class LLMError(RuntimeError):
 
 
 class _TokenFieldsRejected(Exception):
-    """The server refused the request because of the token-id fields (HTTP 422)."""
+    """The server refused a request that asked for token ids (HTTP 400/422, not context-full)."""
+
+    def __init__(self, error: LLMError) -> None:
+        super().__init__(str(error))
+        self.error = error  # what the server said, raised if asking plainly does not help
 
 
 @dataclass(frozen=True)
@@ -55,6 +74,11 @@ class LLMEndpoint:
     api_key_env: str = "OPENAI_API_KEY"  # read at call time; a missing variable means "EMPTY"
     request_timeout_s: float = 120.0  # per HTTP request
     max_retries: int = 1  # transient connection retries inside the openai client
+    token_ids: TokenIds = "auto"  # ask for token ids + logprobs: auto (fall back) | on | off
+
+    def __post_init__(self) -> None:
+        if self.token_ids not in TOKEN_ID_MODES:
+            raise ValueError(f"token_ids={self.token_ids!r}: use one of {TOKEN_ID_MODES}")
 
     def api_key(self) -> str:
         return os.environ.get(self.api_key_env, "") or "EMPTY"
@@ -75,6 +99,9 @@ class ChatReply:
     # transformers serve `reasoning_content`); None when the server returned none. Training puts
     # it back in front of the content: it is part of what the policy sampled.
     reasoning_content: str | None = None
+    # vLLM's `stop_reason`: the stop token id (int) or stop string that ended the reply; None
+    # for eos or a cut. Training trains that id as the turn's end when it has no token ids.
+    stop_reason: int | str | None = None
 
     @property
     def needs_retokenize(self) -> bool:
@@ -92,10 +119,16 @@ class PolicyConfig:
     request_timeout_s: float = 120.0  # per chat request
     max_retries: int = 1  # transient connection retries per request
     tokenizer: str = ""  # local folder of the served model's tokenizer: exact token budget
+    token_ids: TokenIds = "auto"  # llm.token_ids: ask for token ids (auto falls back) | on | off
 
     def endpoint(self) -> LLMEndpoint:
         return LLMEndpoint(
-            self.base_url, self.model, self.api_key_env, self.request_timeout_s, self.max_retries
+            self.base_url,
+            self.model,
+            self.api_key_env,
+            self.request_timeout_s,
+            self.max_retries,
+            self.token_ids,
         )
 
     @property
@@ -104,12 +137,16 @@ class PolicyConfig:
 
 
 def make_client(endpoint: LLMEndpoint) -> openai.OpenAI:
-    return openai.OpenAI(
+    """The endpoint's client; its `token_ids` mode is what `chat` follows for this base URL."""
+    client = openai.OpenAI(
         base_url=endpoint.base_url,
         api_key=endpoint.api_key(),
         timeout=endpoint.request_timeout_s,
         max_retries=endpoint.max_retries,
     )
+    with _LOCK:
+        _TOKEN_ID_MODES[str(client.base_url)] = endpoint.token_ids
+    return client
 
 
 def _is_context_error(exc: openai.APIStatusError) -> bool:
@@ -141,16 +178,33 @@ def chat(
         kwargs["tools"] = tools
     options: dict[str, Any] = {} if timeout_s is None else {"timeout": timeout_s}
     base = str(client.base_url)
-    ask_tokens = want_token_ids and base not in _NO_TOKEN_IDS
+    mode = _TOKEN_ID_MODES.get(base, "auto")
+    ask_tokens = want_token_ids and mode != "off" and (mode == "on" or base not in _NO_TOKEN_IDS)
     start = time.monotonic()
     try:
         data = _create(client, kwargs, options, ask_tokens)
-    except _TokenFieldsRejected:
-        # Servers with strict request schemas (transformers serve) refuse vLLM's extra field:
-        # remember that and ask plainly; the trajectory will say needs_retokenize.
-        with _LOCK:
-            _NO_TOKEN_IDS.add(base)
+    except _TokenFieldsRejected as rejected:
+        if mode == "on":
+            raise LLMError(
+                rejected.error.kind,
+                f"{rejected.error} (llm.token_ids is 'on', so the request asked for token ids: "
+                "if this server does not support vLLM's return_token_ids, set llm.token_ids: auto "
+                "or off; training then uses the sampled text)",
+            ) from rejected
+        # Servers with strict request schemas (transformers serve: 422; others: 400) refuse
+        # vLLM's extra fields: ask plainly; if that works, remember it for this endpoint. The
+        # trajectory will say needs_retokenize.
         data = _create(client, kwargs, options, False)
+        with _LOCK:
+            first = base not in _NO_TOKEN_IDS
+            _NO_TOKEN_IDS.add(base)
+        if first:
+            log.warning(
+                "%s rejected the token-id request fields (%s); asking it without them from now "
+                "on (set llm.token_ids: off to skip the first try)",
+                base,
+                str(rejected.error)[:200],
+            )
     latency = time.monotonic() - start
     if not isinstance(data, dict):
         raise LLMError("bad_response", f"{base} answered with non-JSON-object {str(data)[:200]!r}")
@@ -175,13 +229,14 @@ def _create(
     except openai.APIConnectionError as exc:
         raise LLMError("connection", f"cannot reach {client.base_url}: {exc}") from exc
     except openai.APIStatusError as exc:
-        if ask_tokens and exc.status_code == 422:
-            raise _TokenFieldsRejected from exc
         kind: ErrorKind = "context_full" if _is_context_error(exc) else "http"
         body = _response_text(exc)
-        raise LLMError(
+        error = LLMError(
             kind, f"server {client.base_url} answered {exc.status_code}: {body or exc}"
-        ) from exc
+        )
+        if ask_tokens and kind == "http" and exc.status_code in REJECT_STATUSES:
+            raise _TokenFieldsRejected(error) from exc
+        raise error from exc
 
 
 def _response_text(exc: openai.APIStatusError, limit: int = 500) -> str:
@@ -230,7 +285,14 @@ def reply_from_response(data: dict[str, Any], latency_s: float = 0.0) -> ChatRep
         logprobs=logprobs,
         raw_tool_calls=tool_calls,
         reasoning_content=reasoning or None,
+        stop_reason=_stop_reason(choice.get("stop_reason")),
     )
+
+
+def _stop_reason(value: Any) -> int | str | None:
+    if isinstance(value, bool):
+        return None
+    return value if isinstance(value, (int, str)) else None
 
 
 def chat_token_counter(

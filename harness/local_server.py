@@ -18,14 +18,16 @@ Routes
   - sampling is a plain loop over the model with its KV cache: `temperature` (default 1.0; 0 =
     greedy), optional `top_p`, `max_tokens` / `max_completion_tokens` (default: the room left in
     the context), optional `seed` (else the server's own generator, seeded by `--seed`). Nothing
-    else reshapes the distribution (no top-k, no repetition penalty), so at temperature 1 a
-    recorded logprob is the model's own log-softmax at that id. The loop stops at an end-of-turn
-    id (the template's, e.g. `<|im_end|>`, or eos: `finish_reason` "stop", the id is part of
-    `token_ids`, as vLLM returns it) or after max_tokens (`finish_reason` "length");
+    else reshapes the distribution (no top-k, no repetition penalty). The loop stops at an end-of-turn
+    id (training's one list, `training.sequences.end_of_turn_ids`: the template's, e.g.
+    `<|im_end|>`, eos, generation_config's eos: `finish_reason` "stop", the id is part of
+    `token_ids` and is the choice's `stop_reason`, as vLLM returns them) or after max_tokens
+    (`finish_reason` "length");
   - `return_token_ids: true` adds `prompt_token_ids` (top level) and `token_ids` (per choice);
     `logprobs: true` adds `logprobs.content` (`token`, `logprob`, `bytes`, `top_logprobs: []`),
-    one entry per sampled id. The logprobs are those of the distribution sampled from (after
-    temperature and top_p), like vLLM's `--logprobs-mode processed_logprobs`;
+    one entry per sampled id. The logprobs are the model's own log-softmax at temperature 1 with
+    no top_p, whatever the request sampled with (vLLM's default `--logprobs-mode raw_logprobs`):
+    what training computes, so GRPO's ratio starts at 1 at any sampling temperature;
   - tool calls (only when the request offers `tools`): hermes-style `<tool_call>{json}</tool_call>`
     blocks in the sampled text are parsed with the agent's own parser (`harness.agent`) into
     native `tool_calls` (arguments as a JSON string), the prose left as `content`, as vLLM's
@@ -97,10 +99,9 @@ class LocalPolicy:
         # transformers >= 5.x names the KV cache `cache`; older releases `past_key_values`
         params = inspect.signature(self.model.forward).parameters
         self._cache_arg = "cache" if "cache" in params else "past_key_values"
-        _, ends = end_of_turn_ids(self.tokenizer)
-        gen_eos = getattr(self.model.generation_config, "eos_token_id", None)
-        ends |= set(gen_eos if isinstance(gen_eos, list) else [gen_eos]) - {None}
-        self.stop_ids = ends
+        # training's one list of stop ids (the template's end, eos, generation_config's eos):
+        # the server stops where training says a turn ends, so no stop id is ever "missing"
+        self.stop_ids = set(end_of_turn_ids(self.tokenizer)[1])
         template = self.tokenizer.chat_template
         self.has_reasoning = isinstance(template, str) and THINK_CLOSE in template
         self.max_model_len = int(
@@ -131,8 +132,8 @@ class LocalPolicy:
         top_p: float = 1.0,
         seed: int | None = None,
     ) -> Sample:
-        """Sample up to `max_tokens` ids after `prompt_ids`; each id's logprob under the
-        distribution it was drawn from (greedy at temperature 0: the plain log-softmax)."""
+        """Sample up to `max_tokens` ids after `prompt_ids` (drawn after temperature and top_p);
+        each id's logprob under the model's untempered distribution (vLLM's raw_logprobs)."""
         import torch
 
         gen = self.generator if seed is None else torch.Generator().manual_seed(int(seed))
@@ -143,16 +144,18 @@ class LocalPolicy:
             out = self.model(input_ids=torch.tensor([prompt_ids]), use_cache=True)
             for _ in range(max_tokens):
                 logits = out.logits[0, -1].float()
+                # recorded: the model's own distribution (temperature 1, no top_p), what training
+                # computes, so GRPO's first ratio is 1 whatever the sampling settings were
+                raw = torch.log_softmax(logits, -1)
                 if temperature > 0:
                     logp = torch.log_softmax(logits / temperature, -1)
                     if top_p < 1.0:
                         logp = _nucleus(logp, top_p)
                     tok = int(torch.multinomial(logp.exp(), 1, generator=gen))
                 else:
-                    logp = torch.log_softmax(logits, -1)
-                    tok = int(torch.argmax(logp))
+                    tok = int(torch.argmax(raw))
                 ids.append(tok)
-                lps.append(float(logp[tok]))
+                lps.append(float(raw[tok]))
                 if tok in self.stop_ids:
                     finish = "stop"
                     break
@@ -198,6 +201,9 @@ class LocalPolicy:
             if message.get("tool_calls") and s.finish_reason == "stop"
             else s.finish_reason,
             "logprobs": None,
+            # vLLM's field: the stop id that ended the reply (None when it was cut), so a client
+            # without token ids still knows which end-of-turn id was sampled
+            "stop_reason": s.ids[-1] if s.finish_reason == "stop" else None,
         }
         response: dict[str, Any] = {
             "id": f"chatcmpl-{uuid.uuid4().hex}",

@@ -109,6 +109,13 @@ class RunConfig(Section):
             )
         return self
 
+    @model_validator(mode="after")
+    def _can_train(self) -> RunConfig:
+        problems = train.untrainable(self.rollout_config(), self.train_config())
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
     # ---- the stage configs these sections map to: each built by its stage module (which is
     # what the stage's cache key covers); kept here as methods for callers outside the stages.
 

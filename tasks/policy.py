@@ -180,7 +180,9 @@ def endpoint_policy(ctx: StageContext, after_iteration: int) -> tuple[PolicyConf
     if found is None:
         served = ctx.config.train.base_model or llm.model
         return (
-            PolicyConfig(url, llm.model, llm.api_key_env, policy_id=served),
+            PolicyConfig(
+                url, llm.model, llm.api_key_env, policy_id=served, token_ids=llm.token_ids
+            ),
             f"policy: {llm.model} at {url} (the base model: nothing trained yet)",
         )
     k, row = found
@@ -196,7 +198,9 @@ def endpoint_policy(ctx: StageContext, after_iteration: int) -> tuple[PolicyConf
     )
     log.warning(warning)
     return (
-        PolicyConfig(url, llm.model, llm.api_key_env, policy_id=f"{llm.model}@{url}"),
+        PolicyConfig(
+            url, llm.model, llm.api_key_env, policy_id=f"{llm.model}@{url}", token_ids=llm.token_ids
+        ),
         f"policy: STALE, {llm.model} at {url} still serves the old weights, not {path} "
         "(llm.reload: none; see the log for what to do)",
     )
@@ -261,7 +265,7 @@ def _lora_policy(ctx: StageContext, k: int, row: dict[str, Any]) -> tuple[Policy
             raise StageError(str(exc)) from exc
     log.info("llm.reload lora: %s", what)
     return (
-        PolicyConfig(url, name, llm.api_key_env, policy_id=adapter),
+        PolicyConfig(url, name, llm.api_key_env, policy_id=adapter, token_ids=llm.token_ids),
         f"policy: LoRA adapter of iteration {k} ({adapter}) on {url} as model {name} ({what})",
     )
 
@@ -286,7 +290,7 @@ def _restarted_policy(ctx: StageContext, k: int, path: str) -> tuple[PolicyConfi
             + _restart_hint(ctx, path)
         )
     return (
-        PolicyConfig(url, llm.model, llm.api_key_env, policy_id=path),
+        PolicyConfig(url, llm.model, llm.api_key_env, policy_id=path, token_ids=llm.token_ids),
         f"policy: iteration {k}'s checkpoint {path}, served by {url} as {llm.model}",
     )
 
@@ -309,6 +313,7 @@ def serve_policy(ctx: StageContext, after_iteration: int) -> Iterator[tuple[Poli
                 api_key_env="",
                 policy_id=str(model_dir),
                 tokenizer=str(model_dir),
+                token_ids=ctx.config.llm.token_ids,
             ),
             f"policy: {model_dir}, served locally (harness.local_server: token ids + logprobs)",
         )

@@ -144,6 +144,14 @@ class LLMSettings(Section):
             "the server on the printed checkpoint, then resume the run"
         ),
     )
+    token_ids: Literal["auto", "on", "off"] = Field(
+        "auto",
+        description=(
+            "ask the policy server for sampled token ids + logprobs (vLLM's return_token_ids): "
+            "auto = ask, and a server that rejects it (HTTP 400/422) is asked without from then "
+            "on; on = always ask (a rejection is an error); off = never ask (train from text)"
+        ),
+    )
 
 
 # Stage-config fields a section does not take, because the run config sets them another way.

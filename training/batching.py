@@ -38,8 +38,11 @@ class SampleCollator:
 
     pad_token_id: int
     with_rl: bool = False
+    pack: bool = False  # SFT: the micro-batch as one row, no padding (see `packed`)
 
     def __call__(self, samples: list[TokenSample]) -> dict[str, torch.Tensor]:
+        if self.pack and not self.with_rl:
+            return packed(samples)
         n = max(len(s.input_ids) for s in samples)
         ids = torch.full((len(samples), n), self.pad_token_id, dtype=torch.long)
         attn = torch.zeros((len(samples), n), dtype=torch.long)
@@ -58,6 +61,12 @@ class SampleCollator:
             batch["action_mask"] = mask
             batch["old_logprobs"] = old
             batch["advantages"] = torch.tensor([s.advantage for s in samples], dtype=torch.float32)
+            if any(s.recorded for s in samples):
+                rec = torch.zeros((len(samples), n), dtype=torch.float32)
+                for i, s in enumerate(samples):
+                    flags = s.recorded or [int(math.isfinite(x)) for x in s.old_logprobs]
+                    rec[i, : len(flags)] = torch.tensor(flags, dtype=torch.float32)
+                batch["recorded"] = rec
             if any(s.ref_logprobs for s in samples):
                 ref = torch.full((len(samples), n), math.nan, dtype=torch.float32)
                 for i, s in enumerate(samples):
@@ -66,3 +75,26 @@ class SampleCollator:
                     )
                 batch["ref_logprobs"] = ref
         return batch
+
+
+def packed(samples: list[TokenSample]) -> dict[str, torch.Tensor]:
+    """The samples concatenated into one row with `position_ids` restarting at 0 per sample and
+    no attention mask: transformers then attends within each sample only (its packed-sequence
+    detection, which needs the forward to run without a KV cache: `use_cache=False`). Same
+    tokens, same supervised labels as the padded batch, no pad tokens computed. Each sample's
+    first label is -100 (it would be predicted from the previous sample's last token; the padded
+    batch never trains position 0 either)."""
+    ids: list[int] = []
+    pos: list[int] = []
+    labels: list[int] = []
+    for s in samples:
+        ids += s.input_ids
+        pos += list(range(len(s.input_ids)))
+        labels += [-100] + [
+            t if m else -100 for t, m in zip(s.input_ids[1:], s.action_mask[1:], strict=True)
+        ]
+    return {
+        "input_ids": torch.tensor([ids], dtype=torch.long),
+        "position_ids": torch.tensor([pos], dtype=torch.long),
+        "labels": torch.tensor([labels], dtype=torch.long),
+    }

@@ -1,7 +1,8 @@
 """The train stage's settings: one dataclass, one line of help per field, defaults for the CPU demo.
 
-Every field becomes a CLI flag of `clawloop train` (flows/cli/train.py) (the help text is the flag's help),
-and a run's YAML `train:` block maps onto it by field name. GPU cluster values are in the README.
+Every field becomes a CLI flag of `clawloop train` (flows/cli/train.py; the help text is the
+flag's help), and a run's YAML `train:` block maps onto it by field name. GPU cluster values are in
+the README.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Any, Literal
 
 PHASES = ("sft", "grpo", "sft+grpo")
 REWARDS = ("outcome", "fraction")
+TURN_SOURCES = ("sampled", "template_ok")
 
 
 class TrainConfigError(ValueError):
@@ -31,8 +33,20 @@ class TrainConfig:
     # --- data
     split: str = _f("train", "only trajectories of this split are trained on")
     max_seq_len: int = _f(4096, "longest token sequence; longer ones are cut at the right end")
+    max_truncated_share: float = _f(
+        0.05,
+        "a phase that loses more than this share of its supervised tokens to max_seq_len says "
+        "so in the stage's status (every cut turn is counted either way)",
+    )
+    turn_source: Literal["sampled", "template_ok"] = _f(
+        "template_ok",
+        "turns whose sampled text the server did not return (tool calls parsed, no token ids): "
+        "template_ok = train the chat template's rendering of the parsed reply where it "
+        "round-trips through the agent's tool-call parser; sampled = drop them",
+    )
     use_recorded_tokens: bool = _f(
-        True, "build sequences from recorded token ids when present (else re-render the chat text)"
+        True,
+        "build sequences from recorded token ids when present (else the tokenised sampled text)",
     )
     # --- optimisation (shared)
     per_device_batch_size: int = _f(2, "sequences per device per micro-batch")
@@ -51,6 +65,11 @@ class TrainConfig:
         "DeepSpeed JSON for the Trainer (e.g. training/configs/zero3.json); or use accelerate launch",
     )
     # --- SFT
+    pack: bool = _f(
+        False,
+        "SFT: pack each micro-batch's sequences into one row (position ids restart per sequence, "
+        "attention stays within each), so no pad tokens are computed; same tokens and loss",
+    )
     sft_learning_rate: float = _f(1e-4, "SFT learning rate (GPU profile: 1e-5 full, 1e-4 LoRA)")
     sft_epochs: float = _f(1.0, "passes over the successful trajectories")
     sft_max_steps: int = _f(-1, "stop SFT after this many optimizer steps (-1: epochs decide)")
@@ -68,8 +87,8 @@ class TrainConfig:
     min_group_std: float = _f(1e-6, "groups whose reward std is at or below this are dropped")
     kl_beta: float = _f(
         0.0,
-        "weight of the KL penalty to the reference model (full weights: the phase's start model; "
-        "LoRA: the model under the adapter, i.e. the adapter disabled); 0 = no KL",
+        "weight of the KL penalty to the reference: the phase's start model (a continued LoRA "
+        "adapter included), its logprobs frozen once before the first step; 0 = no KL",
     )
     # --- LoRA
     lora: bool = _f(False, "train a LoRA adapter (peft) instead of all weights")
@@ -88,6 +107,10 @@ class TrainConfig:
             raise TrainConfigError(f"TrainConfig.phases={self.phases!r}: use one of {PHASES}")
         if self.reward not in REWARDS:
             raise TrainConfigError(f"TrainConfig.reward={self.reward!r}: use one of {REWARDS}")
+        if self.turn_source not in TURN_SOURCES:
+            raise TrainConfigError(
+                f"TrainConfig.turn_source={self.turn_source!r}: use one of {TURN_SOURCES}"
+            )
         for name in ("per_device_batch_size", "gradient_accumulation_steps", "max_seq_len"):
             if getattr(self, name) < 1:
                 raise TrainConfigError(
@@ -95,6 +118,10 @@ class TrainConfig:
                 )
         if not 0 < self.clip_eps < 1:
             raise TrainConfigError(f"TrainConfig.clip_eps must be in (0, 1), got {self.clip_eps}")
+        if not 0 <= self.max_truncated_share <= 1:
+            raise TrainConfigError(
+                f"TrainConfig.max_truncated_share must be in [0, 1], got {self.max_truncated_share}"
+            )
         if self.kl_beta < 0:
             raise TrainConfigError(f"TrainConfig.kl_beta must be >= 0, got {self.kl_beta}")
 

@@ -6,7 +6,9 @@ Each sample is built exactly as the train stage builds it (same encoding, same f
 phases), then printed as alternating blocks: the tail of the context (not trained: system, user,
 tool observations, the template's rendering of the history) and each trained span verbatim (what
 the policy sampled: reasoning, text, tool calls, the end-of-turn token), with the path each turn
-took (`ids`: the server's sampled ids; `text`: the tokenised sampled text). The phases' counts of
+took (`ids`: the server's sampled ids; `text`: the tokenised sampled text; `template`: the
+chat template's rendering of the parsed reply, where the sampled text is unknown and it
+round-trips). The phases' counts of
 turns per path, dropped turns and logprob / end-of-turn flags close the listing.
 """
 
@@ -15,7 +17,7 @@ from __future__ import annotations
 import pandas as pd
 
 from clawloop.training.config import TrainConfig
-from clawloop.training.sequences import EncodeReport, TokenSample
+from clawloop.training.sequences import EncodeReport, TokenSample, ToolCallParser
 
 
 def spans(mask: list[int]) -> list[tuple[int, int]]:
@@ -59,10 +61,14 @@ def explain_sample(tokenizer, sample: TokenSample, phase: str, context_chars: in
 
 def _counts_line(phase: str, enc: EncodeReport) -> str:
     c = enc.counts()
-    flags = ", ".join(f"{k} {v}" for k, v in c.items() if v and not k.startswith("turns_"))
+    info = {"action_tokens", "longest_sequence"}  # sizes, not flags
+    flags = ", ".join(
+        f"{k} {v}" for k, v in c.items() if v and not k.startswith("turns_") and k not in info
+    )
     line = (
         f"{phase}: turns from ids {c['turns_from_ids']}, from text {c['turns_from_text']}, "
-        f"dropped {c['turns_dropped']}" + (f"; {flags}" if flags else "")
+        f"from the template {c['turns_from_template']}, dropped {c['turns_dropped']}"
+        + (f"; {flags}" if flags else "")
     )
     dropped = [n for n in enc.notes if "dropped" in n][:3]
     return "\n".join([line, *(f"  {n}" for n in dropped)])
@@ -75,8 +81,10 @@ def explain(
     cfg: TrainConfig,
     n: int,
     context_chars: int = 300,
+    parser: ToolCallParser | None = None,
 ) -> str:
-    """The first `n` training sequences of the configured phases, decoded; then the counts."""
+    """The first `n` training sequences of the configured phases, decoded; then the counts.
+    `parser`: the agent's tool-call parser, as `train_stage` gets it (template fallback)."""
     from clawloop.training.grpo import grpo_samples
     from clawloop.training.sft import sft_samples
 
@@ -89,7 +97,7 @@ def explain(
     ):
         if not run:
             continue
-        samples, report = build(trajectories, band, tokenizer, cfg)
+        samples, report = build(trajectories, band, tokenizer, cfg, parser)
         summary.append(f"{_counts_line(phase, report.encode)}; {len(samples)} sequence(s)")
         for s in samples[: max(0, left)]:
             blocks.append(explain_sample(tokenizer, s, phase, context_chars))

@@ -7,10 +7,11 @@ A = (r - mean) / (std + eps) (std with Bessel's correction, as TRL); a group who
 carries no signal and is dropped (under `outcome`: all passed or all failed, whatever the fractions). Every action token of a rollout gets its
 rollout's advantage. The per-token objective is PPO's clipped surrogate,
     -min(ratio * A, clip(ratio, 1 - eps, 1 + eps) * A),   ratio = exp(logp - logp_sampling),
-where logp_sampling is the sampler's recorded logprob (importance correction for data produced by
-an older or differently-quantised policy) or, when the server recorded none, the phase's start
-model's logprob, computed once before the first step and kept fixed (`freeze_old_logprobs`), so
-the ratio moves as the policy does and clipping engages. An optional KL penalty to the phase's start
+where logp_sampling is the rollout (behaviour) policy's logprob, the same reference on every
+path: the sampler's recorded logprob (the untempered log-softmax), or, when the server recorded
+none, that same checkpoint's logprob computed once before the first step and kept fixed
+(`freeze_old_logprobs`; after SFT, `stage.behaviour_logprobs` loads the rollout policy for it),
+so the ratio moves as the policy does and clipping engages. An optional KL penalty to the phase's start
 model (its logprobs taken in the same pass; a continued LoRA adapter is part of that start) uses the
 k3 estimator exp(ref - logp) - (ref - logp) - 1. The loss is the mean over all action tokens of the
 optimizer step (summed here, divided by the Trainer's action-token count across micro-batches).
@@ -29,7 +30,12 @@ from transformers import Trainer
 
 from clawloop.storage.schemas import INFRA_END_REASONS
 from clawloop.training.config import TrainConfig
-from clawloop.training.sequences import EncodeReport, TokenSample, encode_episode
+from clawloop.training.sequences import (
+    EncodeReport,
+    TokenSample,
+    ToolCallParser,
+    encode_episode,
+)
 from clawloop.training.trainer_base import MetricsMixin
 
 
@@ -83,11 +89,14 @@ def grpo_token_loss(
     clip_eps: float,
     ref_logp: torch.Tensor | None = None,
     beta: float = 0.0,
+    recorded: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Per-token loss [B, T] (zero off the mask) and detached stats.
 
     `old_logp` holds NaN where the sampling logprob is unknown; there the ratio is taken against
-    the detached current logprob. `advantages` is one value per sequence [B].
+    the detached current logprob. `advantages` is one value per sequence [B]. `recorded` (1/0)
+    says which old logprobs the server recorded (the rest were computed before the first step):
+    `offpolicy_frac` is their share of the action tokens; without it, the finite old logprobs'.
     """
     mask = mask.to(logp.dtype)
     known = torch.isfinite(old_logp)
@@ -104,11 +113,12 @@ def grpo_token_loss(
         per_token = per_token + beta * kl
     per_token = per_token * mask
     n = mask.sum().clamp(min=1.0)
+    rec = known if recorded is None else recorded.bool()
     stats = {
         "clip_frac": (((clipped > unclipped).to(logp.dtype) * mask).sum() / n).detach(),
         "ratio_mean": ((ratio * mask).sum() / n).detach(),
         "kl": ((kl * mask).sum() / n).detach(),
-        "offpolicy_frac": ((known.to(logp.dtype) * mask).sum() / n).detach(),
+        "offpolicy_frac": ((rec.to(logp.dtype) * mask).sum() / n).detach(),
     }
     return per_token, stats
 
@@ -142,6 +152,8 @@ def freeze_old_logprobs(model, samples: list[TokenSample], device, with_ref: boo
     try:
         with torch.no_grad():
             for s in samples:
+                if not s.recorded:  # before any fill: what the server recorded
+                    s.recorded = [int(math.isfinite(x)) for x in s.old_logprobs]
                 missing = [
                     j
                     for j in range(1, len(s.input_ids))
@@ -173,16 +185,22 @@ class GroupReport:
     kept_groups: int = 0
     dropped_zero_variance: int = 0
     dropped_not_kept: int = 0
+    dropped_singletons: int = 0  # groups of one rollout: no group to compare against
     episodes: int = 0
     samples: int = 0
     encode: EncodeReport = field(default_factory=EncodeReport)
 
 
 def grpo_samples(
-    trajectories: pd.DataFrame, band: pd.DataFrame, tokenizer, cfg: TrainConfig
+    trajectories: pd.DataFrame,
+    band: pd.DataFrame,
+    tokenizer,
+    cfg: TrainConfig,
+    parser: ToolCallParser | None = None,
 ) -> tuple[list[TokenSample], GroupReport]:
     """Sequences of every rollout in kept, non-degenerate groups, each carrying its advantage and
-    the reward (cfg.reward) it was computed from."""
+    the reward (cfg.reward) it was computed from; `parser` as in `sft.sft_samples`."""
+    parser = parser if cfg.turn_source == "template_ok" else None
     report = GroupReport(reward=cfg.reward)
     kept = set(band.loc[band["kept"].astype(bool), "task_id"]) if len(band) else set()
     df = trajectories
@@ -199,13 +217,18 @@ def grpo_samples(
             continue
         rows = group.sort_values("attempt").to_dict("records")
         rewards = [episode_reward(r, cfg.reward) for r in rows]
+        if len(rows) < 2:
+            report.dropped_singletons += 1
+            continue
         adv = group_advantages(rewards, eps=cfg.adv_eps, min_std=cfg.min_group_std)
         if adv is None:
             report.dropped_zero_variance += 1
             continue
         report.kept_groups += 1
         for row, r, a in zip(rows, rewards, adv, strict=True):
-            seqs, enc = encode_episode(tokenizer, row, cfg.max_seq_len, cfg.use_recorded_tokens)
+            seqs, enc = encode_episode(
+                tokenizer, row, cfg.max_seq_len, cfg.use_recorded_tokens, parser
+            )
             report.encode.add(enc)
             report.episodes += 1
             for s in seqs:
@@ -251,6 +274,7 @@ class GRPOGroupTrainer(MetricsMixin, Trainer):
             self.cfg.clip_eps,
             self._ref_logprobs(inputs, logp),
             self.cfg.kl_beta,
+            inputs["recorded"][:, 1:] if "recorded" in inputs else None,
         )
         if num_items_in_batch is not None:
             # Mean over every action token of the optimizer step (all micro-batches, all ranks).

@@ -30,11 +30,17 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any
 
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 CUT_REASONS = ("length",)  # finish reasons of a reply cut before the model ended its turn
+
+# The agent's tool-call parser, passed in (training does not import harness): text ->
+# (calls with `.name` and `.arguments` (a dict or a JSON string), errors, the remaining prose).
+ToolCallParser = Callable[[str], tuple[list[Any], list[str], str]]
 
 
 @dataclass
@@ -59,9 +65,14 @@ class TokenSample:
     reward: float = 0.0
     advantage: float = 0.0
     sources: list[str] = field(default_factory=list)
+    # [start, end) of each turn's completion in input_ids, as chained (before truncation)
+    spans: list[tuple[int, int]] = field(default_factory=list)
     # GRPO with KL: the phase's start model's logprobs (the reference), NaN where unknown; filled
     # once before the first step (grpo.freeze_old_logprobs), empty otherwise.
     ref_logprobs: list[float] = field(default_factory=list)
+    # 1 where the server recorded the sampling logprob, 0 where it was computed (frozen) before
+    # the first step; set by the pass that fills them, empty before (then: finite = recorded)
+    recorded: list[int] = field(default_factory=list)
 
     @property
     def n_action_tokens(self) -> int:
@@ -74,6 +85,7 @@ class EncodeReport:
 
     turns_from_ids: int = 0  # completion = the server's sampled token ids
     turns_from_text: int = 0  # completion = tokenisation of the exact sampled text
+    turns_from_template: int = 0  # sampled text unknown: the template's rendering, round-tripped
     turns_dropped: int = 0  # sampled text unknown or prompt not renderable (see notes)
     prompts_from_record: int = 0  # text turns whose prompt came from recorded ids/text
     prompts_without_tools: int = 0  # template prompts that do not show the offered tools
@@ -82,13 +94,22 @@ class EncodeReport:
     eos_missing: int = 0  # completions of a stopped reply not ending with the end-of-turn id
     completions_cut: int = 0  # replies cut at max_tokens: trained without an end-of-turn id
     prefix_breaks: int = 0
-    truncated: int = 0
+    truncated: int = 0  # sequences longer than max_seq_len, cut at the right end
     dropped_empty: int = 0
+    # what truncation cost: turns whose completion lost every token / some tokens, and the
+    # supervised (action) tokens lost out of all the phase's supervised tokens before the cut
+    turns_cut_away: int = 0
+    turns_cut_partly: int = 0
+    action_tokens: int = 0
+    action_tokens_lost: int = 0
+    longest_sequence: int = 0  # the longest chained sequence before the cut (a max, not a sum)
     notes: list[str] = field(default_factory=list)
 
     def add(self, other: EncodeReport) -> None:
         for f in fields(self):
-            if f.name != "notes":
+            if f.name == "longest_sequence":
+                self.longest_sequence = max(self.longest_sequence, other.longest_sequence)
+            elif f.name != "notes":
                 setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
         self.notes.extend(other.notes[: max(0, 20 - len(self.notes))])
 
@@ -113,6 +134,8 @@ def chain_turns(turns: list[Turn]) -> tuple[list[TokenSample], int]:
             cur = TokenSample(input_ids=[], action_mask=[], old_logprobs=[])
             samples.append(cur)
         new_prompt = turn.prompt_ids[len(cur.input_ids) :]
+        start = len(cur.input_ids) + len(new_prompt)
+        cur.spans.append((start, start + len(turn.completion_ids)))
         cur.input_ids += new_prompt + turn.completion_ids
         cur.action_mask += [0] * len(new_prompt) + [1] * len(turn.completion_ids)
         lps = turn.logprobs if turn.logprobs is not None else [math.nan] * len(turn.completion_ids)
@@ -142,8 +165,12 @@ def _ids(tokenizer, text: str) -> list[int]:
 def end_of_turn_ids(tokenizer) -> tuple[int, set[int]]:
     """(the id the template closes an assistant turn with, every id that ends a turn).
 
-    Found from the template itself (the first token after a rendered assistant message), so
-    `<|im_end|>`-style templates and eos-only ones both work; eos always counts as an end."""
+    The one list of stop ids: the local policy server stops sampling at exactly these, and
+    training counts a completion as ended by any of them. Found from the template itself (the
+    first token after a rendered assistant message), so `<|im_end|>`-style templates and eos-only
+    ones both work; the tokenizer's eos and the model folder's generation_config.json
+    `eos_token_id` (what vLLM and transformers also stop at, e.g. `<|endoftext|>` beside
+    `<|im_end|>`) always count as ends."""
     cached = getattr(tokenizer, "_clawloop_end_ids", None)
     if cached is not None:
         return cached
@@ -167,10 +194,34 @@ def end_of_turn_ids(tokenizer) -> tuple[int, set[int]]:
         pass
     if eot is not None:
         ends.add(eot)
+    ends |= _generation_eos(tokenizer)
     result = (eot, ends)
     with contextlib.suppress(AttributeError):  # a tokenizer that refuses attributes: no cache
         tokenizer._clawloop_end_ids = result
     return result
+
+
+def _generation_eos(tokenizer) -> set[int]:
+    """The eos ids of the generation_config.json beside the tokenizer's files, if there is one."""
+    folder = getattr(tokenizer, "name_or_path", "") or ""
+    path = Path(folder) / "generation_config.json" if folder else None
+    if path is None or not path.is_file():
+        return set()
+    try:
+        eos = json.loads(path.read_text()).get("eos_token_id")
+    except (OSError, ValueError):  # an unreadable file: the tokenizer's own ends
+        return set()
+    eos = eos if isinstance(eos, list) else [eos]
+    return {int(e) for e in eos if isinstance(e, int)}
+
+
+def sampled_stop_id(rec: dict, ends: set[int]) -> int | None:
+    """The end-of-turn id the server says it stopped at (vLLM's `stop_reason`, an int when a stop
+    id other than the tokenizer's eos ended the reply), when it is one of ours."""
+    stop = rec.get("stop_reason")
+    if isinstance(stop, bool) or not isinstance(stop, int):
+        return None
+    return stop if stop in ends else None
 
 
 def _reasoned(reasoning: str, content: str, prompt_text: str) -> str:
@@ -257,16 +308,100 @@ def _text_prompt(
     return _ids(tokenizer, text), text
 
 
+UNKNOWN_SAMPLE = (
+    "the server parsed the tool calls out of the reply and returned neither token ids "
+    "nor the raw text, so what was sampled is unknown (serve with token ids, e.g. vLLM, "
+    "or without a tool parser)"
+)
+
+
+def _call_key(name: Any, arguments: Any) -> tuple[str, Any] | None:
+    """(name, arguments as an object) of one tool call; None when the arguments are not JSON."""
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments) if arguments.strip() else {}
+        except json.JSONDecodeError:
+            return None
+    return str(name), arguments
+
+
+def template_round_trip(message: dict, rendered: str, parse: ToolCallParser) -> str:
+    """ "" when `rendered` (the template's rendering of an assistant message, without its
+    end-of-turn) parses back, with the agent's parser, into the message's content and tool calls
+    (names and arguments); else what differs."""
+    body = rendered
+    if THINK_CLOSE in body:  # a template's (empty or kept) think block is not the content
+        body = body.split(THINK_CLOSE, 1)[1]
+    calls, errors, remaining = parse(body)
+    want = [
+        _call_key((c.get("function") or {}).get("name"), (c.get("function") or {}).get("arguments"))
+        for c in message.get("tool_calls") or []
+    ]
+    got = [_call_key(c.name, c.arguments) for c in calls]
+    if errors:
+        return f"the rendering does not parse ({errors[0]})"
+    if got != want:
+        if want and not got:
+            return (
+                f"the chat template drops the tool calls ({len(want)} in the reply, none rendered)"
+            )
+        return (
+            f"the tool calls differ after rendering ({len(want)} in the reply, {len(got)} parsed)"
+        )
+    if remaining.strip() != str(message.get("content") or "").strip():
+        return "the content differs after rendering"
+    return ""
+
+
+def _template_turn(
+    tokenizer,
+    rec: dict,
+    messages: list[dict],
+    index: int,
+    tools,
+    report: EncodeReport,
+    parse: ToolCallParser,
+) -> Turn | str:
+    """A turn whose sampled text is unknown, trained on the chat template's rendering of the
+    parsed reply, only if that rendering round-trips through the agent's tool-call parser."""
+    eot, _ = end_of_turn_ids(tokenizer)
+    end = tokenizer.convert_ids_to_tokens(eot) if eot is not None else None
+    # The reply as the template renders it inside the history (followed by the next message):
+    # the form the next turn's prompt holds, so the episode chains into one sequence (a template
+    # may render the last message differently, e.g. Qwen3's empty think block). The reply's
+    # last-message form where it is the last message or the history form does not line up.
+    rendered = None
+    for upto in sorted({min(index + 2, len(messages)), index + 1}, reverse=True):
+        try:
+            head = _render(tokenizer, messages[:index], tools, gen=True)
+            full = _render(tokenizer, messages[:upto], tools, gen=False)
+        except Exception as exc:  # jinja errors, templates that refuse a role order
+            return f"the chat template cannot render the reply ({type(exc).__name__}: {exc})"
+        if full.startswith(head) and end and end in full[len(head) :]:
+            rendered = full[len(head) :].split(end, 1)[0]
+            break
+    if rendered is None:
+        return "the chat template does not render the reply after its own generation prompt"
+    differs = template_round_trip(messages[index], rendered, parse)
+    if differs:
+        return f"no template fallback: {differs}"
+    prompt = _text_prompt(tokenizer, rec, messages, index, tools, report)
+    if isinstance(prompt, str):
+        return prompt
+    completion = _ids(tokenizer, rendered)
+    if rec.get("finish_reason") in CUT_REASONS:
+        report.completions_cut += 1
+    else:
+        completion.append(eot)
+    return Turn(prompt[0], completion, None, "template")
+
+
 def _text_turn(
     tokenizer, rec: dict, messages: list[dict], index: int, tools, report: EncodeReport
 ) -> Turn | str:
     text = sampled_text(rec, messages[index])
     if text is None:
-        return (
-            "the server parsed the tool calls out of the reply and returned neither token ids "
-            "nor the raw text, so what was sampled is unknown (serve with token ids, e.g. vLLM, "
-            "or without a tool parser)"
-        )
+        return UNKNOWN_SAMPLE
     prompt = _text_prompt(tokenizer, rec, messages, index, tools, report)
     if isinstance(prompt, str):
         return prompt
@@ -279,20 +414,31 @@ def _text_turn(
     if rec.get("finish_reason") in CUT_REASONS:
         report.completions_cut += 1  # the model never sampled its end-of-turn token
     else:
-        eot, _ = end_of_turn_ids(tokenizer)
-        if eot is None:
+        eot, ends = end_of_turn_ids(tokenizer)
+        # the id the model sampled to end its turn, when the server said which (else the
+        # template's end, what a server stopping at eos sampled)
+        stop = sampled_stop_id(rec, ends)
+        if stop is None:
+            stop = eot
+        if stop is None:
             report.eos_missing += 1
         else:
-            completion.append(eot)
+            completion.append(stop)
     if not completion:
         return "the reply is empty and was cut: nothing was sampled"
     return Turn(prompt_ids, completion, None, "text")
 
 
 def episode_turns(
-    tokenizer, messages: list[dict], tools: list[dict] | None, turns: list[dict], use_ids: bool
+    tokenizer,
+    messages: list[dict],
+    tools: list[dict] | None,
+    turns: list[dict],
+    use_ids: bool,
+    parser: ToolCallParser | None = None,
 ) -> tuple[list[Turn], EncodeReport]:
-    """Every assistant turn of an episode as token ids: sampled ids, else sampled text."""
+    """Every assistant turn of an episode as token ids: sampled ids, else sampled text, else
+    (with `parser`, train.turn_source: template_ok) the template's round-tripped rendering."""
     report = EncodeReport()
     assistant_idx = [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
     if turns and len(turns) != len(assistant_idx):
@@ -310,6 +456,13 @@ def episode_turns(
             out.append(turn)
             continue
         made = _text_turn(tokenizer, rec, messages, idx, tools, report)
+        if made is UNKNOWN_SAMPLE and parser is not None:
+            made = _template_turn(tokenizer, rec, messages, idx, tools, report, parser)
+            if isinstance(made, Turn):
+                report.turns_from_template += 1
+                out.append(made)
+                continue
+            made = f"{UNKNOWN_SAMPLE}; {made}"
         if isinstance(made, str):
             report.turns_dropped += 1
             report.notes.append(f"assistant turn {k}: dropped: {made}")
@@ -317,6 +470,21 @@ def episode_turns(
         report.turns_from_text += 1
         out.append(made)
     return out, report
+
+
+def truncation_loss(sample: TokenSample, max_len: int, report: EncodeReport) -> None:
+    """Count, before `truncate`, what cutting `sample` at `max_len` loses: turns whose completion
+    goes entirely or in part, and supervised tokens (position 0 is never trained)."""
+    action = sum(sample.action_mask[1:])
+    kept = sum(sample.action_mask[1:max_len])
+    report.action_tokens += action
+    report.action_tokens_lost += action - kept
+    report.longest_sequence = max(report.longest_sequence, len(sample.input_ids))
+    for start, end in sample.spans:
+        if start >= max_len:
+            report.turns_cut_away += 1
+        elif end > max_len:
+            report.turns_cut_partly += 1
 
 
 def truncate(sample: TokenSample, max_len: int) -> TokenSample | None:
@@ -332,20 +500,27 @@ def truncate(sample: TokenSample, max_len: int) -> TokenSample | None:
 
 
 def encode_episode(
-    tokenizer, row: dict, max_len: int, use_recorded: bool = True
+    tokenizer,
+    row: dict,
+    max_len: int,
+    use_recorded: bool = True,
+    parser: ToolCallParser | None = None,
 ) -> tuple[list[TokenSample], EncodeReport]:
     """One trajectory row (TRAJECTORIES schema) -> training sequences + what was left out.
 
-    `use_recorded=False` ignores recorded completion ids and trains every turn from its text."""
+    `use_recorded=False` ignores recorded completion ids and trains every turn from its text;
+    `parser` (the agent's tool-call parser) enables the template fallback for turns whose sampled
+    text is unknown."""
     messages = _loads(row.get("messages_json"), [])
     tools = _loads(row.get("tools_json"), None)
     turns_meta = _loads(row.get("turns_json"), [])
-    turns, report = episode_turns(tokenizer, messages, tools, turns_meta, use_recorded)
+    turns, report = episode_turns(tokenizer, messages, tools, turns_meta, use_recorded, parser)
     chained, breaks = chain_turns(turns)
     report.prefix_breaks += breaks
     samples: list[TokenSample] = []
     for s in chained:
         was_long = len(s.input_ids) > max_len
+        truncation_loss(s, max_len, report)
         kept = truncate(s, max_len)
         report.truncated += int(was_long)
         if kept is None:

@@ -2,8 +2,9 @@
 
 Only tokens the policy sampled carry loss (assistant text, tool-call JSON, the end-of-turn token);
 system, user and tool-observation tokens (tool outputs, file contents) are context only. Sequences
-and masks come from `training.sequences` (recorded token ids first, chat-template rendering as the
-fallback). Training goes through `transformers.Trainer`, whose causal-LM loss averages over the
+and masks come from `training.sequences` (recorded token ids first, else the tokenised sampled
+text, else, where the sampled text is unknown, the chat template's rendering of the parsed reply
+if it round-trips through the agent's tool-call parser). Training goes through `transformers.Trainer`, whose causal-LM loss averages over the
 labelled tokens of the whole accumulated step.
 """
 
@@ -15,7 +16,12 @@ import pandas as pd
 from transformers import Trainer
 
 from clawloop.training.config import TrainConfig
-from clawloop.training.sequences import EncodeReport, TokenSample, encode_episode
+from clawloop.training.sequences import (
+    EncodeReport,
+    TokenSample,
+    ToolCallParser,
+    encode_episode,
+)
 from clawloop.training.trainer_base import MetricsMixin
 
 
@@ -41,16 +47,22 @@ def successful_episodes(trajectories: pd.DataFrame, band: pd.DataFrame, split: s
 
 
 def sft_samples(
-    trajectories: pd.DataFrame, band: pd.DataFrame, tokenizer, cfg: TrainConfig
+    trajectories: pd.DataFrame,
+    band: pd.DataFrame,
+    tokenizer,
+    cfg: TrainConfig,
+    parser: ToolCallParser | None = None,
 ) -> tuple[list[TokenSample], SFTReport]:
-    """Training sequences of the successful episodes, with their action masks."""
+    """Training sequences of the successful episodes, with their action masks; `parser` (the
+    agent's tool-call parser) enables the template fallback when cfg.turn_source allows it."""
+    parser = parser if cfg.turn_source == "template_ok" else None
     report = SFTReport()
     df = successful_episodes(trajectories, band, cfg.split)
     report.episodes = len(df)
     report.tasks = df["task_id"].nunique() if len(df) else 0
     samples: list[TokenSample] = []
     for row in df.to_dict("records"):
-        seqs, enc = encode_episode(tokenizer, row, cfg.max_seq_len, cfg.use_recorded_tokens)
+        seqs, enc = encode_episode(tokenizer, row, cfg.max_seq_len, cfg.use_recorded_tokens, parser)
         report.encode.add(enc)
         samples.extend(seqs)
     report.samples = len(samples)
@@ -66,4 +78,7 @@ class MaskedSFTTrainer(MetricsMixin, Trainer):
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         self._count(inputs)
+        if "position_ids" in inputs and "attention_mask" not in inputs:
+            # packed (train.pack): without a KV cache transformers keeps attention per sample
+            inputs = {**inputs, "use_cache": False}
         return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)

@@ -28,7 +28,7 @@ from typing import Any
 import pandas as pd
 
 from clawloop.training.config import TrainConfig
-from clawloop.training.sequences import EncodeReport, TokenSample
+from clawloop.training.sequences import EncodeReport, TokenSample, ToolCallParser
 from clawloop.training.trainer_base import PolicyRef, load_tokenizer
 
 log = logging.getLogger("clawloop.train")
@@ -100,6 +100,45 @@ def _lost_to_length(enc: EncodeReport, cfg: TrainConfig) -> str:
     )
 
 
+def truncation_note(phase: str, enc: EncodeReport, cfg: TrainConfig) -> str:
+    """A status fragment when the phase lost more than `cfg.max_truncated_share` of its supervised
+    tokens to `max_seq_len`, with the length that would have kept them; else ""."""
+    if not enc.action_tokens_lost:
+        return ""
+    share = enc.action_tokens_lost / max(1, enc.action_tokens)
+    if share <= cfg.max_truncated_share:
+        return ""
+    turns = enc.turns_from_ids + enc.turns_from_text
+    note = (
+        f"{phase}: {share:.1%} of supervised tokens ({enc.action_tokens_lost} of "
+        f"{enc.action_tokens}) lost to train.max_seq_len={cfg.max_seq_len}: "
+        f"{enc.turns_cut_away} of {turns} turns cut away, {enc.turns_cut_partly} cut short; "
+        f"raise train.max_seq_len to {enc.longest_sequence} (the longest sequence) to keep them"
+    )
+    log.warning("%s", note)
+    return note
+
+
+def template_note(counts: dict[str, int]) -> str:
+    """One warning for the stage (logged once, and put in its reason) when turns were trained on
+    the template's rendering instead of the sampled text: how many, per phase, and the switch."""
+    parts = []
+    for phase in ("sft", "grpo"):
+        n = counts.get(f"{phase}_turns_from_template", 0)
+        if n:
+            total = sum(counts.get(f"{phase}_{k}", 0) for k in TURN_PATHS)
+            parts.append(f"{phase} {n} of {total} ({n / max(1, total):.0%})")
+    if not parts:
+        return ""
+    note = (
+        f"turns from the chat template: {', '.join(parts)} (the server returned neither token "
+        "ids nor the raw text; each rendering round-trips through the agent's tool-call parser; "
+        "train.turn_source: sampled drops them instead)"
+    )
+    log.warning("%s", note)
+    return note
+
+
 def _logprob_counts(samples: list[TokenSample]) -> dict[str, int]:
     """Action tokens whose sampling logprob the server recorded, and those GRPO must freeze from
     the phase's start model (`freeze_old_logprobs`) because it did not."""
@@ -112,7 +151,7 @@ def _dropped(phase: str, enc: EncodeReport) -> str:
     """A reason fragment when turns could not be trained on what was sampled."""
     if not enc.turns_dropped:
         return ""
-    total = enc.turns_dropped + enc.turns_from_ids + enc.turns_from_text
+    total = enc.turns_dropped + enc.turns_from_ids + enc.turns_from_text + enc.turns_from_template
     why = next((n for n in enc.notes if "dropped" in n), "")
     log.warning("%s: %d of %d turns dropped: %s", phase, enc.turns_dropped, total, why)
     return f"{phase}: {enc.turns_dropped} of {total} assistant turns dropped ({why})"
@@ -123,8 +162,16 @@ def _encode_counts(prefix: str, enc: EncodeReport) -> dict[str, int]:
     return {f"{prefix}_{name}": value for name, value in enc.counts().items()}
 
 
-TURN_PATHS = ("turns_from_ids", "turns_from_text", "turns_dropped")
-TOKEN_FLAGS = ("logprobs_missing", "logprobs_mismatched", "eos_missing", "completions_cut")
+TURN_PATHS = ("turns_from_ids", "turns_from_text", "turns_from_template", "turns_dropped")
+TOKEN_FLAGS = (
+    "logprobs_missing",
+    "logprobs_mismatched",
+    "eos_missing",
+    "completions_cut",
+    "turns_cut_away",
+    "turns_cut_partly",
+    "action_tokens_lost",
+)
 
 
 def token_summary(counts: dict[str, int]) -> dict[str, int]:
@@ -135,6 +182,41 @@ def token_summary(counts: dict[str, int]) -> dict[str, int]:
         return {}
     best = max(phases, key=lambda p: sum(counts.get(f"{p}_{k}", 0) for k in TURN_PATHS))
     return {k: counts.get(f"{best}_{k}", 0) for k in TURN_PATHS + TOKEN_FLAGS}
+
+
+def _autocast(args):
+    """The training forward's precision (bf16 autocast over the fp32 weights, or none), so the
+    logprobs taken before the first step are what step 0 computes: its ratio is 1."""
+    import torch
+
+    return torch.autocast(args.device.type, dtype=torch.bfloat16, enabled=bool(args.bf16))
+
+
+def behaviour_logprobs(
+    samples: list[TokenSample], behaviour: PolicyRef, cfg: TrainConfig, out_dir: Path
+) -> int:
+    """Fill every unknown sampling logprob with the rollout (behaviour) policy's, once.
+
+    GRPO's ratio is always against the policy that sampled the episodes: the server's recorded
+    logprobs where it returned them, else these, computed from the same checkpoint the rollout
+    served. Needed when SFT ran first (GRPO's start model is then no longer the rollout policy);
+    when GRPO starts from the rollout policy, `make_trainer`'s pass fills them from it instead."""
+    from clawloop.training.grpo import freeze_old_logprobs
+    from clawloop.training.trainer_base import load_policy, training_arguments
+
+    if not any(
+        m and not math.isfinite(lp)
+        for s in samples
+        for m, lp in zip(s.action_mask[1:], s.old_logprobs[1:], strict=True)
+    ):
+        return 0
+    args = training_arguments(cfg, "grpo", out_dir / "grpo")
+    model = load_policy(behaviour, cfg).to(args.device)
+    try:
+        with _autocast(args):
+            return freeze_old_logprobs(model, samples, args.device, with_ref=False)
+    finally:
+        del model
 
 
 def make_trainer(
@@ -162,13 +244,16 @@ def make_trainer(
     model = load_policy(start, cfg)
     if phase == "grpo":
         with_ref = cfg.kl_beta > 0  # the KL reference: the phase's start model, frozen too
-        filled = freeze_old_logprobs(model.to(args.device), samples, args.device, with_ref)
-        log.info("grpo: %d action-token logprobs frozen from the phase's start model", filled)
+        with _autocast(args):
+            filled = freeze_old_logprobs(model.to(args.device), samples, args.device, with_ref)
+        log.info("grpo: %d action-token logprobs frozen from the rollout policy", filled)
     common = {
         "model": model,
         "args": args,
         "train_dataset": SampleDataset(samples),
-        "data_collator": SampleCollator(tokenizer.pad_token_id, with_rl=phase == "grpo"),
+        "data_collator": SampleCollator(
+            tokenizer.pad_token_id, with_rl=phase == "grpo", pack=cfg.pack and phase == "sft"
+        ),
         "processing_class": tokenizer,
         "callbacks": progress_callbacks(phase),  # a bar on a terminal's stderr, else none
     }
@@ -202,10 +287,14 @@ def train_stage(
     base_model: str | Path,
     out_dir: Path,
     init_adapter: Path | None = None,
+    tool_call_parser: ToolCallParser | None = None,
 ) -> TrainResult:
     """SFT and/or GRPO on one iteration's rollouts; see the module docstring for the outcomes.
 
-    `init_adapter`: a peft LoRA adapter folder trained on `base_model` to continue (needs cfg.lora)."""
+    `init_adapter`: a peft LoRA adapter folder trained on `base_model` to continue (needs cfg.lora).
+    `tool_call_parser`: the agent's (tasks.train.agent_tool_call_parser()); with
+    cfg.turn_source template_ok it lets turns whose sampled text is unknown train on the chat
+    template's rendering where that round-trips; None drops them."""
     from clawloop.training.grpo import grpo_samples
     from clawloop.training.sft import sft_samples
 
@@ -230,14 +319,16 @@ def train_stage(
             )
     tokenizer = load_tokenizer(Path(base))
     policy = PolicyRef(Path(base), init_adapter)
+    rollout_policy = policy  # the policy that sampled the episodes: GRPO's ratio reference
     reasons: list[str] = []
     phase = "sft"
     try:
         if cfg.run_sft:
-            samples, rep = sft_samples(trajectories, band, tokenizer, cfg)
+            samples, rep = sft_samples(trajectories, band, tokenizer, cfg, tool_call_parser)
             result.counts.update(sft_episodes=rep.episodes, sft_samples=rep.samples)
             result.counts.update(_encode_counts("sft", rep.encode))
             reasons += [r for r in [_dropped("sft", rep.encode)] if r]
+            reasons += [r for r in [truncation_note("sft", rep.encode, cfg)] if r]
             if samples:
                 policy, rows = run_phase("sft", samples, policy, tokenizer, cfg, out_dir)
                 result.metrics += rows
@@ -249,16 +340,22 @@ def train_stage(
                 )
         phase = "grpo"
         if cfg.run_grpo:
-            samples, grep = grpo_samples(trajectories, band, tokenizer, cfg)
+            samples, grep = grpo_samples(trajectories, band, tokenizer, cfg, tool_call_parser)
             result.counts.update(
                 grpo_samples=grep.samples,
                 kept_groups=grep.kept_groups,
                 dropped_zero_variance=grep.dropped_zero_variance,
                 groups_not_kept=grep.dropped_not_kept,
+                groups_of_one=grep.dropped_singletons,
             )
             result.counts.update(_encode_counts("grpo", grep.encode))
             reasons += [r for r in [_dropped("grpo", grep.encode)] if r]
+            reasons += [r for r in [truncation_note("grpo", grep.encode, cfg)] if r]
             result.counts.update(_logprob_counts(samples))
+            if samples and result.phases_run:
+                # SFT moved the policy: the ratio's reference stays the rollout policy
+                filled = behaviour_logprobs(samples, rollout_policy, cfg, out_dir)
+                log.info("grpo: %d logprobs taken from the rollout policy %s", filled, base)
             if samples:
                 policy, rows = run_phase(
                     "grpo", samples, policy, tokenizer, cfg, out_dir, grep.kept_groups
@@ -272,7 +369,9 @@ def train_stage(
                     if grep.kept_groups
                     else f"grpo: no kept group with reward spread ({grep.groups_seen} groups: "
                     f"{grep.dropped_not_kept} not kept by the band, "
-                    f"{grep.dropped_zero_variance} with equal rewards, train.reward={grep.reward})"
+                    f"{grep.dropped_zero_variance} with equal rewards, "
+                    f"{grep.dropped_singletons} of one rollout (rollout.n >= 2 makes groups), "
+                    f"train.reward={grep.reward})"
                 )
     except Exception as exc:  # a crash is never a trained (or untrained) policy
         detail = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
@@ -281,6 +380,7 @@ def train_stage(
             f"(output folder {out_dir}); fix the cause and resume the run: the train stage "
             "is not marked done, so it runs again"
         ) from exc
+    reasons += [r for r in [template_note(result.counts)] if r]
     if result.phases_run:
         result.status = "trained"
         result.checkpoint_dir = policy.model_dir

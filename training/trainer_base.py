@@ -35,7 +35,9 @@ def training_arguments(cfg: TrainConfig, phase: str, out_dir: Path) -> TrainingA
     epochs = cfg.sft_epochs if phase == "sft" else cfg.grpo_epochs
     max_steps = cfg.sft_max_steps if phase == "sft" else cfg.grpo_max_steps
     # only passed when on: the flag is being renamed (activation_checkpointing) in transformers v5
-    extra = {"gradient_checkpointing": True} if cfg.gradient_checkpointing else {}
+    extra: dict[str, Any] = {"gradient_checkpointing": True} if cfg.gradient_checkpointing else {}
+    if bf16_enabled(cfg) and not torch.cuda.is_available():
+        extra["use_cpu"] = True  # bf16 autocast on the CPU (tests, small runs) needs it said
     return TrainingArguments(
         **extra,
         output_dir=str(out_dir / "trainer"),
@@ -76,7 +78,8 @@ class MetricsMixin:
         self._extra: dict[str, list[float]] = {}
 
     def _count(self, inputs: dict[str, torch.Tensor]) -> None:
-        self._tokens += int(inputs["attention_mask"].sum().item())
+        mask = inputs.get("attention_mask")
+        self._tokens += int(mask.sum().item() if mask is not None else inputs["input_ids"].numel())
         self._action_tokens += int(inputs["labels"][:, 1:].ne(-100).sum().item())
 
     def _note(self, **values: float) -> None:
@@ -122,10 +125,16 @@ def load_tokenizer(model_dir: Path):
 
 
 def load_policy(ref: PolicyRef, cfg: TrainConfig):
-    """The trainable model: all weights, or a LoRA adapter (new, or continued from `adapter_dir`)."""
-    dtype = torch.bfloat16 if bf16_enabled(cfg) else torch.float32
+    """The trainable model: all weights, or a LoRA adapter (new, or continued from `adapter_dir`).
+
+    Always float32, whatever the checkpoint's dtype: these are the master weights. With bf16 on,
+    the Trainer runs the forward and backward under bf16 autocast (accelerate's mixed precision;
+    DeepSpeed keeps its own fp32 copy the same way), while AdamW updates the fp32 weights. Loaded
+    in bf16 instead, an update below ~1/256 of a weight rounds away: one step at lr 1e-6 changed
+    2 % of the tiny model's parameters (tests/training/test_master_weights.py). The checkpoint is
+    written in float32 too, so the next phase and iteration continue from unrounded weights."""
     try:
-        model = AutoModelForCausalLM.from_pretrained(str(ref.model_dir), dtype=dtype)
+        model = AutoModelForCausalLM.from_pretrained(str(ref.model_dir), dtype=torch.float32)
     except OSError as exc:
         raise TrainError(
             f"cannot load base model from {ref.model_dir}: {exc}; pass a folder with config.json "

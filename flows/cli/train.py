@@ -67,6 +67,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     import pyarrow.parquet as pq
 
     from clawloop.storage.schemas import CHECKPOINT, TRAIN_METRICS
+    from clawloop.tasks.train import agent_tool_call_parser
     from clawloop.training.stage import TrainError, train_stage
 
     try:
@@ -84,10 +85,13 @@ def _cmd_train(args: argparse.Namespace) -> int:
         from clawloop.training.explain import explain
         from clawloop.training.trainer_base import load_tokenizer
 
-        print(explain(traj, band, load_tokenizer(Path(args.base_model)), cfg, args.explain))
+        tok = load_tokenizer(Path(args.base_model))
+        print(explain(traj, band, tok, cfg, args.explain, parser=agent_tool_call_parser()))
         return 0
     try:
-        result = train_stage(traj, band, cfg, args.base_model, out)
+        result = train_stage(
+            traj, band, cfg, args.base_model, out, tool_call_parser=agent_tool_call_parser()
+        )
     except TrainError as exc:  # a crash writes no checkpoint: one line, exit 1
         print(f"clawloop train: {exc}", file=sys.stderr)
         return 1

@@ -21,7 +21,7 @@ Modes
   solves some tasks and fails others (per task, per capability) is a router over the task text.
 
 Options: `rejects_token_ids=True` answers 422 to vLLM's `return_token_ids` field (as transformers
-serve does); `latency_s` delays every answer (a stand-in for generation time);
+serve does; `rejects_token_ids_status=400` answers 400, as other strict servers do); `latency_s` delays every answer (a stand-in for generation time);
 `text_tool_calls=True` writes tool calls hermes-style in the content instead of native
 `tool_calls`; `vllm_tokens=True` adds vLLM's `prompt_token_ids`, per-choice `token_ids` and
 `logprobs.content` (fake byte-level ids) so the token-exact path is exercised.
@@ -121,6 +121,7 @@ class FakeOpenAI:
         stall_s: float = 30.0,
         latency_s: float = 0.0,
         rejects_token_ids: bool = False,
+        rejects_token_ids_status: int = 422,
         script: list[ToolStep] | None = None,
         model: str = "fake-policy",
         router: Router | None = None,
@@ -137,6 +138,7 @@ class FakeOpenAI:
         self.stall_s = stall_s
         self.latency_s = latency_s
         self.rejects_token_ids = rejects_token_ids
+        self.rejects_token_ids_status = rejects_token_ids_status
         self.model = model
         self.script: list[ToolStep] = list(script or [])
         if mode == "script" and not self.script:
@@ -220,7 +222,8 @@ class FakeOpenAI:
             def _chat(self, body: dict[str, Any]) -> None:
                 if fake.rejects_token_ids and "return_token_ids" in body:
                     # like transformers serve: a strict request schema answers 422
-                    self._send(422, {"detail": [{"msg": "Extra inputs are not permitted"}]})
+                    status = fake.rejects_token_ids_status
+                    self._send(status, {"detail": [{"msg": "Extra inputs are not permitted"}]})
                     return
                 if fake.mode == "drop":
                     self.close_connection = True

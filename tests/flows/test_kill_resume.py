@@ -37,6 +37,7 @@ def test_kill_minus_9_during_rollout_leaves_no_server_and_resumes(tmp_path):
         "sandbox: {backend: bwrap}\n"
         "synthesize: {n_train: 1, n_eval: 1}\n"
         "rollout: {n: 1, band: [0, 1], max_turns: 1, max_tokens: 8}\n"
+        "train: {phases: sft}\n"  # groups of one: GRPO is refused at load
         "diagnose: {embedder: hashed}\n"
     )
     argv = [sys.executable, "-m", "clawloop.flows.cli", "run", "--config", str(config)]

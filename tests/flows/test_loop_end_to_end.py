@@ -63,6 +63,7 @@ def test_two_iterations_of_every_stage_then_fully_cached(tmp_path):
                 "multihop": 1,  # user generators fix their own level; guidance starts here
             },
             "rollout": {"n": 1, "band": [0, 1], "max_turns": 1, "max_tokens": 8},
+            "train": {"phases": "sft"},  # groups of one: GRPO is refused at load
             "diagnose": {"embedder": "hashed"},
         }
     )

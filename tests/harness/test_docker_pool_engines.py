@@ -129,6 +129,7 @@ def test_a_stage_loses_nothing_when_a_pool_host_dies_mid_stage(
             "verify": {"workers": 4},
             "llm": {"base_url": f"http://127.0.0.1:{port}/v1", "model": "fake-policy"},
             "rollout": {"n": 1, "band": [0, 1], "max_turns": 2, "workers": 4},
+            "train": {"phases": "sft"},  # groups of one: GRPO is refused at load
         }
     )
     execs_on_second = 0

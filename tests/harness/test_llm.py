@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from doubles.fake_openai import FakeOpenAI
 
@@ -93,8 +95,9 @@ def test_unreachable_server_is_connection_error():
     assert e.value.kind == "connection"
 
 
-def test_server_refusing_token_id_fields_is_asked_plainly_from_then_on():
-    with FakeOpenAI("chatty", rejects_token_ids=True) as fake:
+@pytest.mark.parametrize("status", [422, 400])
+def test_server_refusing_token_id_fields_is_asked_plainly_from_then_on(status):
+    with FakeOpenAI("chatty", rejects_token_ids=True, rejects_token_ids_status=status) as fake:
         client = make_client(LLMEndpoint(fake.base_url, "m", max_retries=0))
         first = chat(client, "m", MESSAGES)
         second = chat(client, "m", MESSAGES)
@@ -109,3 +112,56 @@ def test_an_llm_error_pickles_whole() -> None:  # it may come back from a Dask o
 
     err = pickle.loads(pickle.dumps(LLMError("timeout", "no answer in 120 s")))
     assert (err.kind, str(err)) == ("timeout", "no answer in 120 s")
+
+
+def test_token_ids_off_never_asks_and_on_says_what_to_set():
+    with FakeOpenAI("chatty", rejects_token_ids=True, rejects_token_ids_status=400) as fake:
+        off = make_client(LLMEndpoint(fake.base_url, "m", max_retries=0, token_ids="off"))
+        assert chat(off, "m", MESSAGES).needs_retokenize
+        assert ["return_token_ids" in r for r in fake.requests] == [False]
+        on = make_client(LLMEndpoint(fake.base_url, "m", max_retries=0, token_ids="on"))
+        with pytest.raises(LLMError) as e:
+            chat(on, "m", MESSAGES)
+    assert e.value.kind == "http" and "llm.token_ids: auto or off" in str(e.value)
+    with pytest.raises(ValueError):
+        LLMEndpoint("http://x/v1", "m", token_ids="sometimes")  # type: ignore[arg-type]
+
+
+def test_a_context_full_400_is_not_taken_for_a_rejected_extension():
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    seen: list[dict] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802
+            seen.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            data = json.dumps({"error": {"message": "maximum context length is 8 tokens"}})
+            self.send_response(400)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data.encode())
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+        client = make_client(LLMEndpoint(url, "m", max_retries=0))
+        with pytest.raises(LLMError) as e:
+            chat(client, "m", MESSAGES)
+    finally:
+        server.shutdown()
+    assert e.value.kind == "context_full" and len(seen) == 1  # not retried as "no token ids"
+
+
+def test_llm_token_ids_is_a_run_config_setting():
+    from clawloop.tasks.config import ConfigError, parse_config
+
+    assert parse_config({"llm": {"token_ids": "off"}}).llm.token_ids == "off"
+    assert parse_config({}).llm.token_ids == "auto"
+    with pytest.raises(ConfigError, match="llm.token_ids"):
+        parse_config({"llm": {"token_ids": "yes"}})

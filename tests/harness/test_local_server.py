@@ -75,10 +75,20 @@ def test_token_fields_match_the_template_and_the_models_own_logprobs(server, pol
         assert n == 12
     own = _model_logprobs(policy.model, reply.prompt_token_ids, reply.completion_token_ids)
     assert max(abs(a - b) for a, b in zip(own, reply.logprobs, strict=True)) < 1e-4
-    # at another temperature the logprobs are those of the distribution sampled from
+    # at another temperature and top_p the logprobs are still the model's own (untempered ones,
+    # what training computes: GRPO's first ratio is 1), not those of the tempered distribution
     hot = chat(client, "tiny", messages, tools=TOOLS, max_tokens=6, temperature=0.5)
-    own = _model_logprobs(policy.model, hot.prompt_token_ids, hot.completion_token_ids, 0.5)
+    own = _model_logprobs(policy.model, hot.prompt_token_ids, hot.completion_token_ids)
     assert max(abs(a - b) for a, b in zip(own, hot.logprobs, strict=True)) < 1e-4
+    tempered = _model_logprobs(policy.model, hot.prompt_token_ids, hot.completion_token_ids, 0.5)
+    assert max(abs(a - b) for a, b in zip(tempered, hot.logprobs, strict=True)) > 1e-3
+    body = {"model": "tiny", "messages": messages, "max_tokens": 6, "top_p": 0.5, "seed": 3,
+            "logprobs": True, "return_token_ids": True}  # fmt: skip
+    nucleus = client.post("/chat/completions", cast_to=object, body=body)
+    choice = nucleus["choices"][0]
+    own = _model_logprobs(policy.model, nucleus["prompt_token_ids"], choice["token_ids"])
+    got = [e["logprob"] for e in choice["logprobs"]["content"]]
+    assert max(abs(a - b) for a, b in zip(own, got, strict=True)) < 1e-4
 
 
 def test_fields_only_when_asked_seed_and_greedy_are_reproducible(server):
@@ -116,6 +126,8 @@ def test_a_stop_id_ends_the_reply_and_is_returned(server, policy):
         policy.stop_ids = saved
     assert stopped.finish_reason == "stop"
     assert stopped.completion_token_ids == first.completion_token_ids  # the stop id is kept
+    assert stopped.stop_reason == first.completion_token_ids[0]  # and named, as vLLM does
+    assert first.stop_reason is None
     # the end-of-turn id training appends is among the server's stop ids
     from clawloop.training.sequences import end_of_turn_ids
 

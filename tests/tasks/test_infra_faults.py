@@ -31,6 +31,7 @@ def _cfg(tmp_path: Path, base_url: str, **extra) -> object:
             "llm": {"base_url": base_url, "model": "fake-policy"},
             "synthesize": {"n_train": 2, "n_eval": 1},
             "rollout": {"n": 1, "band": [0, 1], "max_turns": 2},
+            "train": {"phases": "sft"},  # groups of one: GRPO is refused at load
             **extra,
         }
     )

@@ -35,7 +35,7 @@ def test_train_continues_an_unmerged_adapter_from_the_previous_iteration(
     base = str(tmp_path / "base-model")
     seen: list[Path | None] = []
 
-    def fake_train(traj, band, cfg, base_model, out_dir, init_adapter=None):
+    def fake_train(traj, band, cfg, base_model, out_dir, init_adapter=None, **_):
         seen.append(init_adapter)
         adapter = Path(out_dir) / "sft" / "adapter"
         adapter.mkdir(parents=True)

@@ -24,6 +24,10 @@ def test_explain_prints_the_trained_spans_and_trains_nothing(tiny_model_dir, tmp
         # every trained span is printed verbatim, right under its header
         assert "(from text, " in text and f"---\n{sampled}<|im_end|>\n---" in text
     assert "advantage +0.707" in text
-    assert "sft: turns from ids 0, from text 3, dropped 0; 1 sequence(s)" in text
-    assert "grpo: turns from ids 0, from text 6, dropped 0; 2 sequence(s)" in text
+    assert (
+        "sft: turns from ids 0, from text 3, from the template 0, dropped 0; 1 sequence(s)" in text
+    )
+    assert (
+        "grpo: turns from ids 0, from text 6, from the template 0, dropped 0; 2 sequence(s)" in text
+    )
     assert not (out / "sft").exists() and not (out / "grpo").exists()

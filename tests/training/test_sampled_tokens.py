@@ -239,3 +239,19 @@ def test_a_chatty_server_without_ids_trains_its_text(tiny_tokenizer):
     samples, report = encode_episode(tiny_tokenizer, _episode(fake), max_len=100_000)
     assert (report.turns_from_ids, report.turns_from_text, report.turns_dropped) == (0, 1, 0)
     assert _trained(tiny_tokenizer, samples[0]) == ["I think the task is done." + EOT]
+
+
+def test_native_tool_calls_without_ids_train_from_the_template_where_it_round_trips(
+    tiny_tokenizer,
+):
+    """The agent's real episode against a server with a tool parser and no token ids: with the
+    agent's parser every turn round-trips through the tiny model's (Qwen3) template."""
+    from clawloop.tasks.train import agent_tool_call_parser
+
+    script = [ToolStep("run_shell", {"command": "ls"}), ToolStep("run_shell", {"command": "pwd"})]
+    row = _episode(FakeOpenAI("script", script=script))
+    parser = agent_tool_call_parser()
+    samples, report = encode_episode(tiny_tokenizer, row, max_len=100_000, parser=parser)
+    got = (report.turns_from_ids, report.turns_from_text, report.turns_from_template)
+    print(f"native-tool-calls-no-ids + template: from ids / text / template = {got}")
+    assert got == (0, 0, 3) and report.turns_dropped == 0 and samples

@@ -124,7 +124,8 @@ def test_without_recorded_logprobs_the_ratio_moves_after_the_first_step(tiny_mod
     ratios = [r["ratio_mean"] for r in result.metrics]
     assert ratios[0] == pytest.approx(1.0, abs=1e-4)  # step 1: the policy is still the start
     assert any(abs(r - 1.0) > 1e-3 for r in ratios[1:]), ratios
-    assert all(r["offpolicy_frac"] == 1.0 for r in result.metrics)  # every token has an old logp
+    # no server-recorded logprob: every old logprob was computed, none recorded (was 1.0)
+    assert all(r["offpolicy_frac"] == 0.0 for r in result.metrics)
     assert (
         result.counts["grpo_logprobs_recorded"] == 0 and result.counts["grpo_logprobs_frozen"] > 0
     )
@@ -356,9 +357,13 @@ def test_logprob_mismatches_are_counted_in_the_stage_summary(
     assert token_summary(c) == {
         "turns_from_ids": 2,
         "turns_from_text": 4,
+        "turns_from_template": 0,
         "turns_dropped": 0,
         "logprobs_missing": 0,
         "logprobs_mismatched": 1,
         "eos_missing": 0,
         "completions_cut": 0,
+        "turns_cut_away": 0,
+        "turns_cut_partly": 0,
+        "action_tokens_lost": 0,
     }
