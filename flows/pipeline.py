@@ -30,7 +30,7 @@ from prefect import Flow, flow  # noqa: E402
 from prefect.states import Failed, State  # noqa: E402
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner  # noqa: E402
 
-from clawloop.flows import report, runs  # noqa: E402
+from clawloop.flows import lease, report, runs  # noqa: E402
 from clawloop.storage import fs  # noqa: E402
 from clawloop.tasks import diagnose, engine, forge, rollout, synthesize, train, verify  # noqa: E402
 from clawloop.tasks.artifacts import artifact_key, publish_stage  # noqa: E402
@@ -181,7 +181,9 @@ def _call_stage(
     workers: int,
 ) -> engine.StageOutcome:
     execution = ExecutionSettings.model_validate(config.get("execution") or {})
+    root = str((config.get("storage") or {}).get("root", "runs"))
     try:
+        lease.check(root, run_id)  # taken over by another process: stop before this stage
         runner = task_runner(spec.name, execution, workers)
         with api_for_workers(execution, spec.name):
             stage_flow = STAGE_FLOWS[spec.name].with_options(task_runner=runner)
@@ -279,17 +281,17 @@ def loop_flow(
     cfg = parse_config(config or {}, source=f"run {run_id}")
     config = cfg.model_dump(mode="json")
     engine.dependents(STAGES, force or [])  # unknown stage names fail here, before any work
-    runs.save_run_config(cfg, run_id)
-    runs.apply_environment(cfg)
-    runs.sweep_sandboxes()
-    try:
-        mark_crashed(run_id)
-    except Exception as exc:  # the UI's view only: never a reason to stop the run
-        log.warning("could not mark the flow runs of killed processes: %s", exc)
     summary = runs.RunSummary(run_id=run_id, root=cfg.storage.root)
     t0 = time.time()
     forced: set[str] = set()
-    with runs.running(cfg, run_id):
+    with lease.hold(cfg.storage.root, run_id, "loop flow"):
+        runs.save_run_config(cfg, run_id)
+        runs.apply_environment(cfg)
+        runs.sweep_sandboxes()
+        try:
+            mark_crashed(run_id)
+        except Exception as exc:  # the UI's view only: never a reason to stop the run
+            log.warning("could not mark the flow runs of killed processes: %s", exc)
         for k in range(1, cfg.iterations + 1):
             forced = engine.dependents(STAGES, force or [], forced)
             state = iteration_flow(run_id, k, config, sorted(forced), return_state=True)
@@ -326,10 +328,11 @@ def rerun_stage_flow(
     if not 1 <= iteration <= cfg.iterations:
         raise StageError(f"iteration {iteration} is outside run {run_id}'s 1..{cfg.iterations}")
     spec = stage_spec(stage)
-    runs.apply_environment(cfg)
-    outcome = _call_stage(
-        spec, run_id, iteration, cfg.model_dump(mode="json"), True, spec.workers(cfg)
-    )
+    with lease.hold(cfg.storage.root, run_id, f"rerun-stage {stage}"):
+        runs.apply_environment(cfg)
+        outcome = _call_stage(
+            spec, run_id, iteration, cfg.model_dump(mode="json"), True, spec.workers(cfg)
+        )
     if outcome.status != "ran":
         return Failed(
             message=f"{stage} {outcome.status}: {_why(outcome)}",

@@ -11,15 +11,13 @@ from __future__ import annotations
 import json
 import logging
 import os
-import socket
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from clawloop.harness import owned
+from clawloop.flows import lease
 from clawloop.storage import fs
 from clawloop.storage.manifest import Manifest, read_failure, read_manifest, why_incomplete
 from clawloop.tasks import engine
@@ -108,18 +106,19 @@ def run_loop(
     t0 = time.time()
     forced: set[str] = set()
     fs.check_root(cfg.storage.root)  # a missing bucket or refused credentials: say so up front
-    save_run_config(cfg, run_id)
-    apply_environment(cfg)
-    sweep_sandboxes()
     summary = RunSummary(run_id=run_id, root=cfg.storage.root)
 
     def runner(spec: StageSpec, k: int, force_it: bool) -> engine.StageOutcome:
+        lease.check(cfg.storage.root, run_id)  # taken over: stop before writing another stage
         outcome = engine.run_stage(spec, stages, cfg, run_id, k, mapper, force=force_it)
         if on_outcome is not None:
             on_outcome(outcome)
         return outcome
 
-    with running(cfg, run_id):
+    with lease.hold(cfg.storage.root, run_id, "clawloop run"):
+        save_run_config(cfg, run_id)
+        apply_environment(cfg)
+        sweep_sandboxes()
         for k in range(1, cfg.iterations + 1):
             forced = engine.dependents(stages, force, forced)
             outcomes = engine.run_iteration(stages, k, forced, runner)
@@ -145,40 +144,13 @@ def rerun_stage(
     if not 1 <= iteration <= cfg.iterations:
         raise ConfigError(f"--iteration {iteration} is outside run {run_id}'s 1..{cfg.iterations}")
     fs.check_root(cfg.storage.root)
-    apply_environment(cfg)
-    return engine.run_stage(spec, stages, cfg, run_id, iteration, mapper, force=True)
+    with lease.hold(cfg.storage.root, run_id, f"clawloop rerun --stage {stage}"):
+        apply_environment(cfg)
+        return engine.run_stage(spec, stages, cfg, run_id, iteration, mapper, force=True)
 
 
 # The reason of a stage that is itself up to date but reads a stale one.
 DOWNSTREAM = "reads a stale stage: re-runs if that stage's new output differs"
-RUNNING_FILE = "running.json"  # while a process drives the run: its pid and start time
-
-
-@contextmanager
-def running(cfg: RunConfig, run_id: str) -> Iterator[None]:
-    """Mark the run as driven by this process for the block (`clawloop runs` says "running")."""
-    url = fs.join(cfg.storage.root, run_id, RUNNING_FILE)
-    pid = os.getpid()
-    doc = {"pid": pid, "start": owned.start_time(pid), "host": socket.gethostname()}
-    fs.write_bytes_atomic(url, json.dumps({**doc, "since": time.time()}).encode())
-    try:
-        yield
-    finally:
-        fs.remove(url)
-
-
-def _driver(run_url: str) -> dict[str, Any] | None:
-    """The process driving a run right now, if one is (a killed one's file is ignored)."""
-    url = fs.join(run_url, RUNNING_FILE)
-    if not fs.exists(url):
-        return None
-    try:
-        doc = json.loads(fs.read_bytes(url))
-    except ValueError:
-        return None
-    if doc.get("host") != socket.gethostname():
-        return doc  # another machine's: cannot check, so trust it
-    return doc if owned.start_time(int(doc.get("pid", 0))) == doc.get("start") else None
 
 
 @dataclass
@@ -272,8 +244,9 @@ def run_info(
     failed = next(((k, s) for k, s in every if s.status == "failed"), None)
     stale = next(((k, s) for k, s in every if s.status == "stale"), None)
     done = sum(s.status == "complete" for _, s in every)
-    if _driver(run_url) is not None:
-        info.status = "running"
+    holder = lease.live_holder(root, run_id)
+    if holder is not None:
+        info.status = f"running ({holder.host}, pid {holder.pid})"
     elif failed:
         info.status, info.reason = f"failed at iter {failed[0]} {failed[1].stage}", failed[1].reason
     elif stale:

@@ -14,11 +14,15 @@ import logging
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
 from clawloop.flows.pipeline import ORDER
 from clawloop.tasks.stage import resume_command
+
+if TYPE_CHECKING:
+    from clawloop.tasks.config import RunConfig
 
 console = Console(stderr=False)
 
@@ -41,8 +45,8 @@ def _error_text(error: str, verbose: bool) -> str:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from clawloop.flows import report, runs
-    from clawloop.flows.pipeline import STAGES
+    from clawloop.flows import lease, runs
+    from clawloop.storage import fs
     from clawloop.tasks.config import ConfigError, parse_config
 
     _logging(args.verbose)
@@ -56,6 +60,16 @@ def _cmd_run(args: argparse.Namespace) -> int:
         data["execution"] = {**data["execution"], "runner": args.runner}
         cfg = parse_config(data, source=f"--runner {args.runner}")
     run_id = args.run_id or runs.new_run_id()
+    fs.check_root(cfg.storage.root)  # a missing bucket or refused credentials: said up front
+    # The lease first: a second writer is refused before it writes anything (run.json included).
+    with lease.hold(cfg.storage.root, run_id, "clawloop run"):
+        return _drive(args, cfg, run_id)
+
+
+def _drive(args: argparse.Namespace, cfg: RunConfig, run_id: str) -> int:
+    from clawloop.flows import report, runs
+    from clawloop.flows.pipeline import STAGES
+
     # Checked here, before any flow starts, so a user error is one line in both modes (inside a
     # flow Prefect would log it with a traceback first): a storage root we cannot write.
     runs.save_run_config(cfg, run_id)
@@ -108,21 +122,24 @@ def _cmd_rerun(args: argparse.Namespace) -> int:
         raise StageError(
             f"--iteration {args.iteration} is outside run {args.run_id}'s 1..{cfg.iterations}"
         )
-    if args.no_prefect:
-        from clawloop.tasks.mapping import thread_mapper
+    from clawloop.flows import lease
 
-        outcome = runs.rerun_stage(
-            cfg, args.run_id, args.iteration, args.stage, STAGES, thread_mapper()
-        )
-    else:
-        from clawloop.flows.pipeline import rerun_stage_flow
+    with lease.hold(cfg.storage.root, args.run_id, f"clawloop rerun --stage {args.stage}"):
+        if args.no_prefect:
+            from clawloop.tasks.mapping import thread_mapper
 
-        state = rerun_stage_flow(
-            args.run_id, args.iteration, args.stage, args.root, return_state=True
-        )
-        outcome = state.result(raise_on_failure=False)
-        if isinstance(outcome, BaseException):
-            raise outcome
+            outcome = runs.rerun_stage(
+                cfg, args.run_id, args.iteration, args.stage, STAGES, thread_mapper()
+            )
+        else:
+            from clawloop.flows.pipeline import rerun_stage_flow
+
+            state = rerun_stage_flow(
+                args.run_id, args.iteration, args.stage, args.root, return_state=True
+            )
+            outcome = state.result(raise_on_failure=False)
+            if isinstance(outcome, BaseException):
+                raise outcome
     summary = runs.RunSummary(args.run_id, cfg.storage.root, [outcome], outcome.duration_s)
     console.print(report.summary_table(summary))
     if outcome.error:
