@@ -329,6 +329,7 @@ def rerun_stage_flow(
         raise StageError(f"iteration {iteration} is outside run {run_id}'s 1..{cfg.iterations}")
     spec = stage_spec(stage)
     with lease.hold(cfg.storage.root, run_id, f"rerun-stage {stage}"):
+        runs.record_root(cfg, run_id)
         runs.apply_environment(cfg)
         outcome = _call_stage(
             spec, run_id, iteration, cfg.model_dump(mode="json"), True, spec.workers(cfg)

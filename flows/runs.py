@@ -39,16 +39,37 @@ def save_run_config(cfg: RunConfig, run_id: str) -> None:
 
 
 def load_run_config(root: str, run_id: str) -> RunConfig | None:
+    """The config run `run_id` under `root` was saved with, its storage.root set to `root`: the
+    run lives where it was found (a moved run is read and written there, not at its old root)."""
     url = fs.join(root, run_id, RUN_FILE)
     if not fs.exists(url):
         return None
-    return parse_config(json.loads(fs.read_bytes(url))["config"], source=url)
+    cfg = parse_config(json.loads(fs.read_bytes(url))["config"], source=url)
+    return with_root(cfg, root)
+
+
+def record_root(cfg: RunConfig, run_id: str) -> None:
+    """Make run.json say the run lives at cfg.storage.root (a moved run, resumed where it is now);
+    the rest of the record is kept."""
+    url = fs.join(cfg.storage.root, run_id, RUN_FILE)
+    doc = json.loads(fs.read_bytes(url))
+    saved = doc["config"].get("storage") or {}
+    if saved.get("root") != cfg.storage.root:
+        log.info("run %s moved: run.json now names %s (was %s)", run_id, cfg.storage.root,
+                 saved.get("root"))  # fmt: skip
+        doc["config"]["storage"] = {**saved, "root": cfg.storage.root}
+        fs.write_bytes_atomic(url, json.dumps(doc, indent=2, sort_keys=True).encode())
+
+
+def with_root(cfg: RunConfig, root: str) -> RunConfig:
+    return cfg.model_copy(update={"storage": cfg.storage.model_copy(update={"root": root})})
 
 
 def resolve_config(
     config_path: str | None, run_id: str | None, root: str | None = None, **overrides: Any
 ) -> RunConfig:
-    """An explicit YAML wins; else a resumed run's saved config; else the embedded defaults."""
+    """An explicit YAML wins; else a resumed run's saved config; else the embedded defaults.
+    The storage root named (`root`, else the YAML's storage.root) wins over a saved one."""
     if config_path is None and run_id is not None:
         saved = load_run_config(root or "runs", run_id)
         if saved is not None:
@@ -56,9 +77,7 @@ def resolve_config(
             data.update({k: v for k, v in overrides.items() if v is not None})
             return parse_config(data, source=f"{run_id}/{RUN_FILE}")
     cfg = load_config(config_path, **overrides)
-    if root is not None:
-        cfg = cfg.model_copy(update={"storage": cfg.storage.model_copy(update={"root": root})})
-    return cfg
+    return with_root(cfg, root) if root is not None else cfg
 
 
 def apply_environment(cfg: RunConfig) -> None:
@@ -145,6 +164,7 @@ def rerun_stage(
         raise ConfigError(f"--iteration {iteration} is outside run {run_id}'s 1..{cfg.iterations}")
     fs.check_root(cfg.storage.root)
     with lease.hold(cfg.storage.root, run_id, f"clawloop rerun --stage {stage}"):
+        record_root(cfg, run_id)
         apply_environment(cfg)
         return engine.run_stage(spec, stages, cfg, run_id, iteration, mapper, force=True)
 
@@ -221,8 +241,7 @@ def run_info(
     (with the reason) or not run; per run the first failed or stale stage, start and duration."""
     run_url = fs.join(root, run_id)
     doc = json.loads(fs.read_bytes(fs.join(run_url, RUN_FILE)))
-    cfg = cfg or parse_config(doc["config"], source=f"{run_id}/{RUN_FILE}")
-    cfg = cfg.model_copy(update={"storage": cfg.storage.model_copy(update={"root": root})})
+    cfg = with_root(cfg or parse_config(doc["config"], source=f"{run_id}/{RUN_FILE}"), root)
     info = RunInfo(run_id, {}, float(doc.get("saved_at", 0.0)), k=cfg.iterations)
     starts, ends, previous = [], [], set()
     for k in range(1, cfg.iterations + 1):
