@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from clawloop.flows.names import check_run_id
 from clawloop.harness import owned
 from clawloop.storage import fs
 from clawloop.tasks.stage import StageError
@@ -276,7 +277,7 @@ def held(root: str, run_id: str) -> Lease | None:
 @contextmanager
 def hold(root: str, run_id: str, command: str = "") -> Iterator[Lease]:
     """Hold `run_id`'s lease for the block (LeaseHeld when another live process does)."""
-    key = _key(root, run_id)
+    key = _key(root, check_run_id(run_id))
     with _HELD_LOCK:
         lease = _HELD.get(key)
         if lease is None:

@@ -31,6 +31,7 @@ from prefect.states import Failed, State  # noqa: E402
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner  # noqa: E402
 
 from clawloop.flows import lease, report, runs  # noqa: E402
+from clawloop.flows.names import check_run_id  # noqa: E402
 from clawloop.storage import fs  # noqa: E402
 from clawloop.tasks import diagnose, engine, forge, rollout, synthesize, train, verify  # noqa: E402
 from clawloop.tasks.artifacts import artifact_key, publish_stage  # noqa: E402
@@ -277,7 +278,7 @@ def loop_flow(
     """The self-improvement loop: K iterations of synthesize -> forge -> verify -> ...; resumable.
 
     run_id: None starts a new run; an existing id resumes it. config: None = embedded defaults."""
-    run_id = run_id or runs.new_run_id()
+    run_id = check_run_id(run_id or runs.new_run_id())  # a deployment parameter, too
     cfg = parse_config(config or {}, source=f"run {run_id}")
     config = cfg.model_dump(mode="json")
     engine.dependents(STAGES, force or [])  # unknown stage names fail here, before any work
@@ -322,6 +323,7 @@ def rerun_stage_flow(
     run_id: str, iteration: int, stage: str, root: str = "runs"
 ) -> engine.StageOutcome | State[Any]:
     """Re-run one stage of one iteration of an existing run, from its upstream's cached artifacts."""
+    check_run_id(run_id)  # a deployment parameter: never a path out of the root
     cfg = runs.load_run_config(root, run_id)
     if cfg is None:
         raise StageError(f"no run {run_id!r} under {root}: list runs with `clawloop runs`")

@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from clawloop.flows import lease
+from clawloop.flows.names import check_run_id
 from clawloop.storage import fs
 from clawloop.storage.manifest import Manifest, read_failure, read_manifest, why_incomplete
 from clawloop.tasks import engine
@@ -41,7 +42,7 @@ def save_run_config(cfg: RunConfig, run_id: str) -> None:
 def load_run_config(root: str, run_id: str) -> RunConfig | None:
     """The config run `run_id` under `root` was saved with, its storage.root set to `root`: the
     run lives where it was found (a moved run is read and written there, not at its old root)."""
-    url = fs.join(root, run_id, RUN_FILE)
+    url = fs.join(root, check_run_id(run_id), RUN_FILE)
     if not fs.exists(url):
         return None
     cfg = parse_config(json.loads(fs.read_bytes(url))["config"], source=url)
@@ -122,6 +123,7 @@ def run_loop(
     on_outcome: Callable[[engine.StageOutcome], None] | None = None,
 ) -> RunSummary:
     """All K iterations, plain Python: completed stages skip, `force` re-runs stages + dependents."""
+    check_run_id(run_id)
     t0 = time.time()
     forced: set[str] = set()
     fs.check_root(cfg.storage.root)  # a missing bucket or refused credentials: say so up front
@@ -157,6 +159,7 @@ def rerun_stage(
     mapper: engine.Mapper,
 ) -> engine.StageOutcome:
     """Re-run one stage of one iteration from its upstream's cached artifacts (forced)."""
+    check_run_id(run_id)
     spec = next((s for s in stages if s.name == stage), None)
     if spec is None:
         raise StageError(f"unknown stage {stage!r}: this pipeline has {engine.stage_names(stages)}")
@@ -280,6 +283,8 @@ def run_info(
 def list_runs(root: str, stages: Sequence[StageSpec], run_id: str | None = None) -> list[RunInfo]:
     """Every run under `root` (or just `run_id`), oldest first; see `run_info`."""
     out = []
+    if run_id is not None:
+        check_run_id(run_id)
     fs.check_root(root)
     for rid in [run_id] if run_id else fs.listdir(root):
         if not fs.exists(fs.join(root, rid, RUN_FILE)):

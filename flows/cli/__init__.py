@@ -40,6 +40,7 @@ def make_parser() -> argparse.ArgumentParser:
 
 def _user_errors() -> tuple[type[BaseException], ...]:
     """Errors a user can cause and fix: printed as one line, no traceback."""
+    from clawloop.flows.names import RunIdError
     from clawloop.flows.server import ServerError
     from clawloop.storage.fs import StorageError
     from clawloop.synthesis.library import RenderError
@@ -47,7 +48,15 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from clawloop.tasks.config import ConfigError
     from clawloop.tasks.stage import StageError
 
-    return (ConfigError, StageError, ServerError, SynthesisError, StorageError, RenderError)
+    return (
+        ConfigError,
+        StageError,
+        ServerError,
+        SynthesisError,
+        StorageError,
+        RenderError,
+        RunIdError,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

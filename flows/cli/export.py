@@ -38,6 +38,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from clawloop.flows.names import check_run_id, run_id_arg
 from clawloop.storage import fs
 from clawloop.storage.schemas import INFRA_END_REASONS
 
@@ -94,7 +95,7 @@ def _features() -> Any:
 
 def iterations(root: str, run_id: str, iteration: int | None = None) -> list[int]:
     """The run's iteration numbers that have a folder (just `iteration` when given)."""
-    run_url = fs.join(root, run_id)
+    run_url = fs.join(root, check_run_id(run_id))
     if not fs.exists(fs.join(run_url, "run.json")):
         raise ExportError(f"no run {run_id!r} under {root}: list runs with `clawloop runs`")
     found = sorted(
@@ -473,7 +474,7 @@ def _cmd_tasks(args: argparse.Namespace) -> int:
 
 
 def _run_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--run", required=True, help="run id (see `clawloop runs`)")
+    p.add_argument("--run", type=run_id_arg, required=True, help="run id (see `clawloop runs`)")
     p.add_argument("--iteration", type=int, default=None, help="only iteration K (default: all)")
     p.add_argument("--root", default="runs", help="storage root the run is under (default: runs)")
     p.add_argument("--out", required=True, help="folder to write (must not exist or be empty)")

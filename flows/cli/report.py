@@ -19,6 +19,7 @@ import math
 import sys
 from typing import Any
 
+from clawloop.flows.names import check_run_id, run_id_arg
 from clawloop.flows.report import IterationFigures, RunFigures
 from clawloop.storage import fs
 
@@ -109,7 +110,7 @@ def iteration_figures(root: str, run_id: str, k: int) -> IterationFigures:
 
 def run_figures(root: str, run_id: str) -> RunFigures:
     """Every iteration of the run: 1..K from run.json, and any further iteration folder."""
-    run_url = fs.join(root, run_id)
+    run_url = fs.join(root, check_run_id(run_id))
     if not fs.exists(fs.join(run_url, "run.json")):
         raise ReportError(f"no run {run_id!r} under {root}: list runs with `clawloop runs`")
     doc = json.loads(fs.read_bytes(fs.join(run_url, "run.json")))
@@ -163,6 +164,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "report", help="a run's per-iteration figures: printed, and report.md + report.png"
     )
-    p.add_argument("--run", required=True, help="run id (see `clawloop runs`)")
+    p.add_argument("--run", type=run_id_arg, required=True, help="run id (see `clawloop runs`)")
     p.add_argument("--root", default="runs", help="storage root the run is under (default: runs)")
     p.set_defaults(func=_cmd_report)

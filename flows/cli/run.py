@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
+from clawloop.flows.names import run_id_arg
 from clawloop.flows.pipeline import ORDER
 from clawloop.tasks.stage import resume_command
 
@@ -207,7 +208,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--iterations", type=int, help="K: iterations of the loop (overrides the config)"
     )
-    p.add_argument("--run-id", help="run id; an existing one resumes, skipping completed stages")
+    p.add_argument(
+        "--run-id",
+        type=run_id_arg,
+        help="run id; an existing one resumes, skipping completed stages",
+    )
     p.add_argument(
         "--force",
         nargs="+",
@@ -228,7 +233,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_cmd_run)
 
     p = sub.add_parser("rerun", help="re-run one stage of one iteration from cached artifacts")
-    p.add_argument("--run-id", required=True, help="the run (see `clawloop runs`)")
+    p.add_argument("--run-id", type=run_id_arg, required=True, help="the run (see `clawloop runs`)")
     p.add_argument("--iteration", type=int, required=True, help="which iteration, 1..K")
     p.add_argument("--stage", required=True, choices=ORDER, help="the stage to re-run")
     p.add_argument("--root", default="runs", help="storage root the run lives under")
@@ -238,7 +243,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("runs", help="list runs: status, start, duration; --run-id: its stages")
     p.add_argument("--root", default="runs", help="storage root")
-    p.add_argument("--run-id", help="show this run's stages (complete, stale, failed, why)")
+    p.add_argument(
+        "--run-id", type=run_id_arg, help="show this run's stages (complete, stale, failed, why)"
+    )
     p.set_defaults(func=_cmd_runs)
 
     p = sub.add_parser(
