@@ -19,13 +19,13 @@ from typing import Any
 
 from clawloop.flows import lease
 from clawloop.flows.names import check_run_id
+from clawloop.flows.records import RUN_FILE, RunRecordError, run_doc
 from clawloop.storage import fs
-from clawloop.storage.manifest import Manifest, read_failure, read_manifest, why_incomplete
+from clawloop.storage.manifest import Manifest, check_manifest, read_failure, why_incomplete
 from clawloop.tasks import engine
 from clawloop.tasks.config import ConfigError, RunConfig, load_config, parse_config
 from clawloop.tasks.stage import StageError, StageSpec
 
-RUN_FILE = "run.json"
 log = logging.getLogger("clawloop.runs")
 
 
@@ -42,10 +42,10 @@ def save_run_config(cfg: RunConfig, run_id: str) -> None:
 def load_run_config(root: str, run_id: str) -> RunConfig | None:
     """The config run `run_id` under `root` was saved with, its storage.root set to `root`: the
     run lives where it was found (a moved run is read and written there, not at its old root)."""
-    url = fs.join(root, check_run_id(run_id), RUN_FILE)
-    if not fs.exists(url):
+    doc = run_doc(root, check_run_id(run_id))
+    if doc is None:
         return None
-    cfg = parse_config(json.loads(fs.read_bytes(url))["config"], source=url)
+    cfg = parse_config(doc["config"], source=fs.join(root, run_id, RUN_FILE))
     return with_root(cfg, root)
 
 
@@ -53,7 +53,10 @@ def record_root(cfg: RunConfig, run_id: str) -> None:
     """Make run.json say the run lives at cfg.storage.root (a moved run, resumed where it is now);
     the rest of the record is kept."""
     url = fs.join(cfg.storage.root, run_id, RUN_FILE)
-    doc = json.loads(fs.read_bytes(url))
+    doc = run_doc(cfg.storage.root, run_id) or {
+        "run_id": run_id,
+        "config": cfg.model_dump(mode="json"),
+    }
     saved = doc["config"].get("storage") or {}
     if saved.get("root") != cfg.storage.root:
         log.info("run %s moved: run.json now names %s (was %s)", run_id, cfg.storage.root,
@@ -219,7 +222,9 @@ def _stage_info(
 ) -> tuple[StageInfo | None, Manifest | None]:
     """What the next run would do with one stage (None if it never ran), and its manifest."""
     url = fs.stage_url(cfg.storage.root, run_id, k, spec.name)
-    m = read_manifest(url)
+    m, problem = check_manifest(url)
+    if problem is not None:  # it re-runs; said here so a damaged record is never a silent "not run"
+        return StageInfo(spec.name, "stale", {}, 0.0, f"{problem}: the stage re-runs"), None
     if m is None:
         failure = read_failure(url)
         if failure is None:
@@ -243,8 +248,11 @@ def run_info(
     stale (its inputs or code changed, or a stage it reads is stale: it will re-run), failed
     (with the reason) or not run; per run the first failed or stale stage, start and duration."""
     run_url = fs.join(root, run_id)
-    doc = json.loads(fs.read_bytes(fs.join(run_url, RUN_FILE)))
-    cfg = with_root(cfg or parse_config(doc["config"], source=f"{run_id}/{RUN_FILE}"), root)
+    doc = run_doc(root, run_id)
+    if doc is None:
+        raise StageError(f"no run {run_id!r} under {root}: list runs with `clawloop runs`")
+    source = fs.join(run_url, RUN_FILE)
+    cfg = with_root(cfg or parse_config(doc["config"], source=source), root)
     info = RunInfo(run_id, {}, float(doc.get("saved_at", 0.0)), k=cfg.iterations)
     starts, ends, previous = [], [], set()
     for k in range(1, cfg.iterations + 1):
@@ -293,6 +301,6 @@ def list_runs(root: str, stages: Sequence[StageSpec], run_id: str | None = None)
             continue  # not a run folder (e.g. blobs/)
         try:
             out.append(run_info(root, rid, stages))
-        except (ConfigError, ValueError, KeyError) as exc:
+        except (ConfigError, RunRecordError) as exc:  # one damaged run hides no other
             out.append(RunInfo(rid, {}, 0.0, status="unreadable", reason=str(exc).splitlines()[0]))
     return sorted(out, key=lambda r: r.started_at or r.saved_at)

@@ -41,6 +41,7 @@ def make_parser() -> argparse.ArgumentParser:
 def _user_errors() -> tuple[type[BaseException], ...]:
     """Errors a user can cause and fix: printed as one line, no traceback."""
     from clawloop.flows.names import RunIdError
+    from clawloop.flows.records import RunRecordError
     from clawloop.flows.server import ServerError
     from clawloop.storage.fs import StorageError
     from clawloop.synthesis.library import RenderError
@@ -56,6 +57,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
         StorageError,
         RenderError,
         RunIdError,
+        RunRecordError,
     )
 
 

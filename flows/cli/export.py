@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from clawloop.flows.names import check_run_id, run_id_arg
+from clawloop.flows.records import RunRecordError, run_doc
 from clawloop.storage import fs
 from clawloop.storage.schemas import INFRA_END_REASONS
 
@@ -96,7 +97,11 @@ def _features() -> Any:
 def iterations(root: str, run_id: str, iteration: int | None = None) -> list[int]:
     """The run's iteration numbers that have a folder (just `iteration` when given)."""
     run_url = fs.join(root, check_run_id(run_id))
-    if not fs.exists(fs.join(run_url, "run.json")):
+    try:
+        doc = run_doc(root, run_id)
+    except RunRecordError as exc:
+        raise ExportError(str(exc)) from None
+    if doc is None:
         raise ExportError(f"no run {run_id!r} under {root}: list runs with `clawloop runs`")
     found = sorted(
         int(n.removeprefix("iter-"))
@@ -112,10 +117,16 @@ def iterations(root: str, run_id: str, iteration: int | None = None) -> list[int
 
 def _committed(root: str, run_id: str, k: int, stage: str) -> str | None:
     """The stage's folder when the stage committed (a manifest), else None."""
-    from clawloop.storage.manifest import read_manifest
+    from clawloop.storage.manifest import check_manifest
 
     url = fs.stage_url(root, run_id, k, stage)
-    return url if read_manifest(url) is not None else None
+    manifest, problem = check_manifest(url)
+    if problem is not None:  # exporting around it would silently drop its rows
+        raise ExportError(
+            f"{problem}: re-run that stage (clawloop rerun --run-id {run_id} --iteration {k} "
+            f"--stage {stage}{'' if root == 'runs' else f' --root {root}'}), then export"
+        )
+    return url if manifest is not None else None
 
 
 def _assistant_messages(messages: list[dict[str, Any]], turns: list[dict[str, Any]]) -> None:

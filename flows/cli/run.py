@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.console import Console
+from rich.markup import escape
 
 from clawloop.flows.names import run_id_arg
 from clawloop.flows.pipeline import ORDER
@@ -90,7 +91,7 @@ def _drive(args: argparse.Namespace, cfg: RunConfig, run_id: str) -> int:
         if isinstance(summary, BaseException):
             raise summary  # a user error prints as one line (flows/cli.py); anything else crashes
         if not isinstance(summary, runs.RunSummary):
-            console.print(f"[red]the loop flow crashed:[/] {state.message}")
+            console.print(f"[red]the loop flow crashed:[/] {escape(str(state.message))}")
             return 1
         summary.duration_s = summary.duration_s or sum(o.duration_s for o in summary.outcomes)
     console.print(report.summary_table(summary))
@@ -101,7 +102,7 @@ def _drive(args: argparse.Namespace, cfg: RunConfig, run_id: str) -> int:
         if o.error or o.status == "blocked":
             console.print(
                 f"[red]{o.stage} iteration {o.iteration} {o.status}:[/]\n"
-                f"{_error_text(o.error, args.verbose) or o.reason}\n"
+                f"{escape(_error_text(o.error, args.verbose) or o.reason)}\n"
                 f"nothing of it was committed; fix the cause, then resume (completed stages "
                 f"skip, {o.stage} runs again): {resume_command(cfg.storage.root, run_id)}"
             )
@@ -144,7 +145,7 @@ def _cmd_rerun(args: argparse.Namespace) -> int:
     summary = runs.RunSummary(args.run_id, cfg.storage.root, [outcome], outcome.duration_s)
     console.print(report.summary_table(summary))
     if outcome.error:
-        console.print(f"[red]{_error_text(outcome.error, args.verbose)}[/]")
+        console.print(f"[red]{escape(_error_text(outcome.error, args.verbose))}[/]")
     if outcome.status == "ran":
         info = runs.run_info(cfg.storage.root, args.run_id, STAGES, cfg)
         stale = [
@@ -167,6 +168,10 @@ def _cmd_runs(args: argparse.Namespace) -> int:
     from clawloop.flows.pipeline import STAGES
 
     found = runs.list_runs(args.root, STAGES, args.run_id)
+    if args.run_id and found and found[0].status == "unreadable":
+        from clawloop.flows.records import RunRecordError
+
+        raise RunRecordError(found[0].reason)  # the one run asked for: its damage is the answer
     if not found:
         console.print(f"no runs under {args.root} yet: start one with `clawloop run`")
         return 0
