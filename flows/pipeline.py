@@ -35,7 +35,7 @@ from clawloop.flows.names import check_run_id  # noqa: E402
 from clawloop.storage import fs  # noqa: E402
 from clawloop.tasks import diagnose, engine, forge, rollout, synthesize, train, verify  # noqa: E402
 from clawloop.tasks.artifacts import artifact_key, publish_stage  # noqa: E402
-from clawloop.tasks.config import parse_config  # noqa: E402
+from clawloop.tasks.config import RunConfig, parse_config  # noqa: E402
 from clawloop.tasks.mapping import prefect_mapper  # noqa: E402
 from clawloop.tasks.settings import RUNNER_PACKAGES, ExecutionSettings  # noqa: E402
 from clawloop.tasks.stage import StageError, StageSpec  # noqa: E402
@@ -145,6 +145,36 @@ def task_runner(stage: str, execution: ExecutionSettings, workers: int) -> TaskR
     )
 
 
+def _no_api(execution: ExecutionSettings) -> str:
+    return (
+        f"execution.address {execution.address}: workers on other hosts report task runs to "
+        "the Prefect API, but PREFECT_API_URL is not set (this run uses a temporary server "
+        "inside its own process): start one (`clawloop serve` or `prefect server start "
+        "--host 0.0.0.0`) and export PREFECT_API_URL=http://<this-host>:4200/api"
+    )
+
+
+def check_preconditions(cfg: RunConfig) -> None:
+    """What would stop a stage later, refused before any runs (StageError): a cluster at
+    execution.address without a Prefect API its workers can reach, a runner whose package does
+    not import."""
+    from prefect.settings import PREFECT_API_URL
+
+    execution = cfg.execution
+    if execution.runner == "threads":
+        return
+    module, how = RUNNER_PACKAGES[execution.runner]
+    try:
+        __import__(module)
+    except ImportError as exc:
+        raise StageError(
+            f"execution.runner: {execution.runner} needs {module.replace('_', '-')}, which does "
+            f"not import ({exc}): {how}, or set execution.runner: threads"
+        ) from exc
+    if execution.address and not PREFECT_API_URL.value():
+        raise StageError(_no_api(execution))
+
+
 @contextmanager
 def api_for_workers(execution: ExecutionSettings, stage: str) -> Iterator[None]:
     """Worker processes report their task runs to the Prefect API in the settings the task
@@ -157,12 +187,7 @@ def api_for_workers(execution: ExecutionSettings, stage: str) -> Iterator[None]:
         yield
         return
     if execution.address:
-        raise StageError(
-            f"execution.address {execution.address}: workers on other hosts report task runs to "
-            "the Prefect API, but PREFECT_API_URL is not set (this run uses a temporary server "
-            "inside its own process): start one (`clawloop serve` or `prefect server start "
-            "--host 0.0.0.0`) and export PREFECT_API_URL=http://<this-host>:4200/api"
-        )
+        raise StageError(_no_api(execution))
     from prefect.server.api.server import SubprocessASGIServer
 
     server = SubprocessASGIServer()
@@ -282,6 +307,7 @@ def loop_flow(
     cfg = parse_config(config or {}, source=f"run {run_id}")
     config = cfg.model_dump(mode="json")
     engine.dependents(STAGES, force or [])  # unknown stage names fail here, before any work
+    check_preconditions(cfg)
     summary = runs.RunSummary(run_id=run_id, root=cfg.storage.root)
     t0 = time.time()
     forced: set[str] = set()

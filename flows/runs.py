@@ -23,7 +23,13 @@ from clawloop.flows.records import RUN_FILE, RunRecordError, run_doc
 from clawloop.storage import fs
 from clawloop.storage.manifest import Manifest, check_manifest, read_failure, why_incomplete
 from clawloop.tasks import engine
-from clawloop.tasks.config import ConfigError, RunConfig, load_config, parse_config
+from clawloop.tasks.config import (
+    ConfigError,
+    RunConfig,
+    load_config,
+    merge_overrides,
+    parse_config,
+)
 from clawloop.tasks.stage import StageError, StageSpec
 
 log = logging.getLogger("clawloop.runs")
@@ -77,9 +83,9 @@ def resolve_config(
     if config_path is None and run_id is not None:
         saved = load_run_config(root or "runs", run_id)
         if saved is not None:
-            data = saved.model_dump(mode="json")
-            data.update({k: v for k, v in overrides.items() if v is not None})
-            return parse_config(data, source=f"{run_id}/{RUN_FILE}")
+            source = f"{run_id}/{RUN_FILE}"
+            data = merge_overrides(saved.model_dump(mode="json"), overrides, source)
+            return parse_config(data, source=source)
     cfg = load_config(config_path, **overrides)
     return with_root(cfg, root) if root is not None else cfg
 

@@ -49,20 +49,25 @@ def _error_text(error: str, verbose: bool) -> str:
 def _cmd_run(args: argparse.Namespace) -> int:
     from clawloop.flows import lease, runs
     from clawloop.storage import fs
-    from clawloop.tasks.config import ConfigError, parse_config
+    from clawloop.tasks.config import ConfigError
 
     _logging(args.verbose)
-    cfg = runs.resolve_config(args.config, args.run_id, root=args.root, iterations=args.iterations)
-    if args.runner:
-        if args.no_prefect and args.runner != "threads":
-            raise ConfigError(
-                f"--runner {args.runner} is a Prefect task runner: drop --no-prefect to use it"
-            )
-        data = cfg.model_dump(mode="json")
-        data["execution"] = {**data["execution"], "runner": args.runner}
-        cfg = parse_config(data, source=f"--runner {args.runner}")
+    if args.runner and args.no_prefect and args.runner != "threads":
+        raise ConfigError(
+            f"--runner {args.runner} is a Prefect task runner: drop --no-prefect to use it"
+        )
+    # Flags go into the config before it is validated: `--runner dask` wins over the file's
+    # `runner: threads` (with an execution.address that alone would be a contradiction).
+    execution = {"runner": args.runner} if args.runner else None
+    cfg = runs.resolve_config(
+        args.config, args.run_id, root=args.root, iterations=args.iterations, execution=execution
+    )
     run_id = args.run_id or runs.new_run_id()
     fs.check_root(cfg.storage.root)  # a missing bucket or refused credentials: said up front
+    if not args.no_prefect:
+        from clawloop.flows.pipeline import check_preconditions
+
+        check_preconditions(cfg)  # before any stage: not at forge, after synthesize ran
     # The lease first: a second writer is refused before it writes anything (run.json included).
     with lease.hold(cfg.storage.root, run_id, "clawloop run"):
         return _drive(args, cfg, run_id)
