@@ -198,6 +198,20 @@ def api_for_workers(execution: ExecutionSettings, stage: str) -> Iterator[None]:
         yield
 
 
+def _run_stage_flow(
+    spec: StageSpec,
+    run_id: str,
+    iteration: int,
+    config: dict[str, Any],
+    force: bool,
+    execution: ExecutionSettings,
+    runner: TaskRunner[Any],
+) -> State[Any]:
+    with api_for_workers(execution, spec.name):
+        stage_flow = STAGE_FLOWS[spec.name].with_options(task_runner=runner)
+        return stage_flow(spec.name, run_id, iteration, config, force, return_state=True)
+
+
 def _call_stage(
     spec: StageSpec,
     run_id: str,
@@ -210,10 +224,9 @@ def _call_stage(
     root = str((config.get("storage") or {}).get("root", "runs"))
     try:
         lease.check(root, run_id)  # taken over by another process: stop before this stage
-        runner = task_runner(spec.name, execution, workers)
-        with api_for_workers(execution, spec.name):
-            stage_flow = STAGE_FLOWS[spec.name].with_options(task_runner=runner)
-            state = stage_flow(spec.name, run_id, iteration, config, force, return_state=True)
+        with runs.stage_owner(run_id, spec.name):  # before the runner: a local cluster inherits it
+            runner = task_runner(spec.name, execution, workers)
+            state = _run_stage_flow(spec, run_id, iteration, config, force, execution, runner)
     except StageError as exc:
         return engine.StageOutcome(spec.name, iteration, "failed", str(exc), error=str(exc))
     result = state.result(raise_on_failure=False)

@@ -12,7 +12,8 @@ import json
 import logging
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -96,7 +97,26 @@ def apply_environment(cfg: RunConfig) -> None:
         os.environ["DOCKER_HOST"] = cfg.sandbox.docker_host
 
 
-def sweep_sandboxes() -> None:
+@contextmanager
+def stage_owner(run_id: str, stage: str) -> Iterator[None]:
+    """Name the run and stage that own the sandboxes started in this process for the block
+    (harness/sandbox/docker.py names and labels its containers from these variables; a local
+    Dask cluster's workers inherit them)."""
+    from clawloop.harness.sandbox.docker import ENV_RUN, ENV_STAGE
+
+    before = {k: os.environ.get(k) for k in (ENV_RUN, ENV_STAGE)}
+    os.environ[ENV_RUN], os.environ[ENV_STAGE] = run_id, stage
+    try:
+        yield
+    finally:
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def sweep_sandboxes() -> dict[str, list[str]]:
     """Remove sandboxes (labelled containers, bwrap roots) that killed runs left behind.
 
     Best effort: a sweep that races another process's cleanup must not stop the pipeline."""
@@ -106,9 +126,10 @@ def sweep_sandboxes() -> None:
         removed = sweep()
     except Exception as exc:
         log.warning("sandbox sweep failed (continuing): %s: %s", type(exc).__name__, exc)
-        return
+        return {}
     if any(removed.values()):
         log.info("swept sandboxes left by killed runs: %s", {k: len(v) for k, v in removed.items()})
+    return removed
 
 
 @dataclass
@@ -140,7 +161,8 @@ def run_loop(
 
     def runner(spec: StageSpec, k: int, force_it: bool) -> engine.StageOutcome:
         lease.check(cfg.storage.root, run_id)  # taken over: stop before writing another stage
-        outcome = engine.run_stage(spec, stages, cfg, run_id, k, mapper, force=force_it)
+        with stage_owner(run_id, spec.name):
+            outcome = engine.run_stage(spec, stages, cfg, run_id, k, mapper, force=force_it)
         if on_outcome is not None:
             on_outcome(outcome)
         return outcome
@@ -178,7 +200,8 @@ def rerun_stage(
     with lease.hold(cfg.storage.root, run_id, f"clawloop rerun --stage {stage}"):
         record_root(cfg, run_id)
         apply_environment(cfg)
-        return engine.run_stage(spec, stages, cfg, run_id, iteration, mapper, force=True)
+        with stage_owner(run_id, stage):
+            return engine.run_stage(spec, stages, cfg, run_id, iteration, mapper, force=True)
 
 
 # The reason of a stage that is itself up to date but reads a stale one.

@@ -1,9 +1,10 @@
-"""CLI verbs for the pipeline: run, rerun, runs, serve (registered into flows/cli.py).
+"""CLI verbs for the pipeline: run, rerun, runs, sweep, serve (registered into flows/cli.py).
 
 clawloop run [--config FILE] [--iterations K] [--run-id ID] [--force STAGE ...] [--no-prefect]
              [--runner threads|dask|ray]
 clawloop rerun --run-id ID --iteration K --stage NAME
 clawloop runs [--root DIR]
+clawloop sweep
 clawloop serve [--config FILE] [--port 4200]
 """
 
@@ -186,6 +187,20 @@ def _cmd_runs(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    """Remove the sandboxes (Docker containers, bwrap roots, temp dirs, helper processes) whose
+    owner process is gone: what killed runs left. Live runs' sandboxes are kept."""
+    from clawloop.harness.sandbox.backend import sweep
+
+    removed = sweep()
+    for kind, items in removed.items():
+        for item in items:
+            print(f"removed {kind} {item}")
+    total = sum(len(v) for v in removed.values())
+    print(f"swept {total} leftover(s) of dead runs" if total else "nothing left by dead runs")
+    return 0
+
+
 def _cmd_serve(args: argparse.Namespace) -> int:
     from clawloop.flows.server import local_server
 
@@ -257,6 +272,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--run-id", type=run_id_arg, help="show this run's stages (complete, stale, failed, why)"
     )
     p.set_defaults(func=_cmd_runs)
+
+    p = sub.add_parser(
+        "sweep",
+        help="remove sandboxes (Docker containers named clawloop-<run>-<stage>-...) of dead runs",
+    )
+    p.set_defaults(func=_cmd_sweep)
 
     p = sub.add_parser(
         "serve", help="start (or use) a Prefect server and serve nightly + rerun-stage"
