@@ -172,7 +172,11 @@ def _cmd_rerun(args: argparse.Namespace) -> int:
 def _cmd_runs(args: argparse.Namespace) -> int:
     from clawloop.flows import report, runs
     from clawloop.flows.pipeline import STAGES
+    from clawloop.storage import fs
+    from clawloop.tasks.stage import StageError
 
+    if fs.is_local(args.root) and not fs.exists(args.root):
+        raise StageError(f"no storage root {args.root}: pass the --root your runs were made under")
     found = runs.list_runs(args.root, STAGES, args.run_id)
     if args.run_id and found and found[0].status == "unreadable":
         from clawloop.flows.records import RunRecordError
@@ -203,6 +207,9 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
 def _cmd_serve(args: argparse.Namespace) -> int:
     from clawloop.flows.server import local_server
+    from clawloop.tasks.config import load_config
+
+    cron = load_config(args.config).prefect.nightly_cron  # a bad config: before any server starts
 
     with local_server(
         port=args.port,
@@ -212,9 +219,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         from prefect.settings import PREFECT_API_URL, temporary_settings
 
         from clawloop.flows.server import serve_deployments
-        from clawloop.tasks.config import load_config
 
-        cron = load_config(args.config).prefect.nightly_cron
         ui = api_url.removesuffix("/api")
         console.print(
             f"[bold]Prefect UI:[/] {ui}   deployments: nightly ({cron}), rerun-stage, loop   (Ctrl-C to stop)"

@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +72,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from clawloop.harness.taskfolder.folder import TaskFolderError, import_folder
 
     task_dir = Path(args.task_dir)
+    if not task_dir.exists():
+        raise CliError(f"no such task folder {task_dir}")
+    if not task_dir.is_dir():
+        raise CliError(f"{task_dir} is a file, not a task folder")
     try:
         row = import_folder(task_dir)
     except TaskFolderError as exc:
@@ -142,10 +144,19 @@ def cmd_import(args: argparse.Namespace) -> int:
     from clawloop.storage.artifacts import SchemaError, parquet_bytes
     from clawloop.storage.schemas import FORGED
 
+    out = Path(args.out)
+    if out.is_dir():
+        raise CliError(f"--out {out} is a folder: name the Parquet file to write")
     rows = []
     for d in args.dirs:
+        if not Path(d).exists():
+            raise CliError(f"no such task folder {d}")
         try:  # a task folder, ours or foreign, or a dataset folder of them
-            rows += [import_task_folder(t) for t in task_folders(Path(d))]
+            for t in task_folders(Path(d)):
+                instruction = Path(t) / "instruction.md"
+                if instruction.exists() and not instruction.is_file():  # verify would drop it
+                    raise CliError(f"{instruction} is a folder, not a file: the task's prompt")
+                rows.append(import_task_folder(t))
         except TaskFolderError as exc:
             raise CliError(str(exc)) from exc
     ids = [r["task_id"] for r in rows]
@@ -156,13 +167,10 @@ def cmd_import(args: argparse.Namespace) -> int:
         data, n = parquet_bytes(rows, FORGED, where="import harbor")
     except SchemaError as exc:
         raise CliError(str(exc)) from exc
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    # Temp + rename: a killed import never leaves a half-written Parquet under the real name.
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=out.parent)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    os.replace(tmp, out)
+    from clawloop.storage import fs
+
+    # Temp + rename (removed on failure), the umask's mode: never a half-written Parquet.
+    fs.write_bytes_atomic(str(out), data)
     print(f"imported {n} task folder(s) into {out}")
     for r in rows:
         if r["build_log"].startswith("imported foreign"):  # say what running it needs
