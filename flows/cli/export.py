@@ -32,9 +32,12 @@ import argparse
 import gzip
 import io
 import json
+import shutil
 import sys
 import tempfile
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -228,7 +231,24 @@ def _card(title: str, body: str) -> str:
 def _prepare_out(out: Path) -> None:
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ExportError(f"--out {out} already exists and is not an empty folder; choose another")
-    out.mkdir(parents=True, exist_ok=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+
+
+@contextmanager
+def _staged(out: Path) -> Iterator[Path]:
+    """A hidden folder beside `out` to write the dataset into, renamed to `out` when complete:
+    a failed or killed export leaves no half-written dataset under the name asked for."""
+    _prepare_out(out)
+    tmp = out.parent / f"{fs.TMP_PREFIX}{uuid.uuid4().hex}-{out.name}"
+    tmp.mkdir()
+    try:
+        yield tmp
+        if out.exists():
+            out.rmdir()  # the empty folder _prepare_out accepted
+        tmp.rename(out)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _split_file(out: Path, split: str, ext: str) -> Path:
@@ -288,23 +308,23 @@ def export_trajectories(
             f"run {run_id} has no {'passed ' if passed_only else ''}trajectories in {which} "
             f"({infra} infrastructure-fault episodes left out): did rollout run?"
         )
-    _prepare_out(out)
-    if fmt == "jsonl":
-        for split, rows in by_split.items():
-            if rows:
-                with _split_file(out, split, "jsonl").open("w", encoding="utf-8") as f:
-                    for r in rows:
-                        f.write(json.dumps(r, ensure_ascii=False) + "\n")
-        return counts, infra
-    _write_parquet_splits(by_split, out, _features())
-    its = f"iteration {iteration}" if iteration is not None else "every iteration"
-    body = TRAJECTORY_CARD.format(
-        run_id=run_id,
-        iterations=its,
-        out=out,
-        counts=", ".join(f"{s}: {n} episodes" for s, n in counts.items()) + ".",
-    )
-    (out / "README.md").write_text(_card(f"clawloop trajectories: {run_id}", body))
+    with _staged(out) as dest:
+        if fmt == "jsonl":
+            for split, rows in by_split.items():
+                if rows:
+                    with _split_file(dest, split, "jsonl").open("w", encoding="utf-8") as f:
+                        for r in rows:
+                            f.write(json.dumps(r, ensure_ascii=False) + "\n")
+            return counts, infra
+        _write_parquet_splits(by_split, dest, _features())
+        its = f"iteration {iteration}" if iteration is not None else "every iteration"
+        body = TRAJECTORY_CARD.format(
+            run_id=run_id,
+            iterations=its,
+            out=out,
+            counts=", ".join(f"{s}: {n} episodes" for s, n in counts.items()) + ".",
+        )
+        (dest / "README.md").write_text(_card(f"clawloop trajectories: {run_id}", body))
     return counts, infra
 
 
@@ -445,16 +465,16 @@ def export_tasks(
             + (f" in iteration {iteration}" if iteration is not None else "")
             + ("" if include_dropped else " (--include-dropped adds the ones verify dropped)")
         )
-    _prepare_out(out)
-    _write_parquet_splits(by_split, out, _task_features())
-    which = "kept by verify" if not include_dropped else "every forged task"
-    body = TASK_CARD.format(
-        run_id=run_id,
-        which=which + (f", iteration {iteration}" if iteration is not None else ""),
-        out=out,
-        counts=", ".join(f"{s}: {n} tasks" for s, n in counts.items()) + ".",
-    )
-    (out / "README.md").write_text(_card(f"clawloop tasks: {run_id}", body))
+    with _staged(out) as dest:
+        _write_parquet_splits(by_split, dest, _task_features())
+        which = "kept by verify" if not include_dropped else "every forged task"
+        body = TASK_CARD.format(
+            run_id=run_id,
+            which=which + (f", iteration {iteration}" if iteration is not None else ""),
+            out=out,
+            counts=", ".join(f"{s}: {n} tasks" for s, n in counts.items()) + ".",
+        )
+        (dest / "README.md").write_text(_card(f"clawloop tasks: {run_id}", body))
     return counts
 
 
