@@ -175,8 +175,14 @@ def _cmd_runs(args: argparse.Namespace) -> int:
     from clawloop.storage import fs
     from clawloop.tasks.stage import StageError
 
+    named, args.root = args.root is not None, args.root or "runs"
     if fs.is_local(args.root) and not fs.exists(args.root):
-        raise StageError(f"no storage root {args.root}: pass the --root your runs were made under")
+        if named:  # a root the user named that is not there: a typo, not "no runs yet"
+            raise StageError(
+                f"no storage root {args.root}: pass the --root your runs were made under"
+            )
+        console.print("no runs under runs yet: start one with `clawloop run`")
+        return 0
     found = runs.list_runs(args.root, STAGES, args.run_id)
     if args.run_id and found and found[0].status == "unreadable":
         from clawloop.flows.records import RunRecordError
@@ -272,7 +278,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_cmd_rerun)
 
     p = sub.add_parser("runs", help="list runs: status, start, duration; --run-id: its stages")
-    p.add_argument("--root", default="runs", help="storage root")
+    p.add_argument("--root", help="storage root (default: runs)")
     p.add_argument(
         "--run-id", type=run_id_arg, help="show this run's stages (complete, stale, failed, why)"
     )

@@ -204,3 +204,9 @@ def test_import_writes_an_ordinary_file_and_no_temp_file(tmp_path, capsys):
     __import__("os").umask(old)
     assert stat.S_IMODE(out.stat().st_mode) == 0o666 & ~old
     assert [p.name for p in out.parent.iterdir()] == ["tasks.parquet"]
+
+
+def test_runs_with_the_default_root_before_any_run_is_not_an_error(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)  # no runs/ here: nothing has run yet
+    assert main(["runs"]) == 0
+    assert "no runs under runs yet" in capsys.readouterr().out
