@@ -1,7 +1,9 @@
 """Runs on disk: run ids, the config snapshot each run keeps, listing runs, and the plain loop.
 
 `runs/<run_id>/run.json` stores the config a run started with, so resuming a killed run or re-running
-one stage uses the same settings without the original YAML. `run_loop` is the whole pipeline
+one stage uses the same settings without the original YAML; it is read where it is found (the
+root named wins over the one it saved) and a damaged one is one line (flows/records.py). A process
+writes a run only while it holds the run's lease (flows/lease.py). `run_loop` is the whole pipeline
 without Prefect (used by tests, the benchmark and `clawloop run --no-prefect`); the Prefect flows
 call the same `flows.engine` functions stage by stage.
 """
