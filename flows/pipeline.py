@@ -30,11 +30,12 @@ from prefect import Flow, flow  # noqa: E402
 from prefect.states import Failed, State  # noqa: E402
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner  # noqa: E402
 
-from clawloop.flows import report, runs  # noqa: E402
+from clawloop.flows import lease, report, runs  # noqa: E402
+from clawloop.flows.names import check_run_id  # noqa: E402
 from clawloop.storage import fs  # noqa: E402
 from clawloop.tasks import diagnose, engine, forge, rollout, synthesize, train, verify  # noqa: E402
 from clawloop.tasks.artifacts import artifact_key, publish_stage  # noqa: E402
-from clawloop.tasks.config import parse_config  # noqa: E402
+from clawloop.tasks.config import RunConfig, parse_config  # noqa: E402
 from clawloop.tasks.mapping import prefect_mapper  # noqa: E402
 from clawloop.tasks.settings import RUNNER_PACKAGES, ExecutionSettings  # noqa: E402
 from clawloop.tasks.stage import StageError, StageSpec  # noqa: E402
@@ -144,6 +145,36 @@ def task_runner(stage: str, execution: ExecutionSettings, workers: int) -> TaskR
     )
 
 
+def _no_api(execution: ExecutionSettings) -> str:
+    return (
+        f"execution.address {execution.address}: workers on other hosts report task runs to "
+        "the Prefect API, but PREFECT_API_URL is not set (this run uses a temporary server "
+        "inside its own process): start one (`clawloop serve` or `prefect server start "
+        "--host 0.0.0.0`) and export PREFECT_API_URL=http://<this-host>:4200/api"
+    )
+
+
+def check_preconditions(cfg: RunConfig) -> None:
+    """What would stop a stage later, refused before any runs (StageError): a cluster at
+    execution.address without a Prefect API its workers can reach, a runner whose package does
+    not import."""
+    from prefect.settings import PREFECT_API_URL
+
+    execution = cfg.execution
+    if execution.runner == "threads":
+        return
+    module, how = RUNNER_PACKAGES[execution.runner]
+    try:
+        __import__(module)
+    except ImportError as exc:
+        raise StageError(
+            f"execution.runner: {execution.runner} needs {module.replace('_', '-')}, which does "
+            f"not import ({exc}): {how}, or set execution.runner: threads"
+        ) from exc
+    if execution.address and not PREFECT_API_URL.value():
+        raise StageError(_no_api(execution))
+
+
 @contextmanager
 def api_for_workers(execution: ExecutionSettings, stage: str) -> Iterator[None]:
     """Worker processes report their task runs to the Prefect API in the settings the task
@@ -156,12 +187,7 @@ def api_for_workers(execution: ExecutionSettings, stage: str) -> Iterator[None]:
         yield
         return
     if execution.address:
-        raise StageError(
-            f"execution.address {execution.address}: workers on other hosts report task runs to "
-            "the Prefect API, but PREFECT_API_URL is not set (this run uses a temporary server "
-            "inside its own process): start one (`clawloop serve` or `prefect server start "
-            "--host 0.0.0.0`) and export PREFECT_API_URL=http://<this-host>:4200/api"
-        )
+        raise StageError(_no_api(execution))
     from prefect.server.api.server import SubprocessASGIServer
 
     server = SubprocessASGIServer()
@@ -170,6 +196,20 @@ def api_for_workers(execution: ExecutionSettings, stage: str) -> Iterator[None]:
         return
     with temporary_settings({PREFECT_API_URL: server.api_url}):
         yield
+
+
+def _run_stage_flow(
+    spec: StageSpec,
+    run_id: str,
+    iteration: int,
+    config: dict[str, Any],
+    force: bool,
+    execution: ExecutionSettings,
+    runner: TaskRunner[Any],
+) -> State[Any]:
+    with api_for_workers(execution, spec.name):
+        stage_flow = STAGE_FLOWS[spec.name].with_options(task_runner=runner)
+        return stage_flow(spec.name, run_id, iteration, config, force, return_state=True)
 
 
 def _call_stage(
@@ -181,11 +221,12 @@ def _call_stage(
     workers: int,
 ) -> engine.StageOutcome:
     execution = ExecutionSettings.model_validate(config.get("execution") or {})
+    root = str((config.get("storage") or {}).get("root", "runs"))
     try:
-        runner = task_runner(spec.name, execution, workers)
-        with api_for_workers(execution, spec.name):
-            stage_flow = STAGE_FLOWS[spec.name].with_options(task_runner=runner)
-            state = stage_flow(spec.name, run_id, iteration, config, force, return_state=True)
+        lease.check(root, run_id)  # taken over by another process: stop before this stage
+        with runs.stage_owner(run_id, spec.name):  # before the runner: a local cluster inherits it
+            runner = task_runner(spec.name, execution, workers)
+            state = _run_stage_flow(spec, run_id, iteration, config, force, execution, runner)
     except StageError as exc:
         return engine.StageOutcome(spec.name, iteration, "failed", str(exc), error=str(exc))
     result = state.result(raise_on_failure=False)
@@ -275,21 +316,22 @@ def loop_flow(
     """The self-improvement loop: K iterations of synthesize -> forge -> verify -> ...; resumable.
 
     run_id: None starts a new run; an existing id resumes it. config: None = embedded defaults."""
-    run_id = run_id or runs.new_run_id()
+    run_id = check_run_id(run_id or runs.new_run_id())  # a deployment parameter, too
     cfg = parse_config(config or {}, source=f"run {run_id}")
     config = cfg.model_dump(mode="json")
     engine.dependents(STAGES, force or [])  # unknown stage names fail here, before any work
-    runs.save_run_config(cfg, run_id)
-    runs.apply_environment(cfg)
-    runs.sweep_sandboxes()
-    try:
-        mark_crashed(run_id)
-    except Exception as exc:  # the UI's view only: never a reason to stop the run
-        log.warning("could not mark the flow runs of killed processes: %s", exc)
+    check_preconditions(cfg)
     summary = runs.RunSummary(run_id=run_id, root=cfg.storage.root)
     t0 = time.time()
     forced: set[str] = set()
-    with runs.running(cfg, run_id):
+    with lease.hold(cfg.storage.root, run_id, "loop flow"):
+        runs.save_run_config(cfg, run_id)
+        runs.apply_environment(cfg)
+        runs.sweep_sandboxes()
+        try:
+            mark_crashed(run_id)
+        except Exception as exc:  # the UI's view only: never a reason to stop the run
+            log.warning("could not mark the flow runs of killed processes: %s", exc)
         for k in range(1, cfg.iterations + 1):
             forced = engine.dependents(STAGES, force or [], forced)
             state = iteration_flow(run_id, k, config, sorted(forced), return_state=True)
@@ -320,16 +362,19 @@ def rerun_stage_flow(
     run_id: str, iteration: int, stage: str, root: str = "runs"
 ) -> engine.StageOutcome | State[Any]:
     """Re-run one stage of one iteration of an existing run, from its upstream's cached artifacts."""
+    check_run_id(run_id)  # a deployment parameter: never a path out of the root
     cfg = runs.load_run_config(root, run_id)
     if cfg is None:
         raise StageError(f"no run {run_id!r} under {root}: list runs with `clawloop runs`")
     if not 1 <= iteration <= cfg.iterations:
         raise StageError(f"iteration {iteration} is outside run {run_id}'s 1..{cfg.iterations}")
     spec = stage_spec(stage)
-    runs.apply_environment(cfg)
-    outcome = _call_stage(
-        spec, run_id, iteration, cfg.model_dump(mode="json"), True, spec.workers(cfg)
-    )
+    with lease.hold(cfg.storage.root, run_id, f"rerun-stage {stage}"):
+        runs.record_root(cfg, run_id)
+        runs.apply_environment(cfg)
+        outcome = _call_stage(
+            spec, run_id, iteration, cfg.model_dump(mode="json"), True, spec.workers(cfg)
+        )
     if outcome.status != "ran":
         return Failed(
             message=f"{stage} {outcome.status}: {_why(outcome)}",

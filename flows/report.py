@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from rich.table import Table
+from rich.text import Text
 
 from clawloop.flows.runs import RunInfo, RunSummary, error_summary
 from clawloop.tasks.engine import StageOutcome
@@ -28,6 +29,7 @@ STATUS_STYLE = {
     "incomplete": "yellow",
     "stale": "yellow",
     "running": "cyan",
+    "unreadable": "bold red",
 }
 
 
@@ -90,10 +92,10 @@ def summary_table(summary: RunSummary) -> Table:
         t.add_row(
             str(o.iteration),
             o.stage,
-            f"[{style}]{o.status}[/]",
+            Text(o.status, style=style),
             _rows_text(o.rows),
             f"{o.duration_s:.2f}s",
-            why[:100],
+            Text(why[:100]),
         )
     return t
 
@@ -111,20 +113,20 @@ def runs_table(runs: Sequence[RunInfo], order: Sequence[str]) -> Table:
     for run in runs:
         head = run.status.split(" ")[0].rstrip(":")
         style = STATUS_STYLE.get(head, "")
-        t.add_row(
-            run.run_id,
-            f"[{style}]{run.status}[/]",
+        t.add_row(  # Text, not markup: a reason may hold "[...]" (a damaged file's content)
+            Text(run.run_id),
+            Text(run.status, style=style),
             _when(run.started_at),
             f"{run.duration_s:.1f}s",
             str(run.k or "-"),
-            run.reason[:120],
+            Text(run.reason[:120]),
         )
     return t
 
 
 def stages_table(run: RunInfo, order: Sequence[str]) -> Table:
     """One run's stages as the next `clawloop run --run-id` would find them."""
-    t = Table(title=f"run {run.run_id}: {run.status}")
+    t = Table(title=Text(f"run {run.run_id}: {run.status}"))
     for col in ("iter", "stage", "status", "rows", "time", "why"):
         t.add_column(col)
     rank = {name: i for i, name in enumerate(order)}
@@ -136,10 +138,10 @@ def stages_table(run: RunInfo, order: Sequence[str]) -> Table:
             t.add_row(
                 str(k),
                 s.stage,
-                f"[{style}]{s.status}[/]",
+                Text(s.status, style=style),
                 _rows_text(s.rows),
                 f"{s.duration_s:.2f}s",
-                s.reason[:120],
+                Text(s.reason[:120]),
             )
     return t
 
@@ -174,6 +176,7 @@ class IterationFigures:
     external_mean: float | None = None
     external_mean_ci: tuple[float, float] | None = None
     missing: list[str] = field(default_factory=list)  # stages with no committed output
+    damaged: list[str] = field(default_factory=list)  # "<manifest url> is damaged: why"
 
     @property
     def band_yield(self) -> float | None:

@@ -1,7 +1,9 @@
 """Runs on disk: run ids, the config snapshot each run keeps, listing runs, and the plain loop.
 
 `runs/<run_id>/run.json` stores the config a run started with, so resuming a killed run or re-running
-one stage uses the same settings without the original YAML. `run_loop` is the whole pipeline
+one stage uses the same settings without the original YAML; it is read where it is found (the
+root named wins over the one it saved) and a damaged one is one line (flows/records.py). A process
+writes a run only while it holds the run's lease (flows/lease.py). `run_loop` is the whole pipeline
 without Prefect (used by tests, the benchmark and `clawloop run --no-prefect`); the Prefect flows
 call the same `flows.engine` functions stage by stage.
 """
@@ -11,7 +13,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import socket
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -19,14 +20,21 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from clawloop.harness import owned
+from clawloop.flows import lease
+from clawloop.flows.names import check_run_id
+from clawloop.flows.records import RUN_FILE, RunRecordError, run_doc
 from clawloop.storage import fs
-from clawloop.storage.manifest import Manifest, read_failure, read_manifest, why_incomplete
+from clawloop.storage.manifest import Manifest, check_manifest, read_failure, why_incomplete
 from clawloop.tasks import engine
-from clawloop.tasks.config import ConfigError, RunConfig, load_config, parse_config
+from clawloop.tasks.config import (
+    ConfigError,
+    RunConfig,
+    load_config,
+    merge_overrides,
+    parse_config,
+)
 from clawloop.tasks.stage import StageError, StageSpec
 
-RUN_FILE = "run.json"
 log = logging.getLogger("clawloop.runs")
 
 
@@ -41,26 +49,48 @@ def save_run_config(cfg: RunConfig, run_id: str) -> None:
 
 
 def load_run_config(root: str, run_id: str) -> RunConfig | None:
-    url = fs.join(root, run_id, RUN_FILE)
-    if not fs.exists(url):
+    """The config run `run_id` under `root` was saved with, its storage.root set to `root`: the
+    run lives where it was found (a moved run is read and written there, not at its old root)."""
+    doc = run_doc(root, check_run_id(run_id))
+    if doc is None:
         return None
-    return parse_config(json.loads(fs.read_bytes(url))["config"], source=url)
+    cfg = parse_config(doc["config"], source=fs.join(root, run_id, RUN_FILE))
+    return with_root(cfg, root)
+
+
+def record_root(cfg: RunConfig, run_id: str) -> None:
+    """Make run.json say the run lives at cfg.storage.root (a moved run, resumed where it is now);
+    the rest of the record is kept."""
+    url = fs.join(cfg.storage.root, run_id, RUN_FILE)
+    doc = run_doc(cfg.storage.root, run_id) or {
+        "run_id": run_id,
+        "config": cfg.model_dump(mode="json"),
+    }
+    saved = doc["config"].get("storage") or {}
+    if saved.get("root") != cfg.storage.root:
+        log.info("run %s moved: run.json now names %s (was %s)", run_id, cfg.storage.root,
+                 saved.get("root"))  # fmt: skip
+        doc["config"]["storage"] = {**saved, "root": cfg.storage.root}
+        fs.write_bytes_atomic(url, json.dumps(doc, indent=2, sort_keys=True).encode())
+
+
+def with_root(cfg: RunConfig, root: str) -> RunConfig:
+    return cfg.model_copy(update={"storage": cfg.storage.model_copy(update={"root": root})})
 
 
 def resolve_config(
     config_path: str | None, run_id: str | None, root: str | None = None, **overrides: Any
 ) -> RunConfig:
-    """An explicit YAML wins; else a resumed run's saved config; else the embedded defaults."""
+    """An explicit YAML wins; else a resumed run's saved config; else the embedded defaults.
+    The storage root named (`root`, else the YAML's storage.root) wins over a saved one."""
     if config_path is None and run_id is not None:
         saved = load_run_config(root or "runs", run_id)
         if saved is not None:
-            data = saved.model_dump(mode="json")
-            data.update({k: v for k, v in overrides.items() if v is not None})
-            return parse_config(data, source=f"{run_id}/{RUN_FILE}")
+            source = f"{run_id}/{RUN_FILE}"
+            data = merge_overrides(saved.model_dump(mode="json"), overrides, source)
+            return parse_config(data, source=source)
     cfg = load_config(config_path, **overrides)
-    if root is not None:
-        cfg = cfg.model_copy(update={"storage": cfg.storage.model_copy(update={"root": root})})
-    return cfg
+    return with_root(cfg, root) if root is not None else cfg
 
 
 def apply_environment(cfg: RunConfig) -> None:
@@ -69,7 +99,26 @@ def apply_environment(cfg: RunConfig) -> None:
         os.environ["DOCKER_HOST"] = cfg.sandbox.docker_host
 
 
-def sweep_sandboxes() -> None:
+@contextmanager
+def stage_owner(run_id: str, stage: str) -> Iterator[None]:
+    """Name the run and stage that own the sandboxes started in this process for the block
+    (harness/sandbox/docker.py names and labels its containers from these variables; a local
+    Dask cluster's workers inherit them)."""
+    from clawloop.harness.sandbox.docker import ENV_RUN, ENV_STAGE
+
+    before = {k: os.environ.get(k) for k in (ENV_RUN, ENV_STAGE)}
+    os.environ[ENV_RUN], os.environ[ENV_STAGE] = run_id, stage
+    try:
+        yield
+    finally:
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def sweep_sandboxes() -> dict[str, list[str]]:
     """Remove sandboxes (labelled containers, bwrap roots) that killed runs left behind.
 
     Best effort: a sweep that races another process's cleanup must not stop the pipeline."""
@@ -79,9 +128,10 @@ def sweep_sandboxes() -> None:
         removed = sweep()
     except Exception as exc:
         log.warning("sandbox sweep failed (continuing): %s: %s", type(exc).__name__, exc)
-        return
+        return {}
     if any(removed.values()):
         log.info("swept sandboxes left by killed runs: %s", {k: len(v) for k, v in removed.items()})
+    return removed
 
 
 @dataclass
@@ -105,21 +155,24 @@ def run_loop(
     on_outcome: Callable[[engine.StageOutcome], None] | None = None,
 ) -> RunSummary:
     """All K iterations, plain Python: completed stages skip, `force` re-runs stages + dependents."""
+    check_run_id(run_id)
     t0 = time.time()
     forced: set[str] = set()
     fs.check_root(cfg.storage.root)  # a missing bucket or refused credentials: say so up front
-    save_run_config(cfg, run_id)
-    apply_environment(cfg)
-    sweep_sandboxes()
     summary = RunSummary(run_id=run_id, root=cfg.storage.root)
 
     def runner(spec: StageSpec, k: int, force_it: bool) -> engine.StageOutcome:
-        outcome = engine.run_stage(spec, stages, cfg, run_id, k, mapper, force=force_it)
+        lease.check(cfg.storage.root, run_id)  # taken over: stop before writing another stage
+        with stage_owner(run_id, spec.name):
+            outcome = engine.run_stage(spec, stages, cfg, run_id, k, mapper, force=force_it)
         if on_outcome is not None:
             on_outcome(outcome)
         return outcome
 
-    with running(cfg, run_id):
+    with lease.hold(cfg.storage.root, run_id, "clawloop run"):
+        save_run_config(cfg, run_id)
+        apply_environment(cfg)
+        sweep_sandboxes()
         for k in range(1, cfg.iterations + 1):
             forced = engine.dependents(stages, force, forced)
             outcomes = engine.run_iteration(stages, k, forced, runner)
@@ -139,46 +192,22 @@ def rerun_stage(
     mapper: engine.Mapper,
 ) -> engine.StageOutcome:
     """Re-run one stage of one iteration from its upstream's cached artifacts (forced)."""
+    check_run_id(run_id)
     spec = next((s for s in stages if s.name == stage), None)
     if spec is None:
         raise StageError(f"unknown stage {stage!r}: this pipeline has {engine.stage_names(stages)}")
     if not 1 <= iteration <= cfg.iterations:
         raise ConfigError(f"--iteration {iteration} is outside run {run_id}'s 1..{cfg.iterations}")
     fs.check_root(cfg.storage.root)
-    apply_environment(cfg)
-    return engine.run_stage(spec, stages, cfg, run_id, iteration, mapper, force=True)
+    with lease.hold(cfg.storage.root, run_id, f"clawloop rerun --stage {stage}"):
+        record_root(cfg, run_id)
+        apply_environment(cfg)
+        with stage_owner(run_id, stage):
+            return engine.run_stage(spec, stages, cfg, run_id, iteration, mapper, force=True)
 
 
 # The reason of a stage that is itself up to date but reads a stale one.
 DOWNSTREAM = "reads a stale stage: re-runs if that stage's new output differs"
-RUNNING_FILE = "running.json"  # while a process drives the run: its pid and start time
-
-
-@contextmanager
-def running(cfg: RunConfig, run_id: str) -> Iterator[None]:
-    """Mark the run as driven by this process for the block (`clawloop runs` says "running")."""
-    url = fs.join(cfg.storage.root, run_id, RUNNING_FILE)
-    pid = os.getpid()
-    doc = {"pid": pid, "start": owned.start_time(pid), "host": socket.gethostname()}
-    fs.write_bytes_atomic(url, json.dumps({**doc, "since": time.time()}).encode())
-    try:
-        yield
-    finally:
-        fs.remove(url)
-
-
-def _driver(run_url: str) -> dict[str, Any] | None:
-    """The process driving a run right now, if one is (a killed one's file is ignored)."""
-    url = fs.join(run_url, RUNNING_FILE)
-    if not fs.exists(url):
-        return None
-    try:
-        doc = json.loads(fs.read_bytes(url))
-    except ValueError:
-        return None
-    if doc.get("host") != socket.gethostname():
-        return doc  # another machine's: cannot check, so trust it
-    return doc if owned.start_time(int(doc.get("pid", 0))) == doc.get("start") else None
 
 
 @dataclass
@@ -224,7 +253,9 @@ def _stage_info(
 ) -> tuple[StageInfo | None, Manifest | None]:
     """What the next run would do with one stage (None if it never ran), and its manifest."""
     url = fs.stage_url(cfg.storage.root, run_id, k, spec.name)
-    m = read_manifest(url)
+    m, problem = check_manifest(url)
+    if problem is not None:  # it re-runs; said here so a damaged record is never a silent "not run"
+        return StageInfo(spec.name, "stale", {}, 0.0, f"{problem}: the stage re-runs"), None
     if m is None:
         failure = read_failure(url)
         if failure is None:
@@ -248,9 +279,11 @@ def run_info(
     stale (its inputs or code changed, or a stage it reads is stale: it will re-run), failed
     (with the reason) or not run; per run the first failed or stale stage, start and duration."""
     run_url = fs.join(root, run_id)
-    doc = json.loads(fs.read_bytes(fs.join(run_url, RUN_FILE)))
-    cfg = cfg or parse_config(doc["config"], source=f"{run_id}/{RUN_FILE}")
-    cfg = cfg.model_copy(update={"storage": cfg.storage.model_copy(update={"root": root})})
+    doc = run_doc(root, run_id)
+    if doc is None:
+        raise StageError(f"no run {run_id!r} under {root}: list runs with `clawloop runs`")
+    source = fs.join(run_url, RUN_FILE)
+    cfg = with_root(cfg or parse_config(doc["config"], source=source), root)
     info = RunInfo(run_id, {}, float(doc.get("saved_at", 0.0)), k=cfg.iterations)
     starts, ends, previous = [], [], set()
     for k in range(1, cfg.iterations + 1):
@@ -272,8 +305,9 @@ def run_info(
     failed = next(((k, s) for k, s in every if s.status == "failed"), None)
     stale = next(((k, s) for k, s in every if s.status == "stale"), None)
     done = sum(s.status == "complete" for _, s in every)
-    if _driver(run_url) is not None:
-        info.status = "running"
+    holder = lease.live_holder(root, run_id)
+    if holder is not None:
+        info.status = f"running ({holder.host}, pid {holder.pid})"
     elif failed:
         info.status, info.reason = f"failed at iter {failed[0]} {failed[1].stage}", failed[1].reason
     elif stale:
@@ -288,6 +322,8 @@ def run_info(
 def list_runs(root: str, stages: Sequence[StageSpec], run_id: str | None = None) -> list[RunInfo]:
     """Every run under `root` (or just `run_id`), oldest first; see `run_info`."""
     out = []
+    if run_id is not None:
+        check_run_id(run_id)
     fs.check_root(root)
     for rid in [run_id] if run_id else fs.listdir(root):
         if not fs.exists(fs.join(root, rid, RUN_FILE)):
@@ -296,6 +332,6 @@ def list_runs(root: str, stages: Sequence[StageSpec], run_id: str | None = None)
             continue  # not a run folder (e.g. blobs/)
         try:
             out.append(run_info(root, rid, stages))
-        except (ConfigError, ValueError, KeyError) as exc:
+        except (ConfigError, RunRecordError) as exc:  # one damaged run hides no other
             out.append(RunInfo(rid, {}, 0.0, status="unreadable", reason=str(exc).splitlines()[0]))
     return sorted(out, key=lambda r: r.started_at or r.saved_at)

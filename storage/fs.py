@@ -26,6 +26,7 @@ import errno
 import hashlib
 import os
 import posixpath
+import threading
 import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -240,6 +241,123 @@ def write_bytes_atomic(url: str, data: bytes) -> None:
             if fs.exists(tmp):
                 fs.rm(tmp)
             raise
+
+
+# -- compare-and-swap of one small object (a run's lease) ----------------------------------------
+# A version names one state of the object: its sha256 on a local disk and in memory, its ETag on
+# S3. `create_exclusive` and `replace_if` succeed for one writer only: on S3 a conditional PUT
+# (If-None-Match: * / If-Match: ETag); on a local disk a hard link (fails if the name exists) and a
+# rename made under an flock of a `.<name>.lock` file beside it. Other object stores (GCS, Azure)
+# get "create" from fsspec and a read-compare-write replace (a narrow race, said here).
+_MEMORY_LOCK = threading.Lock()
+
+
+def _etag(info: Mapping[str, Any]) -> str | None:
+    tag = info.get("ETag") or info.get("etag") or info.get("md5Hash")
+    return str(tag) if tag else None
+
+
+def read_versioned(url: str) -> tuple[bytes, str] | None:
+    """(bytes, version) of a small object, None when it does not exist."""
+    with storage_errors(url, "read"):
+        f_sys, path = resolve(url)
+        if protocol(url) in ("s3", "s3a"):
+            try:
+                tag = _etag(f_sys.info(path))  # the version first: a later change fails the CAS
+                data = f_sys.cat_file(path)
+            except FileNotFoundError:
+                return None
+            return data, tag or hashlib.sha256(data).hexdigest()
+        try:
+            data = f_sys.cat_file(path)
+        except FileNotFoundError:
+            return None
+        return data, hashlib.sha256(data).hexdigest()
+
+
+@contextmanager
+def _local_lock(path: str) -> Iterator[None]:
+    import fcntl
+
+    lock = posixpath.join(posixpath.dirname(path), f".{posixpath.basename(path)}.lock")
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the flock
+
+
+def _precondition_failed(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return "pre-condition" in text or "precondition" in text or "412" in text
+
+
+def create_exclusive(url: str, data: bytes) -> str | None:
+    """Write `url` only if it does not exist: its version, or None when it already exists."""
+    with storage_errors(url, "create"):
+        f_sys, path = resolve(url)
+        if is_local(url):
+            parent = posixpath.dirname(path)
+            f_sys.makedirs(parent, exist_ok=True)
+            tmp = posixpath.join(
+                parent, f"{TMP_PREFIX}{uuid.uuid4().hex}-{posixpath.basename(path)}"
+            )
+            with open(tmp, "wb") as f:
+                f.write(data)
+            os.chmod(tmp, 0o644)
+            try:
+                os.link(tmp, path)  # atomic, complete, and refused when the name exists
+            except FileExistsError:
+                return None
+            finally:
+                os.unlink(tmp)
+            return hashlib.sha256(data).hexdigest()
+        if protocol(url) == "memory":
+            with _MEMORY_LOCK:
+                if f_sys.exists(path):
+                    return None
+                f_sys.pipe_file(path, data)
+            return hashlib.sha256(data).hexdigest()
+        try:
+            out = f_sys.pipe_file(path, data, mode="create")
+        except FileExistsError:
+            return None
+        except OSError as exc:
+            if _precondition_failed(exc):
+                return None
+            raise
+        tag = _etag(out) if isinstance(out, Mapping) else None
+        return tag or _etag(f_sys.info(path)) or hashlib.sha256(data).hexdigest()
+
+
+def replace_if(url: str, data: bytes, version: str) -> str | None:
+    """Replace `url` with `data` only if it is still at `version`: the new version, or None when
+    another writer changed it first."""
+    with storage_errors(url, "replace"):
+        f_sys, path = resolve(url)
+        if is_local(url):
+            with _local_lock(path):
+                current = read_versioned(url)
+                if current is None or current[1] != version:
+                    return None
+                write_bytes_atomic(url, data)
+            return hashlib.sha256(data).hexdigest()
+        if protocol(url) in ("s3", "s3a"):
+            try:
+                out = f_sys.pipe_file(path, data, IfMatch=version)
+            except OSError as exc:
+                if _precondition_failed(exc) or isinstance(exc, FileNotFoundError):
+                    return None
+                raise
+            tag = _etag(out) if isinstance(out, Mapping) else None
+            return tag or _etag(f_sys.info(path)) or hashlib.sha256(data).hexdigest()
+        with _MEMORY_LOCK:  # memory: one process; other stores: read-compare-write
+            current = read_versioned(url)
+            if current is None or current[1] != version:
+                return None
+            f_sys.pipe_file(path, data)
+        return hashlib.sha256(data).hexdigest()
 
 
 def read_bytes(url: str) -> bytes:

@@ -71,9 +71,72 @@ class Manifest:
 
     @classmethod
     def from_json(cls, text: str) -> Manifest:
+        """Parse a manifest; ValueError saying what is wrong (not JSON, not an object, a field
+        missing or of the wrong type)."""
+        return parse_manifest(text)
+
+
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "stage": (str,),
+    "iteration": (int,),
+    "run_id": (str,),
+    "inputs_hash": (str,),
+    "code_version": (str,),
+    "upstream": (dict,),
+    "files": (list,),
+    "status": (str,),
+    "started_at": (int, float),
+    "finished_at": (int, float),
+    "summary": (dict,),
+}
+_FILE_TYPES: dict[str, tuple[type, ...]] = {
+    "name": (str,),
+    "sha256": (str,),
+    "rows": (int,),
+    "bytes": (int,),
+}
+_REQUIRED = ("stage", "iteration", "run_id", "inputs_hash", "code_version", "upstream", "files")
+
+
+def _kind(value: Any) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean"}.get(
+        type(value), f"a {type(value).__name__}" if value is not None else "null"
+    )
+
+
+def _check_fields(d: dict[str, Any], types: dict[str, tuple[type, ...]], where: str) -> None:
+    unknown = sorted(set(d) - set(types))
+    if unknown:
+        raise ValueError(f"{where}has unknown fields {unknown}")
+    for name, want in types.items():
+        if name in d and (isinstance(d[name], bool) or not isinstance(d[name], want)):
+            raise ValueError(f"{where}{name!r} is {_kind(d[name])}, not {want[0].__name__}")
+
+
+def parse_manifest(text: str | bytes) -> Manifest:
+    """A manifest from its JSON; ValueError naming what is wrong with it."""
+    try:
         d = json.loads(text)
-        d["files"] = [FileEntry(**f) for f in d.get("files", [])]
-        return cls(**d)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+    except UnicodeDecodeError:
+        raise ValueError("not JSON (its bytes are not UTF-8 text)") from None
+    if not isinstance(d, dict):
+        raise ValueError(f"its top level is {_kind(d)}, not an object")
+    missing = [f for f in _REQUIRED if f not in d]
+    if missing:
+        raise ValueError(f"it has no {', '.join(repr(m) for m in missing)}")
+    _check_fields(d, _FIELD_TYPES, "")
+    files = []
+    for i, f in enumerate(d["files"]):
+        if not isinstance(f, dict):
+            raise ValueError(f"files[{i}] is {_kind(f)}, not an object")
+        lacking = [k for k in _FILE_TYPES if k not in f]
+        if lacking:
+            raise ValueError(f"files[{i}] has no {', '.join(repr(k) for k in lacking)}")
+        _check_fields(f, _FILE_TYPES, f"files[{i}] ")
+        files.append(FileEntry(**f))
+    return Manifest(**{**d, "files": files})
 
 
 def sha256_bytes(data: bytes) -> str:
@@ -110,16 +173,30 @@ def write_manifest(stage_url: str, manifest: Manifest) -> None:
     fs.write_bytes_atomic(fs.join(stage_url, MANIFEST), manifest.to_json().encode())
 
 
-def read_manifest(stage_url: str) -> Manifest | None:
-    """The stage's manifest, or None if absent or unreadable (treated as not complete)."""
+def manifest_problem(stage_url: str) -> str | None:
+    """One line naming a stage's manifest and what is wrong with it; None when it is absent or
+    sound."""
+    return check_manifest(stage_url)[1]
+
+
+def check_manifest(stage_url: str) -> tuple[Manifest | None, str | None]:
+    """(manifest, None), (None, None) when there is none, or (None, "<url> is damaged: why")."""
     url = fs.join(stage_url, MANIFEST)
     if not fs.exists(url):
-        return None
+        return None, None
     try:
-        return Manifest.from_json(fs.read_bytes(url).decode())
-    except (ValueError, TypeError, KeyError) as exc:
-        log.warning("manifest %s is unreadable (%s): the stage will be rebuilt", url, exc)
-        return None
+        return parse_manifest(fs.read_bytes(url)), None
+    except ValueError as exc:
+        return None, f"{url} is damaged: {exc}"
+
+
+def read_manifest(stage_url: str) -> Manifest | None:
+    """The stage's manifest, or None if absent or damaged (a damaged one is logged, one line, and
+    the stage counts as not complete: it is rebuilt)."""
+    manifest, problem = check_manifest(stage_url)
+    if problem is not None:
+        log.warning("%s: the stage will be rebuilt", problem)
+    return manifest
 
 
 def read_failure(stage_url: str) -> dict[str, Any] | None:

@@ -53,7 +53,7 @@ class RunConfig(Section):
         "local", description="local: CPU demo; cluster: vLLM + Docker host + DeepSpeed"
     )
     seed: int = Field(0, description="run seed: synthesis is deterministic in (seed, iteration)")
-    iterations: int = Field(2, ge=1, le=100, description="K: iterations of the loop")
+    iterations: int = Field(2, ge=1, le=100, strict=True, description="K: iterations of the loop")
     storage: StorageSettings = Field(default_factory=StorageSettings)
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     llm: LLMSettings = Field(default_factory=LLMSettings)
@@ -193,5 +193,36 @@ def load_config(path: str | Path | None = None, **overrides: Any) -> RunConfig:
             data = yaml.safe_load(p.read_text()) or {}
         except yaml.YAMLError as exc:
             raise ConfigError(f"config file {path} is not valid YAML: {exc}") from None
-    data = {**data, **{k: v for k, v in overrides.items() if v is not None}}
-    return parse_config(data, source)
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"config file {path} cannot be read: {exc}") from None
+        if not isinstance(data, dict):
+            raise ConfigError(
+                f"invalid config {path}: the top level must be a mapping of sections "
+                f"(iterations:, storage:, ...), got a {type(data).__name__}"
+            )
+    return parse_config(merge_overrides(data, overrides, source), source)
+
+
+def merge_overrides(data: dict[str, Any], overrides: dict[str, Any], source: str) -> dict[str, Any]:
+    """Command-line values over a config's, before validation (so `--runner dask` wins over the
+    file's `runner: threads`): a dict merges into its section, None is "not given". A top-level
+    value the file has for an overridden field must itself be valid: a bad file is not hidden."""
+    out = dict(data)
+    for key, value in overrides.items():
+        if value is None:
+            continue
+        if key in data and not isinstance(value, dict) and key in RunConfig.model_fields:
+            try:
+                RunConfig.model_validate({key: data[key]})
+            except ValidationError as exc:
+                errors = [e for e in exc.errors() if e["loc"][:1] == (key,)]
+                if errors:
+                    raise ConfigError(
+                        f"invalid config {source}: {key}: {errors[0]['msg']} (got "
+                        f"{data[key]!r}); the command line overrides it, but fix the file"
+                    ) from None
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = {**out[key], **value}
+        else:
+            out[key] = value
+    return out

@@ -1,4 +1,4 @@
-"""`python -m clawloop.flows.cli ...`: the same as the `clawloop` command."""
+"""`python -m clawloop.flows.cli ...`: the `clawloop` command."""
 
 import sys
 

@@ -32,12 +32,17 @@ import argparse
 import gzip
 import io
 import json
+import shutil
 import sys
 import tempfile
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from clawloop.flows.names import check_run_id, run_id_arg
+from clawloop.flows.records import RunRecordError, run_doc
 from clawloop.storage import fs
 from clawloop.storage.schemas import INFRA_END_REASONS
 
@@ -94,8 +99,12 @@ def _features() -> Any:
 
 def iterations(root: str, run_id: str, iteration: int | None = None) -> list[int]:
     """The run's iteration numbers that have a folder (just `iteration` when given)."""
-    run_url = fs.join(root, run_id)
-    if not fs.exists(fs.join(run_url, "run.json")):
+    run_url = fs.join(root, check_run_id(run_id))
+    try:
+        doc = run_doc(root, run_id)
+    except RunRecordError as exc:
+        raise ExportError(str(exc)) from None
+    if doc is None:
         raise ExportError(f"no run {run_id!r} under {root}: list runs with `clawloop runs`")
     found = sorted(
         int(n.removeprefix("iter-"))
@@ -111,10 +120,16 @@ def iterations(root: str, run_id: str, iteration: int | None = None) -> list[int
 
 def _committed(root: str, run_id: str, k: int, stage: str) -> str | None:
     """The stage's folder when the stage committed (a manifest), else None."""
-    from clawloop.storage.manifest import read_manifest
+    from clawloop.storage.manifest import check_manifest
 
     url = fs.stage_url(root, run_id, k, stage)
-    return url if read_manifest(url) is not None else None
+    manifest, problem = check_manifest(url)
+    if problem is not None:  # exporting around it would silently drop its rows
+        raise ExportError(
+            f"{problem}: re-run that stage (clawloop rerun --run-id {run_id} --iteration {k} "
+            f"--stage {stage}{'' if root == 'runs' else f' --root {root}'}), then export"
+        )
+    return url if manifest is not None else None
 
 
 def _assistant_messages(messages: list[dict[str, Any]], turns: list[dict[str, Any]]) -> None:
@@ -216,7 +231,24 @@ def _card(title: str, body: str) -> str:
 def _prepare_out(out: Path) -> None:
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ExportError(f"--out {out} already exists and is not an empty folder; choose another")
-    out.mkdir(parents=True, exist_ok=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+
+
+@contextmanager
+def _staged(out: Path) -> Iterator[Path]:
+    """A hidden folder beside `out` to write the dataset into, renamed to `out` when complete:
+    a failed or killed export leaves no half-written dataset under the name asked for."""
+    _prepare_out(out)
+    tmp = out.parent / f"{fs.TMP_PREFIX}{uuid.uuid4().hex}-{out.name}"
+    tmp.mkdir()
+    try:
+        yield tmp
+        if out.exists():
+            out.rmdir()  # the empty folder _prepare_out accepted
+        tmp.rename(out)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _split_file(out: Path, split: str, ext: str) -> Path:
@@ -276,23 +308,23 @@ def export_trajectories(
             f"run {run_id} has no {'passed ' if passed_only else ''}trajectories in {which} "
             f"({infra} infrastructure-fault episodes left out): did rollout run?"
         )
-    _prepare_out(out)
-    if fmt == "jsonl":
-        for split, rows in by_split.items():
-            if rows:
-                with _split_file(out, split, "jsonl").open("w", encoding="utf-8") as f:
-                    for r in rows:
-                        f.write(json.dumps(r, ensure_ascii=False) + "\n")
-        return counts, infra
-    _write_parquet_splits(by_split, out, _features())
-    its = f"iteration {iteration}" if iteration is not None else "every iteration"
-    body = TRAJECTORY_CARD.format(
-        run_id=run_id,
-        iterations=its,
-        out=out,
-        counts=", ".join(f"{s}: {n} episodes" for s, n in counts.items()) + ".",
-    )
-    (out / "README.md").write_text(_card(f"clawloop trajectories: {run_id}", body))
+    with _staged(out) as dest:
+        if fmt == "jsonl":
+            for split, rows in by_split.items():
+                if rows:
+                    with _split_file(dest, split, "jsonl").open("w", encoding="utf-8") as f:
+                        for r in rows:
+                            f.write(json.dumps(r, ensure_ascii=False) + "\n")
+            return counts, infra
+        _write_parquet_splits(by_split, dest, _features())
+        its = f"iteration {iteration}" if iteration is not None else "every iteration"
+        body = TRAJECTORY_CARD.format(
+            run_id=run_id,
+            iterations=its,
+            out=out,
+            counts=", ".join(f"{s}: {n} episodes" for s, n in counts.items()) + ".",
+        )
+        (dest / "README.md").write_text(_card(f"clawloop trajectories: {run_id}", body))
     return counts, infra
 
 
@@ -433,16 +465,16 @@ def export_tasks(
             + (f" in iteration {iteration}" if iteration is not None else "")
             + ("" if include_dropped else " (--include-dropped adds the ones verify dropped)")
         )
-    _prepare_out(out)
-    _write_parquet_splits(by_split, out, _task_features())
-    which = "kept by verify" if not include_dropped else "every forged task"
-    body = TASK_CARD.format(
-        run_id=run_id,
-        which=which + (f", iteration {iteration}" if iteration is not None else ""),
-        out=out,
-        counts=", ".join(f"{s}: {n} tasks" for s, n in counts.items()) + ".",
-    )
-    (out / "README.md").write_text(_card(f"clawloop tasks: {run_id}", body))
+    with _staged(out) as dest:
+        _write_parquet_splits(by_split, dest, _task_features())
+        which = "kept by verify" if not include_dropped else "every forged task"
+        body = TASK_CARD.format(
+            run_id=run_id,
+            which=which + (f", iteration {iteration}" if iteration is not None else ""),
+            out=out,
+            counts=", ".join(f"{s}: {n} tasks" for s, n in counts.items()) + ".",
+        )
+        (dest / "README.md").write_text(_card(f"clawloop tasks: {run_id}", body))
     return counts
 
 
@@ -473,7 +505,7 @@ def _cmd_tasks(args: argparse.Namespace) -> int:
 
 
 def _run_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--run", required=True, help="run id (see `clawloop runs`)")
+    p.add_argument("--run", type=run_id_arg, required=True, help="run id (see `clawloop runs`)")
     p.add_argument("--iteration", type=int, default=None, help="only iteration K (default: all)")
     p.add_argument("--root", default="runs", help="storage root the run is under (default: runs)")
     p.add_argument("--out", required=True, help="folder to write (must not exist or be empty)")

@@ -16,11 +16,12 @@ external_pass_rates.parquet (one row per iteration, eval set and capability; "*"
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from typing import Any
 
+from clawloop.flows.names import check_run_id, run_id_arg
+from clawloop.flows.records import run_doc
 from clawloop.flows.report import IterationFigures, RunFigures
 from clawloop.storage import fs
 
@@ -70,14 +71,16 @@ def _int(v: Any) -> int | None:
 def iteration_figures(root: str, run_id: str, k: int) -> IterationFigures:
     """One iteration's figures from its committed stages."""
     from clawloop.storage import artifacts
-    from clawloop.storage.manifest import read_manifest
+    from clawloop.storage.manifest import check_manifest
 
     it = IterationFigures(iteration=k)
 
     def manifest(stage: str):
-        m = read_manifest(fs.stage_url(root, run_id, k, stage))
+        m, problem = check_manifest(fs.stage_url(root, run_id, k, stage))
         if m is None:
             it.missing.append(stage)
+        if problem is not None:
+            it.damaged.append(problem)
         return m
 
     if (m := manifest("synthesize")) is not None:
@@ -122,11 +125,12 @@ def iteration_figures(root: str, run_id: str, k: int) -> IterationFigures:
 
 def run_figures(root: str, run_id: str) -> RunFigures:
     """Every iteration of the run: 1..K from run.json, and any further iteration folder."""
-    run_url = fs.join(root, run_id)
+    run_url = fs.join(root, check_run_id(run_id))
     if not fs.exists(fs.join(run_url, "run.json")):
         raise ReportError(f"no run {run_id!r} under {root}: list runs with `clawloop runs`")
-    doc = json.loads(fs.read_bytes(fs.join(run_url, "run.json")))
-    k = int((doc.get("config") or {}).get("iterations") or 0)
+    doc = run_doc(root, run_id) or {}
+    iterations = (doc.get("config") or {}).get("iterations")
+    k = iterations if isinstance(iterations, int) and not isinstance(iterations, bool) else 0
     found = {
         int(n.removeprefix("iter-"))
         for n in fs.listdir(run_url)
@@ -163,6 +167,9 @@ def _cmd_report(args: argparse.Namespace) -> int:
     except ReportError as exc:
         print(f"clawloop report: {exc}", file=sys.stderr)
         return 2
+    for it in figures.iterations:
+        for problem in it.damaged:  # shown as "-": said once, one line each
+            print(f"clawloop report: {problem}: its figures show as -", file=sys.stderr)
     md, png = write_report(args.root, figures)
     console = Console(width=None if sys.stdout.isatty() else 200)  # a pipe: no 80-column wrap
     console.print(run_report_table(figures))
@@ -176,6 +183,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "report", help="a run's per-iteration figures: printed, and report.md + report.png"
     )
-    p.add_argument("--run", required=True, help="run id (see `clawloop runs`)")
+    p.add_argument("--run", type=run_id_arg, required=True, help="run id (see `clawloop runs`)")
     p.add_argument("--root", default="runs", help="storage root the run is under (default: runs)")
     p.set_defaults(func=_cmd_report)

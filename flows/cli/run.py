@@ -1,9 +1,10 @@
-"""CLI verbs for the pipeline: run, rerun, runs, serve (registered into flows/cli.py).
+"""CLI verbs for the pipeline: run, rerun, runs, sweep, serve (registered into flows/cli.py).
 
 clawloop run [--config FILE] [--iterations K] [--run-id ID] [--force STAGE ...] [--no-prefect]
              [--runner threads|dask|ray]
 clawloop rerun --run-id ID --iteration K --stage NAME
 clawloop runs [--root DIR]
+clawloop sweep
 clawloop serve [--config FILE] [--port 4200]
 """
 
@@ -14,11 +15,17 @@ import logging
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
+from rich.markup import escape
 
+from clawloop.flows.names import run_id_arg
 from clawloop.flows.pipeline import ORDER
 from clawloop.tasks.stage import resume_command
+
+if TYPE_CHECKING:
+    from clawloop.tasks.config import RunConfig
 
 console = Console(stderr=False)
 
@@ -41,21 +48,36 @@ def _error_text(error: str, verbose: bool) -> str:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from clawloop.flows import report, runs
-    from clawloop.flows.pipeline import STAGES
-    from clawloop.tasks.config import ConfigError, parse_config
+    from clawloop.flows import lease, runs
+    from clawloop.storage import fs
+    from clawloop.tasks.config import ConfigError
 
     _logging(args.verbose)
-    cfg = runs.resolve_config(args.config, args.run_id, root=args.root, iterations=args.iterations)
-    if args.runner:
-        if args.no_prefect and args.runner != "threads":
-            raise ConfigError(
-                f"--runner {args.runner} is a Prefect task runner: drop --no-prefect to use it"
-            )
-        data = cfg.model_dump(mode="json")
-        data["execution"] = {**data["execution"], "runner": args.runner}
-        cfg = parse_config(data, source=f"--runner {args.runner}")
+    if args.runner and args.no_prefect and args.runner != "threads":
+        raise ConfigError(
+            f"--runner {args.runner} is a Prefect task runner: drop --no-prefect to use it"
+        )
+    # Flags go into the config before it is validated: `--runner dask` wins over the file's
+    # `runner: threads` (with an execution.address that alone would be a contradiction).
+    execution = {"runner": args.runner} if args.runner else None
+    cfg = runs.resolve_config(
+        args.config, args.run_id, root=args.root, iterations=args.iterations, execution=execution
+    )
     run_id = args.run_id or runs.new_run_id()
+    fs.check_root(cfg.storage.root)  # a missing bucket or refused credentials: said up front
+    if not args.no_prefect:
+        from clawloop.flows.pipeline import check_preconditions
+
+        check_preconditions(cfg)  # before any stage: not at forge, after synthesize ran
+    # The lease first: a second writer is refused before it writes anything (run.json included).
+    with lease.hold(cfg.storage.root, run_id, "clawloop run"):
+        return _drive(args, cfg, run_id)
+
+
+def _drive(args: argparse.Namespace, cfg: RunConfig, run_id: str) -> int:
+    from clawloop.flows import report, runs
+    from clawloop.flows.pipeline import STAGES
+
     # Checked here, before any flow starts, so a user error is one line in both modes (inside a
     # flow Prefect would log it with a traceback first): a storage root we cannot write.
     runs.save_run_config(cfg, run_id)
@@ -75,7 +97,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         if isinstance(summary, BaseException):
             raise summary  # a user error prints as one line (flows/cli.py); anything else crashes
         if not isinstance(summary, runs.RunSummary):
-            console.print(f"[red]the loop flow crashed:[/] {state.message}")
+            console.print(f"[red]the loop flow crashed:[/] {escape(str(state.message))}")
             return 1
         summary.duration_s = summary.duration_s or sum(o.duration_s for o in summary.outcomes)
     console.print(report.summary_table(summary))
@@ -86,7 +108,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         if o.error or o.status == "blocked":
             console.print(
                 f"[red]{o.stage} iteration {o.iteration} {o.status}:[/]\n"
-                f"{_error_text(o.error, args.verbose) or o.reason}\n"
+                f"{escape(_error_text(o.error, args.verbose) or o.reason)}\n"
                 f"nothing of it was committed; fix the cause, then resume (completed stages "
                 f"skip, {o.stage} runs again): {resume_command(cfg.storage.root, run_id)}"
             )
@@ -108,25 +130,28 @@ def _cmd_rerun(args: argparse.Namespace) -> int:
         raise StageError(
             f"--iteration {args.iteration} is outside run {args.run_id}'s 1..{cfg.iterations}"
         )
-    if args.no_prefect:
-        from clawloop.tasks.mapping import thread_mapper
+    from clawloop.flows import lease
 
-        outcome = runs.rerun_stage(
-            cfg, args.run_id, args.iteration, args.stage, STAGES, thread_mapper()
-        )
-    else:
-        from clawloop.flows.pipeline import rerun_stage_flow
+    with lease.hold(cfg.storage.root, args.run_id, f"clawloop rerun --stage {args.stage}"):
+        if args.no_prefect:
+            from clawloop.tasks.mapping import thread_mapper
 
-        state = rerun_stage_flow(
-            args.run_id, args.iteration, args.stage, args.root, return_state=True
-        )
-        outcome = state.result(raise_on_failure=False)
-        if isinstance(outcome, BaseException):
-            raise outcome
+            outcome = runs.rerun_stage(
+                cfg, args.run_id, args.iteration, args.stage, STAGES, thread_mapper()
+            )
+        else:
+            from clawloop.flows.pipeline import rerun_stage_flow
+
+            state = rerun_stage_flow(
+                args.run_id, args.iteration, args.stage, args.root, return_state=True
+            )
+            outcome = state.result(raise_on_failure=False)
+            if isinstance(outcome, BaseException):
+                raise outcome
     summary = runs.RunSummary(args.run_id, cfg.storage.root, [outcome], outcome.duration_s)
     console.print(report.summary_table(summary))
     if outcome.error:
-        console.print(f"[red]{_error_text(outcome.error, args.verbose)}[/]")
+        console.print(f"[red]{escape(_error_text(outcome.error, args.verbose))}[/]")
     if outcome.status == "ran":
         info = runs.run_info(cfg.storage.root, args.run_id, STAGES, cfg)
         stale = [
@@ -147,8 +172,22 @@ def _cmd_rerun(args: argparse.Namespace) -> int:
 def _cmd_runs(args: argparse.Namespace) -> int:
     from clawloop.flows import report, runs
     from clawloop.flows.pipeline import STAGES
+    from clawloop.storage import fs
+    from clawloop.tasks.stage import StageError
 
+    named, args.root = args.root is not None, args.root or "runs"
+    if fs.is_local(args.root) and not fs.exists(args.root):
+        if named:  # a root the user named that is not there: a typo, not "no runs yet"
+            raise StageError(
+                f"no storage root {args.root}: pass the --root your runs were made under"
+            )
+        console.print("no runs under runs yet: start one with `clawloop run`")
+        return 0
     found = runs.list_runs(args.root, STAGES, args.run_id)
+    if args.run_id and found and found[0].status == "unreadable":
+        from clawloop.flows.records import RunRecordError
+
+        raise RunRecordError(found[0].reason)  # the one run asked for: its damage is the answer
     if not found:
         console.print(f"no runs under {args.root} yet: start one with `clawloop run`")
         return 0
@@ -158,8 +197,25 @@ def _cmd_runs(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    """Remove the sandboxes (Docker containers, bwrap roots, temp dirs, helper processes) whose
+    owner process is gone: what killed runs left. Live runs' sandboxes are kept."""
+    from clawloop.harness.sandbox.backend import sweep
+
+    removed = sweep()
+    for kind, items in removed.items():
+        for item in items:
+            print(f"removed {kind} {item}")
+    total = sum(len(v) for v in removed.values())
+    print(f"swept {total} leftover(s) of dead runs" if total else "nothing left by dead runs")
+    return 0
+
+
 def _cmd_serve(args: argparse.Namespace) -> int:
     from clawloop.flows.server import local_server
+    from clawloop.tasks.config import load_config
+
+    cron = load_config(args.config).prefect.nightly_cron  # a bad config: before any server starts
 
     with local_server(
         port=args.port,
@@ -169,9 +225,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         from prefect.settings import PREFECT_API_URL, temporary_settings
 
         from clawloop.flows.server import serve_deployments
-        from clawloop.tasks.config import load_config
 
-        cron = load_config(args.config).prefect.nightly_cron
         ui = api_url.removesuffix("/api")
         console.print(
             f"[bold]Prefect UI:[/] {ui}   deployments: nightly ({cron}), rerun-stage, loop   (Ctrl-C to stop)"
@@ -190,7 +244,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--iterations", type=int, help="K: iterations of the loop (overrides the config)"
     )
-    p.add_argument("--run-id", help="run id; an existing one resumes, skipping completed stages")
+    p.add_argument(
+        "--run-id",
+        type=run_id_arg,
+        help="run id; an existing one resumes, skipping completed stages",
+    )
     p.add_argument(
         "--force",
         nargs="+",
@@ -211,7 +269,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_cmd_run)
 
     p = sub.add_parser("rerun", help="re-run one stage of one iteration from cached artifacts")
-    p.add_argument("--run-id", required=True, help="the run (see `clawloop runs`)")
+    p.add_argument("--run-id", type=run_id_arg, required=True, help="the run (see `clawloop runs`)")
     p.add_argument("--iteration", type=int, required=True, help="which iteration, 1..K")
     p.add_argument("--stage", required=True, choices=ORDER, help="the stage to re-run")
     p.add_argument("--root", default="runs", help="storage root the run lives under")
@@ -220,9 +278,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_cmd_rerun)
 
     p = sub.add_parser("runs", help="list runs: status, start, duration; --run-id: its stages")
-    p.add_argument("--root", default="runs", help="storage root")
-    p.add_argument("--run-id", help="show this run's stages (complete, stale, failed, why)")
+    p.add_argument("--root", help="storage root (default: runs)")
+    p.add_argument(
+        "--run-id", type=run_id_arg, help="show this run's stages (complete, stale, failed, why)"
+    )
     p.set_defaults(func=_cmd_runs)
+
+    p = sub.add_parser(
+        "sweep",
+        help="remove sandboxes (Docker containers named clawloop-<run>-<stage>-...) of dead runs",
+    )
+    p.set_defaults(func=_cmd_sweep)
 
     p = sub.add_parser(
         "serve", help="start (or use) a Prefect server and serve nightly + rerun-stage"

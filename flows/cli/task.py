@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +74,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from clawloop.harness.taskfolder.folder import TaskFolderError, import_folder
 
     task_dir = Path(args.task_dir)
+    if not task_dir.exists():
+        raise CliError(f"no such task folder {task_dir}")
+    if not task_dir.is_dir():
+        raise CliError(f"{task_dir} is a file, not a task folder")
     try:
         row = import_folder(task_dir)
     except TaskFolderError as exc:
@@ -142,10 +144,19 @@ def cmd_import(args: argparse.Namespace) -> int:
     from clawloop.harness.taskfolder.folder import TaskFolderError
     from clawloop.harness.taskfolder.foreign import import_task_folder, task_folders
 
+    out = Path(args.out)
+    if out.is_dir():
+        raise CliError(f"--out {out} is a folder: name the Parquet file to write")
     rows = []
     for d in args.dirs:
+        if not Path(d).exists():
+            raise CliError(f"no such task folder {d}")
         try:  # a task folder, ours or foreign, or a dataset folder of them
-            rows += [import_task_folder(t) for t in task_folders(Path(d))]
+            for t in task_folders(Path(d)):
+                instruction = Path(t) / "instruction.md"
+                if instruction.exists() and not instruction.is_file():  # verify would drop it
+                    raise CliError(f"{instruction} is a folder, not a file: the task's prompt")
+                rows.append(import_task_folder(t))
         except TaskFolderError as exc:
             raise CliError(str(exc)) from exc
     n, out = _write_rows(rows, Path(args.out), "harbor")
@@ -172,12 +183,12 @@ def _write_rows(rows: list[dict[str, Any]], out: Path, fmt: str) -> tuple[int, P
         data, n = parquet_bytes(rows, FORGED, where=f"import {fmt}")
     except SchemaError as exc:
         raise CliError(str(exc)) from exc
-    out.parent.mkdir(parents=True, exist_ok=True)
-    # Temp + rename: a killed import never leaves a half-written Parquet under the real name.
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=out.parent)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    os.replace(tmp, out)
+    from clawloop.storage import fs
+
+    if out.is_dir():
+        raise CliError(f"--out {out} is a folder: name the Parquet file to write")
+    # Temp + rename (removed on failure), the umask's mode: never a half-written Parquet.
+    fs.write_bytes_atomic(str(out), data)
     return n, out
 
 

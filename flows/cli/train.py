@@ -57,8 +57,32 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
 def _cmd_tiny_model(args: argparse.Namespace) -> int:
     from clawloop.training.tiny_model import build_tiny_model
 
-    print(build_tiny_model(Path(args.out_dir), seed=args.seed))
+    out = Path(args.out_dir)
+    if out.exists() and not out.is_dir():
+        print(f"clawloop tiny-model: {out} is a file, not a folder", file=sys.stderr)
+        return 2
+    try:
+        print(build_tiny_model(out, seed=args.seed))
+    except FileExistsError as exc:  # a folder holding something else: said, nothing replaced
+        print(f"clawloop tiny-model: {exc}", file=sys.stderr)
+        return 2
     return 0
+
+
+def _parquet_problem(path: Path) -> str | None:
+    """What keeps `path` from being read as a Parquet file (None: nothing)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if not path.exists():
+        return "does not exist"
+    if not path.is_file():
+        return "is a folder, not a Parquet file"
+    try:
+        pq.read_schema(path)
+    except (pa.ArrowInvalid, OSError) as exc:
+        return f"is not a Parquet file ({str(exc).splitlines()[0]})"
+    return None
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
@@ -75,12 +99,18 @@ def _cmd_train(args: argparse.Namespace) -> int:
     except TrainConfigError as exc:
         print(f"clawloop train: {exc}", file=sys.stderr)
         return 2
-    for p in (args.trajectories, args.band):
-        if not Path(p).is_file():
-            print(f"clawloop train: no such Parquet file {p}", file=sys.stderr)
+    frames = []
+    for flag, p in (("--trajectories", args.trajectories), ("--band", args.band)):
+        problem = _parquet_problem(Path(p))
+        if problem is not None:
+            print(f"clawloop train: {flag} {p} {problem}", file=sys.stderr)
             return 2
+        frames.append(pd.read_parquet(p))
     out = Path(args.out)
-    traj, band = pd.read_parquet(args.trajectories), pd.read_parquet(args.band)
+    if out.exists() and not out.is_dir():
+        print(f"clawloop train: --out {out} is a file, not a folder", file=sys.stderr)
+        return 2
+    traj, band = frames
     if args.explain:
         from clawloop.training.explain import explain
         from clawloop.training.trainer_base import load_tokenizer

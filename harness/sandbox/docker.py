@@ -6,6 +6,9 @@ ulimits; each exec is wrapped in `timeout -s KILL N` because the Engine API has 
 and guarded on the host too. Files move with put_archive/get_archive, so a remote engine
 (DOCKER_HOST=tcp://... or ssh://...) works the same as the local socket. Every container carries
 labels naming its owner process, so `sweep_docker()` can remove those a killed run left behind.
+Inside a run (the pipeline sets CLAWLOOP_RUN_ID and CLAWLOOP_STAGE while a stage runs) a container
+is also named `clawloop-<run id>-<stage>-<8 hex>` and labelled with the run id and stage, so a
+person can find a run's sandboxes (`docker ps --filter label=clawloop.run_id=RUN`).
 
 With `SandboxConfig.docker_hosts` the sandbox takes a slot on a host of the pool (pool.py) at
 start and gives it back at stop; every fault of the engine (the SDK's errors and the connection
@@ -28,10 +31,12 @@ from __future__ import annotations
 import contextlib
 import os
 import posixpath
+import re
 import resource
 import socket
 import threading
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +59,10 @@ LABEL = "clawloop.sandbox"
 LABEL_PID = "clawloop.owner_pid"
 LABEL_START = "clawloop.owner_start"
 LABEL_HOST = "clawloop.owner_host"
+LABEL_RUN = "clawloop.run_id"
+LABEL_STAGE = "clawloop.stage"
+# Set by the pipeline (flows/) while a stage runs: the run and stage that own new sandboxes.
+ENV_RUN, ENV_STAGE = "CLAWLOOP_RUN_ID", "CLAWLOOP_STAGE"
 # Seconds the host waits past an exec's limit before it stops trusting `timeout` (a process that
 # escaped its process group can hold the output stream open) and kills everything in the box.
 GRACE_S = 5.0
@@ -189,11 +198,34 @@ def owner_labels() -> dict[str, str]:
     from .claim import _start_ticks
 
     pid = os.getpid()
-    return {
+    labels = {
         LABEL_PID: str(pid),
         LABEL_START: str(_start_ticks(pid) or 0),
         LABEL_HOST: socket.gethostname(),
     }
+    run, stage = os.environ.get(ENV_RUN, ""), os.environ.get(ENV_STAGE, "")
+    if run:
+        labels[LABEL_RUN] = run
+    if stage:
+        labels[LABEL_STAGE] = stage
+    return labels
+
+
+def _name_part(text: str, limit: int) -> str:
+    """`text` as a piece of a container name (Docker allows [a-zA-Z0-9_.-])."""
+    return re.sub(r"[^a-zA-Z0-9_.-]", "_", text)[:limit]
+
+
+def container_name(labels: dict[str, str], suffix: str) -> str | None:
+    """`clawloop-<run id>-<stage>-<suffix>` for a sandbox of a run (None outside a run: the
+    engine picks a name, the labels still say whose it is)."""
+    run = labels.get(LABEL_RUN)
+    if not run:
+        return None
+    parts = ["clawloop", _name_part(run, 128)]
+    if labels.get(LABEL_STAGE):
+        parts.append(_name_part(labels[LABEL_STAGE], 32))
+    return "-".join([*parts, suffix])
 
 
 class DockerSandbox(Sandbox):
@@ -220,7 +252,11 @@ class DockerSandbox(Sandbox):
             self.host = pool.default_host()
         try:
             self.client = shared_client(self.host if self._pool else None)
-            kwargs = run_kwargs(self.limits, owner_labels())
+            owner = owner_labels()
+            kwargs = run_kwargs(self.limits, owner)
+            name = container_name(owner, uuid.uuid4().hex[:8])
+            if name is not None:
+                kwargs["name"] = name
             try:
                 self.container = self.client.containers.run(self.cfg.image, **kwargs)
             except docker.errors.ImageNotFound as exc:
@@ -461,7 +497,7 @@ def remove_containers(base_url: str, ids: list[str]) -> None:
 
 def sweep_docker(base_url: str | None = None) -> list[str]:
     """Remove clawloop containers whose owner process on this host is gone from the engine at
-    `base_url` (None: DOCKER_HOST's); return their ids. Containers owned by another host (a
+    `base_url` (None: DOCKER_HOST's); return their names (ids when unnamed). Containers owned by another host (a
     shared remote engine) are left to that host's sweep."""
     try:
         cli = client(timeout=30, base_url=base_url)
@@ -489,5 +525,6 @@ def sweep_docker(base_url: str | None = None) -> list[str]:
             continue  # its owner is alive: a sandbox in use
         with contextlib.suppress(Exception):
             c.remove(force=True, v=True)
-            removed.append(c.short_id)
+            names = [n.lstrip("/") for n in c.attrs.get("Names") or []]
+            removed.append(names[0] if names else c.short_id)
     return removed

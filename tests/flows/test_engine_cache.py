@@ -180,10 +180,10 @@ KILL_SCRIPT = textwrap.dedent(
     from pathlib import Path
     import pyarrow as pa
     from clawloop.flows import runs
-    from clawloop.tasks.stage import StageResult, StageSpec
     from clawloop.tasks.config import parse_config
     from clawloop.tasks.mapping import thread_mapper
     from clawloop.storage import artifacts
+    from clawloop.tasks.stage import StageResult, StageSpec
 
     SCHEMA = pa.schema([("task_id", pa.string())])
     root, marker = sys.argv[1], Path(sys.argv[2])
@@ -207,7 +207,7 @@ def test_kill_minus_9_mid_stage_then_resume_completes(tmp_path):
     script = tmp_path / "kill_me.py"
     script.write_text(KILL_SCRIPT)
     marker = tmp_path / "marker"
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    env = dict(os.environ)  # `clawloop` resolves in the child as it does here
     proc = subprocess.Popen(
         [sys.executable, str(script), str(tmp_path / "runs"), str(marker)], env=env
     )
@@ -288,7 +288,9 @@ def test_user_errors_are_one_line_with_prefect_on_too(tmp_path, capsys, monkeypa
     monkeypatch.setattr(pipeline, "rerun_stage_flow", no_flow)
     assert main(["run", "--root", "/proc/clawloop-cannot-write", "--iterations", "1"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "cannot write /proc/clawloop-cannot-write" in err
+    assert (
+        err.count("\n") == 1 and "clawloop: cannot create folder /proc/clawloop-cannot-write" in err
+    )
     runs.run_loop(_cfg(tmp_path), "r", STAGES, thread_mapper(False))
     argv = ["rerun", "--run-id", "r", "--iteration", "7", "--stage", "b", "--root", str(tmp_path)]
     with pytest.raises(SystemExit):  # b is not a pipeline stage: argparse says so

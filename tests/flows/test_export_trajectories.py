@@ -248,3 +248,21 @@ def test_two_exports_of_the_same_name_load_their_own_rows(run_root, tmp_path):
     first = load_dataset(str(tmp_path / "a" / "traj"), split="train")
     second = load_dataset(str(tmp_path / "b" / "traj"), split="train")
     assert first["episode_id"] == ["t1-0", "t1-1"] and second["episode_id"] == ["t3-0"]
+
+
+def test_a_failed_export_leaves_no_half_written_dataset(run_root, tmp_path, monkeypatch, capsys):
+    from clawloop.flows.cli import export as export_mod
+
+    real = export_mod._split_file
+
+    def one_then_full(out, split, ext):  # the first split is written, then the disk is "full"
+        if (out / "data").exists() and any((out / "data").iterdir()):
+            raise OSError(28, "No space left on device")
+        return real(out, split, ext)
+
+    monkeypatch.setattr(export_mod, "_split_file", one_then_full)
+    out = tmp_path / "ds"
+    assert export("trajectories", "--run", RUN, "--root", str(run_root), "--out", str(out)) == 2
+    assert "No space left on device" in capsys.readouterr().err
+    assert not out.exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".tmp-")]

@@ -107,9 +107,12 @@ def test_forge_bad_generator_exits_nonzero_with_reason(
     "argv, needle",
     [
         (["forge", "/nonexistent/gen.py", "--seed", "1", "--out", "OUT"], "does not exist"),
-        (["verify", "/nonexistent/task"], "missing task.toml"),
+        (["verify", "/nonexistent/task"], "no such task folder /nonexistent/task"),
         (["export", "harbor", "--tasks", "/nonexistent.parquet", "--out", "OUT"], "does not exist"),
-        (["import", "harbor", "/nonexistent/task", "--out", "OUT/x.parquet"], "missing task.toml"),
+        (
+            ["import", "harbor", "/nonexistent/task", "--out", "OUT/x.parquet"],
+            "no such task folder",
+        ),
     ],
 )
 def test_usage_errors_exit_2_with_one_line(

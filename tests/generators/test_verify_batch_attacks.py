@@ -208,13 +208,19 @@ def test_an_output_path_into_another_slot_is_refused(
     assert "is not a path inside the workspace" in by_check(together[1])["oracle"]["reason"]
 
 
+# 30 s: the step cap ends the loop first on any CPU likely to run this (the case that failed the old
+# assertion on fast cores); 2 s: either limit may, depending on the core.
+@pytest.mark.parametrize("cpu_seconds", [2, 30])
 def test_a_grading_that_kills_the_interpreter_costs_no_other_task_its_results(
-    good: dict, good2: dict, tmp_path: Path
+    good: dict, good2: dict, tmp_path: Path, cpu_seconds: int
 ) -> None:
-    # The SQL dump loops forever inside sqlite (C code: the job's SIGALRM handler never runs), so
-    # the batch interpreter dies at RLIMIT_CPU: the job before keeps its results, the job after
-    # and the looping one are graded again alone, and the other two get what they get alone.
-    low = SandboxConfig(backend="bwrap", limits=Limits(cpu_seconds=2))
+    # The SQL dump loops inside sqlite (C code: the job's SIGALRM handler never runs). Two limits
+    # race to end it: RLIMIT_CPU (2 s), which kills the batch interpreter, and the snapshot's
+    # sqlite step cap (a count of VM steps), which fails the load. Which comes first depends on
+    # the CPU's speed, so the test asserts what holds either way: the other two jobs get exactly
+    # what they get alone (the job before keeps its results; after a kill the job after and the
+    # looping one are graded again alone), and the looping task never passes.
+    low = SandboxConfig(backend="bwrap", limits=Limits(cpu_seconds=cpu_seconds))
     loop = (
         DUMP
         + "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c;\n"
@@ -229,7 +235,7 @@ def test_a_grading_that_kills_the_interpreter_costs_no_other_task_its_results(
 
     jobs = [job(r) for r in rows]
     first, looping, last = verify.grade_jobs(jobs, low)
-    assert looping.probes is None
+    assert looping.probes is None or not looping.oracle.passed  # killed, or its load failed
     for graded, one in [(first, jobs[0]), (last, jobs[2])]:
         solo = verify.grade_jobs([one], low)[0]
         assert graded.probes is not None and graded.probes == solo.probes

@@ -16,7 +16,6 @@ import sys
 import textwrap
 import time
 from collections import Counter
-from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -79,7 +78,9 @@ def test_run_resume_force_and_one_stage_rerun_on_s3(s3, capsys):
         + [("c", "last.parquet")]
     ]
     manifests = [f"runs/r/iter-{k}/{s}/manifest.json" for k in (1, 2) for s in "abc"]
-    assert s3.objects() == sorted(["runs/r/run.json", *stage_objects, *manifests])
+    assert s3.objects() == sorted(
+        ["runs/r/lease.json", "runs/r/run.json", *stage_objects, *manifests]
+    )
     saved = json.loads(s3.get("runs/r/run.json"))
     assert saved["config"]["storage"] == {"root": s3.root, "options": s3.options}
     for key in manifests:
@@ -107,7 +108,7 @@ def test_run_resume_force_and_one_stage_rerun_on_s3(s3, capsys):
 
     (info,) = runs.list_runs(s3.root, STAGES)
     assert info.run_id == "r" and info.status == "complete", (info.status, info.reason)
-    assert "runs/r/running.json" not in s3.objects()
+    assert json.loads(s3.get("runs/r/lease.json"))["released"] is True
     assert cli.main(["runs", "--root", s3.root]) == 0
     assert "complete" in capsys.readouterr().out
 
@@ -134,10 +135,10 @@ KILL_SCRIPT = textwrap.dedent(
     import sys, time
     import pyarrow as pa
     from clawloop.flows import runs
-    from clawloop.tasks.stage import StageResult, StageSpec
     from clawloop.storage import artifacts, fs
     from clawloop.tasks.config import parse_config
     from clawloop.tasks.mapping import thread_mapper
+    from clawloop.tasks.stage import StageResult, StageSpec
 
     SCHEMA = pa.schema([("task_id", pa.string())])
     root, marker = sys.argv[1], sys.argv[2]
@@ -168,7 +169,7 @@ def test_kill_minus_9_mid_stage_then_resume_in_a_fresh_process(s3, tmp_path, mon
     script.write_text(KILL_SCRIPT)
     marker = fs.join(s3.root, "marker")
     monkeypatch.setenv("AWS_ENDPOINT_URL", s3.endpoint)
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    env = dict(os.environ)  # `clawloop` resolves in the child as it does here
     argv = [sys.executable, str(script), s3.root, marker]
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 120
@@ -180,9 +181,9 @@ def test_kill_minus_9_mid_stage_then_resume_in_a_fresh_process(s3, tmp_path, mon
     slow = fs.stage_url(s3.root, "r", 1, "slow")
     assert "runs/r/iter-1/slow/part1.parquet" in s3.objects()  # a real object of the killed stage
     assert "no manifest" in why_incomplete(slow)  # ... that never makes it look complete
-    assert "runs/r/running.json" in s3.objects()
+    assert json.loads(s3.get("runs/r/lease.json"))["released"] is False  # killed: never let go
     (info,) = runs.list_runs(s3.root, [StageSpec(n, _a, lambda c, k: {}) for n in ("fast", "slow")])
-    assert info.status != "running"  # the killed driver's running.json is recognised as dead
+    assert not info.status.startswith("running")  # the killed holder's lease is recognised as dead
     fast_etag = s3.client.head_object(Bucket=s3.bucket, Key="runs/r/iter-1/fast/manifest.json")
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -192,6 +193,7 @@ def test_kill_minus_9_mid_stage_then_resume_in_a_fresh_process(s3, tmp_path, mon
     again = s3.client.head_object(Bucket=s3.bucket, Key="runs/r/iter-1/fast/manifest.json")
     assert again["ETag"] == fast_etag["ETag"]
     assert not [k for k in s3.objects() if fs.TMP_PREFIX in k]
+    assert "took over run r" in done.stderr  # the dead holder's lease, with a warning
 
 
 def _train(ctx: StageContext) -> StageResult:
