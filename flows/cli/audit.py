@@ -32,6 +32,10 @@ def audit_folders(dirs: list[str], sample: int = 0, seed: int = 0) -> list[Path]
 
     folders: list[Path] = []
     for d in dirs:
+        if not Path(d).exists():
+            raise AuditError(f"no such task folder {d}")
+        if not Path(d).is_dir():
+            raise AuditError(f"{d} is a file, not a task folder nor a data set folder")
         try:
             folders += eval_set_folders(Path(d))
         except TaskFolderError as exc:

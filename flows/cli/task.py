@@ -198,6 +198,8 @@ def detect_format(path: Path) -> str:
     from clawloop.harness.taskfolder.folder import TaskFolderError
     from clawloop.harness.taskfolder.foreign import task_folders
 
+    if not path.exists():
+        raise CliError(f"no such task folder {path}")
     if clawgym_folders(path):
         return "clawgym"
     try:
@@ -216,6 +218,8 @@ def cmd_import_clawgym(args: argparse.Namespace) -> int:
 
     folders: list[Path] = []
     for d in args.dirs:
+        if not Path(d).exists():
+            raise CliError(f"no such task folder {d}")
         found = clawgym_folders(Path(d))
         if not found:
             try:

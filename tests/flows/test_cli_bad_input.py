@@ -102,6 +102,21 @@ TABLE = [
         "no such task folder T/nonexistent",
         2,
     ),
+    (
+        "import clawgym",
+        "import clawgym T/nonexistent --out T/x.parquet",
+        "no such task folder T/nonexistent",
+        2,
+    ),
+    (
+        "import clawgym",
+        f"import clawgym {HIVE} --out T/x.parquet",
+        "not a ClawGym task folder nor a data set folder of them (it is a Harbor one",
+        2,
+    ),
+    ("import auto", "import auto T/nonexistent --out T/x.parquet", "no such task folder", 2),
+    ("audit", "audit T/nonexistent", "no such task folder T/nonexistent", 2),
+    ("audit", "audit T/file.txt", "T/file.txt is a file, not a task folder", 2),
     ("verify", "verify T/nonexistent", "no such task folder T/nonexistent", 2),
     ("verify", "verify T/file.txt", "T/file.txt is a file, not a task folder", 2),
     (
