@@ -135,3 +135,23 @@ def test_through_the_sandbox_the_initial_state_is_the_hosts_and_a_failure_is_one
     assert initial == {"orders": [{"code": f"A{i}", "qty": i} for i in range(4)]}
     assert runs[0].ok and runs[0].final["orders"][2] == {"code": "A2", "qty": 5}
     assert not runs[1].ok and "no order ZZ" in runs[1].why
+
+
+@pytest.mark.slow
+def test_the_code_built_airline_domain_yields_tasks_through_several_write_tools(tmp_path):
+    # benchmarks/domain_scale.py runs the full size (6 MB, --n 6); this is the same path small
+    import importlib.util
+
+    from clawloop.synthesis.domain.synth import synthesize_domain
+
+    path = Path(__file__).parents[3] / "benchmarks" / "airline_domain.py"
+    spec = importlib.util.spec_from_file_location("airline_domain", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    root = mod.build(tmp_path / "airline", 60, 40, 300)
+    made = synthesize_domain(root, 4, 1, SandboxConfig())
+    assert len(made.candidates) >= 3, [g["reason"] for g in made.dropped]
+    domain = load_domain(root)
+    writes = {t.name for t in domain.tools if t.writes}
+    used = {s["tool"] for g in made.graphs if g["kept"] for s in json.loads(g["plan"])}
+    assert len(used & writes) >= 2, used
