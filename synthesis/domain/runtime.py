@@ -413,6 +413,8 @@ def _limit(memory_mb, seconds):
     if vm is not None:
         lower(resource.RLIMIT_AS, vm + memory_mb * 1024 * 1024)
     lower(resource.RLIMIT_CPU, int(seconds))
+    for sig in (signal.SIGALRM, signal.SIGXCPU):  # over the limit ends the process, whatever
+        signal.signal(sig, signal.SIG_DFL)  # handler it inherited
     signal.alarm(int(seconds))
 
 

@@ -62,6 +62,14 @@ def set_qty(state, code: str, qty: int) -> dict:
     return "Error: no order " + code
 
 
+def spin(state, n: int) -> str:
+    """Loop n times (forever, in practice)."""
+    i = 0
+    while i < n:
+        i += 1
+    return str(i + len(state["orders"]))
+
+
 def hog(state, mb: int) -> str:
     """Hold mb megabytes."""
     block = bytearray(mb * 1024 * 1024)
@@ -109,6 +117,17 @@ def test_a_plan_over_its_memory_is_dropped_with_the_reason_and_the_others_run(wo
     assert runs[2].ok and runs[2].final == initial  # after the hog, a plan still runs
     # the snapshot on disk is never changed by a plan
     assert json.loads((ws / "state" / "orders.json").read_text())[1]["qty"] == 1
+
+
+def test_a_plan_over_its_time_is_killed_and_named(workspace, tmp_path):
+    ws = _write(workspace, tmp_path / "ws")
+    plans = [_plan("spin", n=10**12), _plan("set_qty", code="A0", qty=3)]
+    (tmp_path / "plans.json").write_text(json.dumps({"plans": plans, "seconds": 1}))
+    runtime.run_plans(str(tmp_path / "plans.json"), str(tmp_path / "out.jsonl"), root=str(ws))
+    initial = execute.initial_state(workspace)
+    runs = execute.parse_results((tmp_path / "out.jsonl").read_text(), 2, initial, "none")
+    assert not runs[0].ok and "killed by SIG" in runs[0].why and "1 s" in runs[0].why
+    assert runs[1].ok
 
 
 def test_a_missing_or_unreadable_line_fails_that_plan_only():
