@@ -46,6 +46,7 @@ class PlanRun:
     why: str
     trace: list[dict[str, Any]]
     final: Tables
+    peak_mb: float = 0.0  # the peak resident memory of the plan's process, as measured there
 
 
 def plan_memory_mb(sandbox: SandboxConfig) -> int:
@@ -81,6 +82,7 @@ def _run(doc: dict[str, Any], initial: Tables) -> PlanRun:
         str(doc.get("why", "")),
         list(doc.get("trace", [])),
         runtime.apply_delta(initial, final) if isinstance(final, dict) else {},
+        float(doc.get("peak_mb", 0.0)),
     )
 
 

@@ -454,9 +454,10 @@ def run_isolated(root, spec, plan, initial, blob, memory_mb=PLAN_MEMORY_MB, seco
     os.close(write_end)
     with os.fdopen(read_end, "rb") as r:
         data = r.read()
-    _, status = os.waitpid(pid, 0)
+    _, status, usage = os.wait4(pid, 0)
+    peak_mb = round(usage.ru_maxrss / 1024, 1)  # the plan process's peak resident set (KiB)
     try:
-        return json.loads(data.decode())
+        return dict(json.loads(data.decode()), peak_mb=peak_mb)
     except ValueError:
         if os.WIFSIGNALED(status):
             sig = os.WTERMSIG(status)
@@ -464,7 +465,8 @@ def run_isolated(root, spec, plan, initial, blob, memory_mb=PLAN_MEMORY_MB, seco
         else:
             how = f"exited {os.WEXITSTATUS(status)} without a result"
         limits = f"limits: {memory_mb} MiB beyond the snapshot, {seconds} s"
-        return {"ok": False, "why": f"the plan's process {how} ({limits})", "trace": []}
+        why = f"the plan's process {how} ({limits})"
+        return {"ok": False, "why": why, "trace": [], "peak_mb": peak_mb}
 
 
 def run_plans(plans_path, out_path, root=ROOT):

@@ -64,6 +64,7 @@ class DomainSynth:
     seconds: float = 0.0
     analysis: list[dict[str, Any]] = field(default_factory=list)  # the LLM's additions per tool
     plan_memory_mb: int = 0  # what one reference plan may use beyond the snapshot (execute.py)
+    plan_peak_mb: float = 0.0  # the largest peak resident memory a reference plan's process had
 
     @property
     def dropped(self) -> list[dict[str, Any]]:
@@ -82,6 +83,7 @@ class DomainSynth:
             "features": covered,
             "seconds_per_task": round(self.seconds / max(1, len(self.candidates)), 3),
             "plan_memory_mb": self.plan_memory_mb,
+            "plan_peak_mb": self.plan_peak_mb,
             **({"llm_added_edges": sum(len(r["added_reads"]) + len(r["added_writes"])
                                        for r in self.analysis)} if self.analysis else {}),
         }  # fmt: skip
@@ -264,6 +266,7 @@ def synthesize_domain(
         return out
     initial, results = execute.run_plans(files, [*plans, probe.plan()], sandbox)
     all_writes = results.pop()
+    out.plan_peak_mb = max([r.peak_mb for r in results] + [all_writes.peak_mb])
     at = iter(results)
     for row, fit in tried:
         runs = [(v, next(at), next(at) if v.alt_steps else None) for v in fit]

@@ -115,6 +115,7 @@ def test_a_plan_over_its_memory_is_dropped_with_the_reason_and_the_others_run(wo
     assert runs[0].ok and [r["qty"] for r in runs[0].final["orders"]] == [0, 7, 2, 3]
     assert not runs[1].ok and "memory" in runs[1].why and "64 MiB" in runs[1].why
     assert runs[2].ok and runs[2].final == initial  # after the hog, a plan still runs
+    assert all(0 < r.peak_mb < 64 + 2048 for r in runs)  # each plan's own peak, measured
     # the snapshot on disk is never changed by a plan
     assert json.loads((ws / "state" / "orders.json").read_text())[1]["qty"] == 1
 
