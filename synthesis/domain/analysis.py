@@ -8,7 +8,13 @@ field). Then:
 - writes: a store / `del` / augmented assignment whose target is a subscript or attribute of a
   value with a table origin, or a mutating method on one (`append pop update setdefault remove
   clear insert extend popitem add discard sort reverse`). `data["orders"][oid]["status"] = x`
-  writes `orders`; so does `o = data["orders"][oid]; o["status"] = x`.
+  writes `orders`; so does `o = data["orders"][oid]; o["status"] = x`. A *copy* is not the
+  state: a new container built from it (a comprehension, `dict(x)`, `list(x)`, `sorted(x)`,
+  `x.copy()`, `copy.copy(x)`; `copy.deepcopy(x)` keeps nothing) can be stored into or
+  `.update()`d without writing, while what it holds (a record in a list of records) still is
+  the state's.
+- iteration: `for k, v in t.items()` / `for i, v in enumerate(t)` binds the key or index to no
+  origin and the value to the records; `for k in t.keys()` yields keys only.
 - reads: any other access to a value with a table origin.
 - only a *constant* subscript of the state (or an alias of it) names a table: a local called
   `flight_data` is just a local, and `data[name]` with a non-constant key is an unknown table
@@ -37,7 +43,8 @@ from clawloop.synthesis.domain.sql import select_columns, select_sources, tables
 MUTATORS = {"append", "extend", "insert", "remove", "clear", "update", "sort", "reverse", "add"}
 MUTATORS |= {"discard", "pop", "popitem", "setdefault"}
 VIEWS = {"values", "items", "keys"}
-PROPAGATE = {"list", "sorted", "reversed", "tuple", "iter", "filter", "enumerate", "zip", "set"}
+PROPAGATE = {"reversed", "iter", "filter", "enumerate", "zip"}  # views: the same values
+COPIES = {"list", "sorted", "tuple", "set", "frozenset", "copy"}  # new containers of them
 SQL_CALLS = {"execute", "executemany", "executescript"}
 _MAX_STRINGS = 32
 
@@ -109,7 +116,7 @@ class _Body:
                 self.eval(s.target)
                 self.store(s.target)
         elif isinstance(s, ast.For | ast.AsyncFor):
-            self.bind(s.target, None, self.iterate(self.eval(s.iter)))
+            self.loop_bind(s.target, s.iter)
             self.block(s.body + s.orelse)
         elif isinstance(s, ast.Return):
             if s.value is not None:
@@ -180,6 +187,8 @@ class _Body:
             self.eval(target.slice)
         base = self.target_origins(target.value)
         for o in base:
+            if o.copy:  # storing into a copy changes nothing
+                continue
             if o.kind == "table":
                 self.facts.writes.add(o.table)
             elif o.kind == "state" and isinstance(target, ast.Subscript):
@@ -233,7 +242,7 @@ class _Body:
             return origins
         if isinstance(e, ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp):
             for gen in e.generators:
-                self.bind(gen.target, None, self.iterate(self.eval(gen.iter)))
+                self.loop_bind(gen.target, gen.iter)
                 for cond in gen.ifs:
                     self.eval(cond)
             if isinstance(e, ast.DictComp):
@@ -241,7 +250,7 @@ class _Body:
                 inner = self.eval(e.value)
             else:
                 inner = self.eval(e.elt)
-            return {_deeper(o, -1) for o in inner if o.depth > 0}
+            return {_fresh(_deeper(o, -1)) for o in inner if o.depth > 0}
         if isinstance(e, ast.Lambda):
             self.nested += 1
             self.eval(e.body)
@@ -274,6 +283,21 @@ class _Body:
                 out.add(_deeper(o, 1))
         return out
 
+    def loop_bind(self, target: ast.expr, it: ast.expr) -> None:
+        """Bind a loop's (or a comprehension's) target to what iterating `it` yields."""
+        origins = self.eval(it)
+        call = it if isinstance(it, ast.Call) else None
+        view = call.func.attr if call and isinstance(call.func, ast.Attribute) else ""
+        fn = call.func.id if call and isinstance(call.func, ast.Name) else ""
+        pair = isinstance(target, ast.Tuple | ast.List) and len(target.elts) == 2
+        if view == "keys" and not (call and call.args):
+            self.bind(target, None, set())  # keys are strings, not records
+        elif pair and (view == "items" or fn == "enumerate"):
+            self.bind(target.elts[0], None, set())  # type: ignore[attr-defined]
+            self.bind(target.elts[1], None, self.iterate(origins))  # type: ignore[attr-defined]
+        else:
+            self.bind(target, None, self.iterate(origins))
+
     def iterate(self, origins: set[Origin]) -> set[Origin]:
         return {_deeper(o, 1) for o in origins if o.kind in ("table", "rows")}
 
@@ -289,6 +313,8 @@ class _Body:
             return self.method(e, f, args)
         if isinstance(f, ast.Name):
             union = set().union(*args) if args else set()
+            if f.id in COPIES:
+                return {_fresh(o) for o in union}
             if f.id in PROPAGATE:
                 return union
             if f.id == "next" and args:
@@ -296,7 +322,7 @@ class _Body:
             if f.id in ("max", "min"):
                 return {_deeper(o, 1) for o in args[0]} if len(args) == 1 else union
             if f.id == "dict":  # a copy; a sqlite row made a dict keeps its columns
-                return {o for o in union if o.kind == "rows"}
+                return {_fresh(o) for o in union}
             return set()
         self.eval(f)
         return set()
@@ -311,6 +337,8 @@ class _Body:
         if name in MUTATORS:
             base = self.target_origins(f.value)
             for o in base:
+                if o.copy:  # `info = {k: v ...}; info.update(...)` mutates a copy
+                    continue
                 if o.kind == "table":
                     self.facts.writes.add(o.table)
                 elif o.kind == "state" and name in ("pop", "setdefault") and e.args:
@@ -321,7 +349,12 @@ class _Body:
             if name in ("pop", "setdefault", "popitem"):
                 return self.sub(base, e.args[0]) if e.args else {_deeper(o, 1) for o in base}
             return set()
+        if name in ("copy", "deepcopy") and isinstance(f.value, ast.Name) and f.value.id == "copy":
+            # the copy module: copy.copy(x) is a shallow copy, copy.deepcopy(x) shares nothing
+            return {_fresh(o) for o in args[0]} if name == "copy" and args else set()
         base = self.eval(f.value)
+        if name == "copy" and not e.args:  # rec.copy(), a shallow copy
+            return {_fresh(o) for o in base}
         if name == "get":
             return self.sub(base, e.args[0]) if e.args else set()
         if name in VIEWS:
@@ -480,4 +513,10 @@ class _Body:
 
 
 def _deeper(o: Origin, by: int) -> Origin:
+    """What a subscript or iteration of `o` reaches: the state's own values (never a copy)."""
     return Origin(o.kind, o.table, o.depth + by, o.cols)
+
+
+def _fresh(o: Origin) -> Origin:
+    """A new container holding what `o` holds."""
+    return Origin(o.kind, o.table, o.depth, o.cols, copy=True)

@@ -69,6 +69,7 @@ class Index:
     values: dict[str, dict[str, list[Any]]]
     keys: dict[str, str] = field(default_factory=dict)  # table -> business key
     dates: tuple[str, ...] = ()  # ISO dates the state holds: what a date parameter can be
+    memo: dict[tuple[str, str], list[Any]] = field(default_factory=dict, compare=False, repr=False)
 
     @staticmethod
     def of(tables: Tables, keys: dict[str, str] | None = None) -> Index:
@@ -94,6 +95,12 @@ class Index:
         return Index(tables, unique, values, dict(keys or {}), tuple(dates))
 
     def distinct(self, table: str, name: str) -> list[Any]:
+        key = (table, name)  # memoised: _unusual asks per record, quadratic on a large table
+        if key not in self.memo:
+            self.memo[key] = self._distinct(table, name)
+        return self.memo[key]
+
+    def _distinct(self, table: str, name: str) -> list[Any]:
         seen: dict[str, Any] = {}
         for v in self.values.get(table, {}).get(name, []):
             if isinstance(v, str | int | float | bool):

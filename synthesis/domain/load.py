@@ -9,7 +9,8 @@ for an unknown table or field.
 Which symbols are tools (the host only parses the files):
 - every public top-level `def` of a tools/*.py file not named `_*.py` (its first parameter is
   the state); `_private` functions and `_*.py` modules are helpers, followed for reads/writes;
-- every class with a static `invoke` and a static `get_info` (the tau-bench shape).
+- every class with a static `invoke` and a static `get_info` (the tau-bench shape); a base class
+  whose get_info returns nothing (it raises NotImplementedError) is not a tool.
 """
 
 from __future__ import annotations
@@ -121,11 +122,17 @@ def _is_static(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     return any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in node.decorator_list)
 
 
+def _abstract(get_info: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """A base class's get_info that returns nothing (`raise NotImplementedError`, `...`, `pass`):
+    the tau-bench `Tool(abc.ABC)` every tool class inherits from, not a tool itself."""
+    return not any(isinstance(n, ast.Return) and n.value is not None for n in ast.walk(get_info))
+
+
 def _class_tools(project: Project, module: Module) -> list[Tool]:
     out = []
     for cls, methods in module.classes.items():
         invoke, info = methods.get("invoke"), methods.get("get_info")
-        if invoke is None or info is None:
+        if invoke is None or info is None or _abstract(info):
             continue
         if not (_is_static(invoke) and _is_static(info)):
             raise DomainError(
@@ -162,6 +169,18 @@ def _function_tools(project: Project, module: Module, stem: str) -> list[Tool]:
     return out
 
 
+def _uses_state(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """Is the first parameter (the state) named anywhere in the body? A certain signal, unlike
+    "no table found": a tool reading `data[name]` touches the state through an unknown table."""
+    args = node.args.posonlyargs + node.args.args
+    if not args:
+        return False
+    state = args[0].arg
+    return any(
+        isinstance(n, ast.Name) and n.id == state for stmt in node.body for n in ast.walk(stmt)
+    )
+
+
 def _tool(project, module, node, name, shape, symbol, description, params, schema) -> Tool:
     try:
         facts = analyse(project, module, node)
@@ -181,6 +200,7 @@ def _tool(project, module, node, name, shape, symbol, description, params, schem
         writes=tuple(sorted(facts.writes)),
         errors=tuple(facts.errors),
         schema=schema,
+        state_access=_uses_state(node),
     )
 
 

@@ -49,6 +49,9 @@ class Tool:
     writes: tuple[str, ...] = ()  # tables it writes (from the code)
     errors: tuple[str, ...] = ()  # the error messages it can return or raise (from the code)
     schema: dict[str, Any] = field(default_factory=dict)  # OpenAI function schema
+    # Does its code use the state argument at all? False: a pure helper (think, calculate,
+    # transfer_to_human_agents), offered to no skill since it cannot change or show the state.
+    state_access: bool = True
 
     @property
     def read_only(self) -> bool:

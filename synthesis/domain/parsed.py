@@ -18,6 +18,9 @@ class Origin:
     table: str = ""
     depth: int = 0  # table / rows: 0 the collection, 1 a record, 2+ inside one
     cols: tuple[str, ...] = ()  # rows: the SELECT's output columns
+    # A new container built from state values (a comprehension, dict(x), list(x), x.copy()):
+    # storing into it or mutating it changes nothing; what it holds is still the state's.
+    copy: bool = False
 
 
 @dataclass

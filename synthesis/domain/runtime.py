@@ -17,6 +17,14 @@ connection over the dump loaded in memory), and only when it succeeded saves the
 atomically (every file written to a temporary name, then renamed). It prints the result as JSON;
 an error (a returned "Error: ..." string or a raised exception) prints {"error": ...}, exits 1
 and leaves the state as it was.
+
+Reference plans (`run_plans`, in the sandbox): the snapshot is read from the workspace's files
+once; each plan then runs in its own forked process on a copy of it, bounded to PLAN_MEMORY_MB
+of memory beyond the snapshot and PLAN_SECONDS of CPU and wall time (the plans file may set
+both), so a plan that runs out is one plan failed, with the reason, not the executor killed.
+A plan's final state comes back as a delta against the initial one (`delta`), never whole; the
+host rebuilds it with `apply_delta` over the initial state it computes from the same files with
+this module's pure data functions (`load_state`, `as_records`), no domain code involved.
 """
 
 from __future__ import annotations
@@ -25,6 +33,8 @@ import copy
 import importlib.util
 import json
 import os
+import pickle
+import signal
 import sqlite3
 import sys
 import tempfile
@@ -149,6 +159,8 @@ def invoke(root, tool, state, params):
         target = target.invoke
     try:
         result = target(state, **params)
+    except MemoryError:  # the process's limit, not the tool's answer: the caller says which
+        raise
     except Exception as exc:  # a domain tool raising is an error the agent sees, not a crash
         raise ToolFailed(f"{type(exc).__name__}: {exc}") from None
     if isinstance(result, str):
@@ -242,6 +254,9 @@ def main(name, argv, root=ROOT):
     except ToolFailed as exc:
         print(json.dumps({"error": str(exc)}))
         return 1
+    except MemoryError:
+        print(json.dumps({"error": "the tool ran out of memory; the state is unchanged"}))
+        return 1
     print(json.dumps(result, indent=1, ensure_ascii=False, default=str))
     return 0
 
@@ -263,14 +278,25 @@ def resolve(value, results):
     return value
 
 
-def run_plan(root, spec, plan):
-    """Run a plan's steps on a fresh copy of the snapshot, in memory. Each step says whether it
-    must succeed ("ok") or fail ("error"); a broken expectation ends the plan."""
-    state = load_state(root, spec)
+def _copy(state):
+    """A copy of a json state to restore if a step fails: a pickle round trip (several times
+    faster than deepcopy on megabytes of records), deepcopy for what pickle cannot take."""
+    try:
+        return pickle.loads(pickle.dumps(state, pickle.HIGHEST_PROTOCOL))
+    except Exception:  # a tool put something unpicklable in the state
+        return copy.deepcopy(state)
+
+
+def run_plan(root, spec, plan, state=None):
+    """Run a plan's steps on a fresh copy of the snapshot (or on `state`), in memory. Each step
+    says whether it must succeed ("ok") or fail ("error"); a broken expectation ends the plan."""
+    state = load_state(root, spec) if state is None else state
     trace, results = [], []
     for i, step in enumerate(plan["steps"]):
         tool = spec["tools"][step["tool"]]
-        backup = None if spec["store"] == "sqlite" else copy.deepcopy(state)
+        expect = step.get("expect", "ok")  # "any": a probe that applies tools regardless
+        # Only a step allowed to fail needs the state before it: a failed "ok" step ends the plan.
+        backup = _copy(state) if spec["store"] != "sqlite" and expect != "ok" else None
         try:
             params = {k: resolve(v, results) for k, v in step["params"].items()}
             result, error = invoke(root, tool, state, params), ""
@@ -280,12 +306,11 @@ def run_plan(root, spec, plan):
             result, error, params = None, str(exc), step["params"]
             if spec["store"] == "sqlite":
                 state.rollback()
-            else:
+            elif backup is not None:
                 state = backup
         results.append(result)
         text = json.dumps(result, default=str, ensure_ascii=False)[:MAX_RESULT]
         trace.append({"step": i, "params": params, "error": error, "result": text})
-        expect = step.get("expect", "ok")  # "any": a probe that applies tools regardless
         if (expect == "ok" and error) or (expect == "error" and not error):
             why = error or "it succeeded"
             return {
@@ -296,19 +321,178 @@ def run_plan(root, spec, plan):
     return {"ok": True, "trace": trace, "final": as_records(spec, state)}
 
 
+# ---------------------------------------------------------------- final states as deltas
+
+
+def delta(initial, final):
+    """A final state {table: [record]} told against the initial one: per table "same", or a
+    list of segments, each [start, stop] (initial records start..stop-1, unchanged) or
+    {"r": record} (a changed or new record). A table absent is one the plan removed. A plan's
+    result is then the size of what it changed, not of the state."""
+    out = {}
+    for name, rows in final.items():
+        base = initial.get(name, [])
+        out[name] = "same" if rows == base else _segments(base, rows)
+    return out
+
+
+def _segments(base, rows):
+    out, k, index = [], 0, None
+    for rec in rows:
+        if k < len(base) and base[k] == rec:
+            j = k
+        elif k + 1 < len(base) and base[k + 1] == rec:  # the record before it changed
+            j = k + 1
+        else:
+            if index is None:  # records moved: find them by content (built once, if ever)
+                index = {}
+                for i, r in enumerate(base):
+                    index.setdefault(json.dumps(r, sort_keys=True, default=str), i)
+            j = index.get(json.dumps(rec, sort_keys=True, default=str))
+        if j is None:
+            out.append({"r": rec})
+            continue
+        if out and isinstance(out[-1], list) and out[-1][1] == j:
+            out[-1][1] = j + 1
+        else:
+            out.append([j, j + 1])
+        k = j + 1
+    return out
+
+
+def apply_delta(initial, changes):
+    """The final state a delta describes (the host's side of `delta`); records are shared with
+    `initial`, not copied."""
+    out = {}
+    for name, d in changes.items():
+        if d == "same":
+            out[name] = initial.get(name, [])
+            continue
+        rows = []
+        for seg in d:
+            rows.extend(initial[name][seg[0] : seg[1]] if isinstance(seg, list) else [seg["r"]])
+        out[name] = rows
+    return out
+
+
+# ---------------------------------------------------------------- one process per plan
+
+PLAN_MEMORY_MB = 512  # memory a plan may use beyond the loaded snapshot (its own process)
+PLAN_SECONDS = 60  # wall and CPU seconds a plan may take
+SIGNALS = {
+    9: "SIGKILL (out of memory)",
+    14: "SIGALRM (over its time)",
+    24: "SIGXCPU (over its CPU time)",
+}
+
+
+def _vm_bytes():
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmSize:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def _limit(memory_mb, seconds):
+    """Bound this (forked) process: address space = what it holds now + memory_mb, CPU and wall
+    time = seconds. Never above a limit the sandbox already set."""
+    import resource
+
+    def lower(kind, want):
+        soft, hard = resource.getrlimit(kind)
+        for cap in (soft, hard):
+            if cap != resource.RLIM_INFINITY:
+                want = min(want, cap)
+        resource.setrlimit(kind, (want, hard))
+
+    vm = _vm_bytes()
+    if vm is not None:
+        lower(resource.RLIMIT_AS, vm + memory_mb * 1024 * 1024)
+    lower(resource.RLIMIT_CPU, int(seconds))
+    for sig in (signal.SIGALRM, signal.SIGXCPU):  # over the limit ends the process, whatever
+        signal.signal(sig, signal.SIG_DFL)  # handler it inherited
+    signal.alarm(int(seconds))
+
+
+def _child(root, spec, plan, initial, blob, memory_mb, seconds):
+    """What the forked process computes: the plan's result, with its final state as a delta."""
+    try:
+        _limit(memory_mb, seconds)
+        state = pickle.loads(blob) if blob is not None else None
+        res = run_plan(root, spec, plan, state)
+        if res.get("ok"):
+            res["final"] = delta(initial, res["final"])
+        return json.dumps(res, default=str, ensure_ascii=False)
+    except MemoryError:
+        why = f"the plan ran out of memory (limit {memory_mb} MiB beyond the snapshot)"
+    except Exception as exc:  # one broken plan must not hide the others' results
+        why = f"{type(exc).__name__}: {exc}"
+    return json.dumps({"ok": False, "why": why, "trace": []})
+
+
+def run_isolated(root, spec, plan, initial, blob, memory_mb=PLAN_MEMORY_MB, seconds=PLAN_SECONDS):
+    """Run one plan in a forked process bounded by `_limit`; its result, or why it has none."""
+    if not hasattr(os, "fork"):
+        return json.loads(_child(root, spec, plan, initial, blob, 1 << 20, 1 << 20))
+    read_end, write_end = os.pipe()
+    sys.stdout.flush()
+    pid = os.fork()
+    if pid == 0:  # the child: compute, write the result to the pipe, exit without cleanup
+        code = 0
+        try:
+            os.close(read_end)
+            data = _child(root, spec, plan, initial, blob, memory_mb, seconds).encode()
+            with os.fdopen(write_end, "wb") as w:
+                w.write(data)
+        except BaseException:
+            code = 1
+        os._exit(code)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as r:
+        data = r.read()
+    _, status, usage = os.wait4(pid, 0)
+    peak_mb = round(usage.ru_maxrss / 1024, 1)  # the plan process's peak resident set (KiB)
+    try:
+        return dict(json.loads(data.decode()), peak_mb=peak_mb)
+    except ValueError:
+        if os.WIFSIGNALED(status):
+            sig = os.WTERMSIG(status)
+            how = f"was killed by {SIGNALS.get(sig, f'signal {sig}')}"
+        else:
+            how = f"exited {os.WEXITSTATUS(status)} without a result"
+        limits = f"limits: {memory_mb} MiB beyond the snapshot, {seconds} s"
+        why = f"the plan's process {how} ({limits})"
+        return {"ok": False, "why": why, "trace": [], "peak_mb": peak_mb}
+
+
 def run_plans(plans_path, out_path, root=ROOT):
+    """Every plan of PLANS.json ({"plans": [...], "memory_mb", "seconds"} or a bare list), each in
+    its own bounded process over one loaded snapshot; OUT is JSON lines, one per plan, written
+    as each ends (a crash leaves the ones before it readable). The initial state is not written:
+    the host computes it from the same files with `as_records(spec, load_state(...))`."""
     spec = read_spec(root)
     with open(plans_path, encoding="utf-8") as f:
-        plans = json.load(f)
-    out = []
-    for plan in plans:
-        try:
-            out.append(run_plan(root, spec, plan))
-        except Exception as exc:  # one broken plan must not hide the others' results
-            out.append({"ok": False, "why": f"{type(exc).__name__}: {exc}", "trace": []})
-    initial = as_records(spec, load_state(root, spec))
-    with open(out_path, "w", encoding="utf-8") as f:
-        json.dump({"initial": initial, "plans": out}, f, default=str)
+        doc = json.load(f)
+    plans = doc["plans"] if isinstance(doc, dict) else doc
+    memory_mb = (
+        int(doc.get("memory_mb", PLAN_MEMORY_MB)) if isinstance(doc, dict) else PLAN_MEMORY_MB
+    )
+    seconds = int(doc.get("seconds", PLAN_SECONDS)) if isinstance(doc, dict) else PLAN_SECONDS
+    state = load_state(root, spec)
+    initial = as_records(spec, state)
+    blob = None if spec["store"] == "sqlite" else pickle.dumps(state, pickle.HIGHEST_PROTOCOL)
+    if spec["store"] == "sqlite":
+        state.close()  # each plan loads its own connection: none is carried across a fork
+    del state
+    with open(out_path, "w", encoding="utf-8") as out:
+        for i, plan in enumerate(plans):
+            res = run_isolated(root, spec, plan, initial, blob, memory_mb, seconds)
+            out.write(json.dumps(dict(res, plan=i), default=str, ensure_ascii=False) + "\n")
+            out.flush()
 
 
 if __name__ == "__main__":  # python3 runtime.py PLANS.json OUT.json (the reference executor)

@@ -11,7 +11,8 @@ what they share, weighted by how strongly it ties them (module constants below):
 
 Communities come from networkx's Louvain method (`seed=0`, so the same domain always clusters the
 same way); a lone tool joins the community it has the most affinity with (a one-tool skill is a
-poor unit to practise), unless it shares nothing with any other tool. A skill is named after its dominant table (3 per tool writing it, 1 per tool reading
+poor unit to practise), unless it shares nothing with any other tool. Tools whose code never uses
+the state argument (pure helpers: think, calculate, transfer) are in no skill. A skill is named after its dominant table (3 per tool writing it, 1 per tool reading
 it), then the next table, then its most common verb, until the name is unique.
 
 The capability spec in SKILL.md is extracted from the code: the CLI usage from the schema's
@@ -50,9 +51,15 @@ def affinity(a: Tool, b: Tool) -> float:
     )
 
 
+def skill_tools(domain: Domain) -> list[Tool]:
+    """The tools skills are made of: every tool whose code uses the state. A pure helper (`think`,
+    `calculate`, `transfer_to_human_agents`: the state argument never named) is not a skill."""
+    return [t for t in domain.tools if t.state_access]
+
+
 def affinity_graph(domain: Domain) -> nx.Graph:
     g = nx.Graph()
-    tools = sorted(domain.tools, key=lambda t: t.name)
+    tools = sorted(skill_tools(domain), key=lambda t: t.name)
     g.add_nodes_from(t.name for t in tools)
     for a, b in combinations(tools, 2):
         w = affinity(a, b)
@@ -82,6 +89,8 @@ def _absorb_singletons(g: nx.Graph, groups: list[list[str]]) -> list[list[str]]:
     """Move each one-tool community into its most affine community (ties: first by name)."""
     groups = sorted(groups, key=lambda c: (-len(c), c))
     for lone in [c for c in groups if len(c) == 1]:
+        if len(lone) != 1:  # it took in another lone tool already: a community now, kept whole
+            continue
         others = [c for c in groups if c is not lone and c]
         tool = lone[0]
         scored = [(sum(g[tool][n]["weight"] for n in c if g.has_edge(tool, n)), c) for c in others]

@@ -64,6 +64,8 @@ class DomainSynth:
     skills: list[Skill] = field(default_factory=list)
     seconds: float = 0.0
     analysis: list[dict[str, Any]] = field(default_factory=list)  # the LLM's additions per tool
+    plan_memory_mb: int = 0  # what one reference plan may use beyond the snapshot (execute.py)
+    plan_peak_mb: float = 0.0  # the largest peak resident memory a reference plan's process had
 
     @property
     def dropped(self) -> list[dict[str, Any]]:
@@ -81,6 +83,8 @@ class DomainSynth:
             "dropped": len(self.dropped),
             "features": covered,
             "seconds_per_task": round(self.seconds / max(1, len(self.candidates)), 3),
+            "plan_memory_mb": self.plan_memory_mb,
+            "plan_peak_mb": self.plan_peak_mb,
             **({"llm_added_edges": sum(len(r["added_reads"]) + len(r["added_writes"])
                                        for r in self.analysis)} if self.analysis else {}),
         }  # fmt: skip
@@ -252,7 +256,8 @@ def synthesize_domain(
         domain, analysis = refine_with_llm(domain, chat, analysis_cache, _model_of(chat))
     tables = load_tables(domain)
     skills = cluster_skills(domain)
-    out = DomainSynth(domain=domain.name, skills=skills, analysis=analysis)
+    out = DomainSynth(domain=domain.name, skills=skills, analysis=analysis,
+                      plan_memory_mb=execute.plan_memory_mb(sandbox))  # fmt: skip
     files = workspace_files(domain, skills)
     by_tool = skill_of(skills)
     rng = random.Random(f"{domain.name}:{seed}")
@@ -280,6 +285,7 @@ def synthesize_domain(
         return out
     initial, results = execute.run_plans(files, [*plans, probe.plan()], sandbox)
     all_writes = results.pop()
+    out.plan_peak_mb = max([r.peak_mb for r in results] + [all_writes.peak_mb])
     at = iter(results)
     for row, fit in tried:
         runs = [(v, next(at), next(at) if v.alt_steps else None) for v in fit]

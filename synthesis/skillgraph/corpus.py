@@ -3,8 +3,9 @@
 A skill is a folder holding a `SKILL.md`: YAML front matter (`name`, `description`, ...) between
 `---` lines, then a markdown body; scripts and examples may sit beside it. Users point at their own
 corpora, which are messy, so a folder that cannot be used (no front matter, YAML that does not
-parse, no description, a file that is not UTF-8) becomes a record with `problem` set, never a
-crash; folders with no SKILL.md at all (licence folders) are listed by `skipped_folders`.
+parse even read leniently, no description, a file that is not UTF-8) becomes a record with
+`problem` set, never a crash; front matter that YAML refuses only for an unquoted colon in a value
+is read as `key: rest of the line` (`lenient_front_matter`); folders with no SKILL.md at all (licence folders) are listed by `skipped_folders`.
 
 Nothing in a skill folder is executed here: the files are read as bytes for the content hash and
 as text for the scenario prompt. The content hash covers SKILL.md and every file beside it (sorted,
@@ -15,8 +16,10 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -82,6 +85,41 @@ def _content_sha256(folder: Path, files: list[str]) -> str:
     return h.hexdigest()
 
 
+_FIELD = re.compile(r"^([A-Za-z_][\w-]*):(?:\s+(.*))?$")
+
+
+def lenient_front_matter(lines: list[str]) -> dict[str, Any] | None:
+    """The front matter as people write it when YAML refuses it, most often an unquoted colon
+    (`description: Use when: the user asks`): each unindented `key: value` line is a field whose
+    value is the rest of the line as text (surrounding quotes removed); indented lines continue
+    the field above (`- item` lines make it a list). None when a line is neither: then it is not
+    front matter misread, and the YAML error stands."""
+    out: dict[str, Any] = {}
+    key = ""
+    for line in lines:
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        m = _FIELD.match(line)
+        if m and not line[0].isspace():
+            key, value = m.group(1), (m.group(2) or "").strip()
+            quoted = len(value) >= 2 and value[0] == value[-1] and value[0] in "'\""
+            out[key] = value[1:-1] if quoted else value
+            continue
+        if not key or not line[0].isspace():
+            return None
+        item = line.strip()
+        if item.startswith("- "):
+            prev = out[key]
+            out[key] = ([] if prev == "" else prev if isinstance(prev, list) else [prev]) + [
+                item[2:]
+            ]
+        elif isinstance(out[key], str):
+            out[key] = f"{out[key]} {item}".strip()
+        else:
+            return None
+    return out or None
+
+
 def split_front_matter(text: str) -> tuple[dict | None, str, str]:
     """(front matter mapping or None, body, problem). Front matter is the YAML between a first
     line `---` and the next `---` line; its absence or a YAML error is a problem, not an error."""
@@ -96,9 +134,12 @@ def split_front_matter(text: str) -> tuple[dict | None, str, str]:
     try:
         meta = yaml.safe_load("\n".join(lines[1:end]))
     except yaml.YAMLError as exc:
-        where = getattr(exc, "problem_mark", None)
-        at = f" at front-matter line {where.line + 1}" if where is not None else ""
-        return None, body, f"front matter is not valid YAML{at}: {getattr(exc, 'problem', exc)}"
+        meta = lenient_front_matter(lines[1:end])
+        if meta is None:
+            where = getattr(exc, "problem_mark", None)
+            at = f" at front-matter line {where.line + 1}" if where is not None else ""
+            problem = getattr(exc, "problem", exc)
+            return None, body, f"front matter is not valid YAML{at}: {problem}"
     if not isinstance(meta, dict):
         return None, body, f"front matter is a {type(meta).__name__}, not a mapping of fields"
     return meta, body, ""
