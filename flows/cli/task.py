@@ -70,7 +70,7 @@ def cmd_forge(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from clawloop.generators.verify import verify_task
+    from clawloop.generators.verify import is_warning, verify_task
     from clawloop.harness.taskfolder.folder import TaskFolderError, import_folder
 
     task_dir = Path(args.task_dir)
@@ -88,7 +88,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         print(json.dumps({"verdict": verdict, "checks": checks}, indent=2))
     else:
         for c in checks:
-            mark = "PASS" if c["passed"] else "FAIL"
+            mark = "WARN" if is_warning(c) else "PASS" if c["passed"] else "FAIL"
             print(f"{mark}  {c['check']:<22} {c['reason']}")
         print(("KEPT" if verdict["kept"] else "DROPPED") + f": {verdict['reason']}")
     if infra:

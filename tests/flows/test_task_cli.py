@@ -143,3 +143,13 @@ def test_forge_refuses_non_empty_out(tmp_path: Path, capsys: pytest.CaptureFixtu
     )
     assert code == 2 and "not an empty folder" in err
     assert (tmp_path / "keep.txt").read_text() == "x"
+
+
+def test_verify_marks_a_kept_tasks_warning(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    # the decisions read as prose ("values are sums ..."): a guess, so kept with a warning
+    task = tmp_path / "plots"
+    plots = FIXTURES / "sound" / "plot_totals.py"
+    assert run(capsys, "forge", str(plots), "--seed", "1", "--out", str(task))[0] == 0
+    code, out, _ = run(capsys, "verify", str(task), "--backend", "bwrap")
+    assert code == 0 and "KEPT" in out, out
+    assert any(line.startswith("WARN  decision_fields") for line in out.splitlines()), out
