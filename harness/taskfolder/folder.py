@@ -275,7 +275,10 @@ def _task_info(doc: dict[str, Any], task_dir: Path) -> TaskInfo:
     if not claw:
         raise TaskFolderError(f"{path}: no [metadata.clawloop] table; not a clawloop task folder")
     header = _header(doc, Path(task_dir))
-    fields = set(TaskInfo.__dataclass_fields__)
+    # task_id, the timeouts and the resources come from [task], [agent]/[verifier] and
+    # [environment]; a hand-written [metadata.clawloop] that repeats one is not a second value
+    from_header = {"task_id", "agent_timeout_sec", "verifier_timeout_sec", "cpus", "memory_mb"}
+    fields = set(TaskInfo.__dataclass_fields__) - from_header
     known = {k: v for k, v in claw.items() if k in fields}
     env = _table(doc, "environment")
     try:

@@ -215,3 +215,17 @@ def test_a_timeout_out_of_range_is_refused(tmp_path: Path, value: str) -> None:
     text = f'[task]\nname = "clawloop/x"\n[agent]\ntimeout_sec = {value}\n[metadata.clawloop]\nseed = 1\n'
     with pytest.raises(TaskFolderError, match="timeout_sec"):
         parse_task_info(text, tmp_path)
+
+
+def test_a_task_id_repeated_in_the_metadata_is_not_a_second_value(
+    row: dict, tmp_path: Path
+) -> None:
+    from clawloop.harness.taskfolder.folder import read_task_info
+
+    (folder,) = export_rows([row], tmp_path)
+    toml = folder / "task.toml"
+    text = toml.read_text().replace(
+        "[metadata.clawloop]\n", f'[metadata.clawloop]\ntask_id = "{row["task_id"]}"\n'
+    )
+    toml.write_text(text)
+    assert read_task_info(folder).task_id == row["task_id"]  # [task] name is the one source
