@@ -9,6 +9,8 @@ import random
 import runpy
 from pathlib import Path
 
+import pytest
+
 from clawloop.harness.taskfolder.grader import grade
 from clawloop.harness.taskfolder.state_predicates import check_predicate, record_digest
 from clawloop.synthesis.domain.predicates import diff, predicates
@@ -144,3 +146,33 @@ def test_a_whole_float_and_its_int_have_one_digest():
 def test_pack_round_trips_non_ascii_text():
     files = {"state/a.json": '{"name": "Zoë — 東京"}\n', "state/b.sql": "INSERT 'x';\n"}
     assert unpack(pack(files)) == files
+
+
+@pytest.mark.slow
+def test_a_synthesized_domain_task_holds_its_state_once(tmp_path):
+    """The built-in apiary domain, end to end: the generator's build gives back the workspace
+    the synthesis ran on, byte for byte, though the snapshot's text is nowhere in the code, and
+    the answer key restates no record."""
+    from _sabotage import DOMAINS
+
+    from clawloop.harness.sandbox.base import SandboxConfig
+    from clawloop.synthesis.domain.load import load_domain
+    from clawloop.synthesis.domain.skills import cluster_skills
+    from clawloop.synthesis.domain.synth import synthesize_domain
+    from clawloop.synthesis.domain.workspace import workspace_files
+
+    made = synthesize_domain(DOMAINS["apiary_coop"], 1, 7, SandboxConfig())
+    assert made.candidates, [g["reason"] for g in made.graphs]
+    code = made.candidates[0]["generator_code"]
+    path = tmp_path / "generator.py"
+    path.write_text(code)
+    built = runpy.run_path(str(path))["build"](7)
+    domain = load_domain(DOMAINS["apiary_coop"])
+    files = workspace_files(domain, cluster_skills(domain))
+    assert built["files"] == files
+    state = sum(len(t) for p, t in files.items() if p.startswith("state/"))
+    # once: the generator is smaller than the workspace it builds (it held the snapshot escaped
+    # twice, over 1.7x the workspace), and the answer key than half the snapshot (it listed
+    # every record, 1.5x the snapshot)
+    assert len(code) < sum(map(len, files.values())), (len(code), state)
+    assert len(json.dumps(built["answer"])) < state / 2, state
