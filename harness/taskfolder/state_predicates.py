@@ -16,9 +16,13 @@ records by business key or by field values, never by an internal id a tool assig
     {"kind": "count", ..., "fields": {F: KIND, ...}}
         (a created record) only records with exactly these fields, each of this JSON kind
         (null, boolean, number, string, array, object), count as matching
-    {"kind": "unchanged", "table": T, "key": F, "records": [...], "total": N}
-        the guard: every listed record (located by F) is still exactly as it was, and T holds N
-        records, so "modify everything" or "delete everything" cannot pass
+    {"kind": "unchanged", "table": T, "key": F, "digests": {KEY: DIGEST, ...}, "total": N}
+        the guard: every record the task leaves alone (located by F; KEY is its value of F as
+        key_ident writes it) is still exactly as it was (its record_digest), and T holds N
+        records, so "modify everything" or "delete everything" cannot pass; a failure names the
+        records by KEY. With "key": null (no unique field) "digests" is a list: each must be
+        the digest of some record. (An older answer key lists the records themselves,
+        "records": [...]: compared field by field, under the tolerance.)
     {"kind": "rest", "table": T, "match": {F: V}, "fields": [F, ...], "values": {F2: V2, ...}}
         a record the task changes: exactly one matches, it has exactly these fields, and every
         field the task does not change holds its starting value
@@ -29,7 +33,8 @@ records by business key or by field values, never by an internal id a tool assig
         equals the starting one, comments and spacing aside
 
 Values compare by JSON kind first (a number stays a number: "12.15" is not 12.15), then under
-the task's tolerance.
+the task's tolerance; a guard's digests compare the untouched records exactly (numbers to 12
+significant digits, 2.0 and 2 alike: what survives a JSON or SQL round trip).
 
 The workspace is hostile: the state is read with the grader's capped, in-workspace reads, and a
 snapshot that does not load fails every predicate with the reason.
@@ -37,12 +42,14 @@ snapshot that does not load fails every predicate with the reason.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sqlite3
 from typing import Any
 
 MAX_LISTED = 5  # differing records named in a failed guard's detail
+DIGEST_CHARS = 16  # hex digits of sha256 kept per record: 64 bits, no accidental collision
 MAX_SQL_STEPS = 200_000  # x 1000 sqlite VM steps a snapshot may take to load (a count: no clock)
 
 
@@ -272,28 +279,95 @@ def check_predicate(
         ok = equal(p["value"], got)
         return ok, "match" if ok else f"expected {p['value']!r}, got {got!r}"
     if kind == "unchanged":
-        key = p.get("key")
-        index: dict[str, list] = {}
-        for r in rows:
-            if isinstance(r, dict):
-                index.setdefault(json.dumps(r.get(key), sort_keys=True), []).append(r)
-        differ = []
-        for want in p["records"]:
-            if key is None:  # no unique field: an equal record must be there
-                if not any(_same(want, r, equal) for r in rows if isinstance(r, dict)):
-                    differ.append(json.dumps(want, sort_keys=True)[:60])
-                continue
-            got = index.get(json.dumps(want.get(key), sort_keys=True), [])
-            if len(got) != 1 or not _same(want, got[0], equal):
-                differ.append(str(want.get(key)))
-        total = len(rows)
-        if differ:
-            named = ", ".join(differ[:MAX_LISTED]) + ("..." if len(differ) > MAX_LISTED else "")
-            return False, f"{len(differ)} record(s) that must stay as they were changed: {named}"
-        if total != int(p["total"]):
-            return False, f"{total} records, expected {p['total']} (records added or removed)"
-        return True, f"the other {len(p['records'])} records are unchanged"
+        if "records" in p:  # an answer key written before digests: the records themselves
+            return _unchanged_records(p, rows, equal)
+        return _unchanged_digests(p, rows)
     return False, f"unknown predicate kind {kind!r}"
+
+
+def canonical(v: Any, depth: int = 0) -> Any:
+    """`v` as a record digest sees it: a float that is whole is that int (a JSON or SQL round
+    trip may spell 2.0 as 2), other floats to 12 significant digits; a boolean stays a boolean
+    (true is not 1), a string stays a string ("12.15" is not 12.15)."""
+    if depth > 50:
+        return str(v)
+    if isinstance(v, bool) or v is None or isinstance(v, str | int):
+        return v
+    if isinstance(v, float):
+        if v.is_integer():
+            return int(v)
+        return float(f"{v:.12g}")
+    if isinstance(v, list | tuple):
+        return [canonical(x, depth + 1) for x in v]
+    if isinstance(v, dict):
+        return {str(k): canonical(x, depth + 1) for k, x in v.items()}
+    return str(v)
+
+
+def record_digest(record: Any) -> str:
+    """A record's fingerprint: sha256 of its canonical JSON (keys sorted), DIGEST_CHARS hex."""
+    text = json.dumps(canonical(record), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:DIGEST_CHARS]
+
+
+def key_ident(value: Any) -> str:
+    """How a guard keys a record: its locating field's value as JSON (keys sorted)."""
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def _key_name(ident: str) -> str:
+    try:
+        v = json.loads(ident)
+    except ValueError:
+        return ident
+    return v if isinstance(v, str) else ident
+
+
+def _unchanged_digests(p: dict[str, Any], rows: list) -> tuple[bool, str]:
+    key, want = p.get("key"), p.get("digests") or {}
+    records = [r for r in rows if isinstance(r, dict)]
+    if key is None or isinstance(want, list):  # no unique field: an equal record must be there
+        have = {record_digest(r) for r in records}
+        lost = [d for d in want if d not in have]
+        differ = [f"a record of digest {d} (no unique field names it)" for d in lost]
+    else:
+        index: dict[str, list] = {}
+        for r in records:
+            index.setdefault(key_ident(r.get(key)), []).append(r)
+        differ = []
+        for ident, digest in want.items():
+            got = index.get(ident, [])
+            if len(got) != 1 or record_digest(got[0]) != digest:
+                why = "missing" if not got else "duplicated" if len(got) > 1 else "changed"
+                differ.append(f"{key}={_key_name(ident)} ({why})")
+    return _guard_result(differ, len(rows), p, len(want))
+
+
+def _unchanged_records(p: dict[str, Any], rows: list, equal: Any) -> tuple[bool, str]:
+    key = p.get("key")
+    index: dict[str, list] = {}
+    for r in rows:
+        if isinstance(r, dict):
+            index.setdefault(json.dumps(r.get(key), sort_keys=True), []).append(r)
+    differ = []
+    for want in p["records"]:
+        if key is None:  # no unique field: an equal record must be there
+            if not any(_same(want, r, equal) for r in rows if isinstance(r, dict)):
+                differ.append(json.dumps(want, sort_keys=True)[:60])
+            continue
+        got = index.get(json.dumps(want.get(key), sort_keys=True), [])
+        if len(got) != 1 or not _same(want, got[0], equal):
+            differ.append(str(want.get(key)))
+    return _guard_result(differ, len(rows), p, len(p["records"]))
+
+
+def _guard_result(differ: list[str], total: int, p: dict[str, Any], n: int) -> tuple[bool, str]:
+    if differ:
+        named = ", ".join(differ[:MAX_LISTED]) + ("..." if len(differ) > MAX_LISTED else "")
+        return False, f"{len(differ)} record(s) that must stay as they were changed: {named}"
+    if total != int(p["total"]):
+        return False, f"{total} records, expected {p['total']} (records added or removed)"
+    return True, f"the other {n} records are unchanged"
 
 
 def _rest(p: dict[str, Any], record: dict[str, Any], equal: Any) -> tuple[bool, str]:

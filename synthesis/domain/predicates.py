@@ -6,8 +6,10 @@ collateral damage costs reward: a field predicate per changed field and, per cha
 that its other fields stay as they were (and no field appears or goes); a count predicate per
 created or removed record (a created record is matched by its field values, never by the id a
 tool assigned it, and must have exactly the fields, of the JSON kinds, the tools wrote); per
-table a guard that every other record is unchanged; that no table appears or disappears; and for
-a sqlite store that the schema (tables, columns, constraints) is the starting one. All of them
+table a guard that every other record is unchanged (a digest per record, keyed by business key,
+so the answer key stays small and a failure names the record); that no table appears or
+disappears; and for a sqlite store that the schema (tables, columns, constraints) is the
+starting one. All of them
 are predicates on the final state, so any path to the right end state passes.
 
 The same diff, with the values the instruction may state told apart from those the domain's
@@ -21,7 +23,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from clawloop.harness.taskfolder.state_predicates import kind_of
+from clawloop.harness.taskfolder.state_predicates import key_ident, kind_of, record_digest
 from clawloop.synthesis.domain.ground import Grounded, Step, names_field
 
 Tables = dict[str, list[dict[str, Any]]]
@@ -211,13 +213,21 @@ def predicates(
     for t in sorted(final):
         rows = final[t]
         loc = locator(t, initial.get(t) or rows, keys)
+        # Each untouched record once, as its digest (keyed by its business key, so a failure
+        # names the record): the state itself lives in the workspace, not in the answer key.
+        digests: dict[str, str] | list[str]
         if loc is None:  # records identical to a starting one: the created ones drop out
-            keep = [r for r in rows if r in initial.get(t, [])]
+            start = {record_digest(r) for r in initial.get(t, [])}
+            digests = sorted({d for r in rows if (d := record_digest(r)) in start})
         else:
             skip = {_ident(c.key) for c in changes if c.table == t and c.key_field == loc}
-            keep = [r for r in rows if _ident(r.get(loc)) not in skip]
+            digests = {
+                key_ident(r.get(loc)): record_digest(r)
+                for r in rows
+                if _ident(r.get(loc)) not in skip
+            }
         out.append(
-            {"kind": "unchanged", "table": t, "key": loc, "records": keep, "total": len(rows)}
+            {"kind": "unchanged", "table": t, "key": loc, "digests": digests, "total": len(rows)}
         )
     out.append({"kind": "tables", "tables": sorted(final)})
     if sql_schema is not None:

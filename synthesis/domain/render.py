@@ -1,7 +1,9 @@
 """A grounded, executed task as a generator file, so forge and verify treat it like any task.
 
 The generator embeds everything as data (workspace files, instruction, predicates, the reference
-plan): `build(seed)` returns them (the task was grounded for one seed already, so every seed
+plan). The snapshot (the workspace's state/ files, megabytes for a domain of real size) is stored
+once, as one zlib-compressed, base64 `STATE` literal that `build` unpacks; the rest stays readable
+JSON in `TASK`, so the generator is still one standard-library file. `build(seed)` returns them (the task was grounded for one seed already, so every seed
 builds the same task) and `solve(workspace)` replays the reference plan through the workspace's
 own skill CLIs, the interface the agent gets, resolving each value a lookup produced from that
 lookup's printed result. Verify's oracle check is then "replaying the reference passes".
@@ -9,8 +11,12 @@ lookup's printed result. Verify's oracle check is then "replaying the reference 
 
 from __future__ import annotations
 
+import base64
 import json
+import zlib
 from typing import Any
+
+from clawloop.synthesis.domain.workspace import STATE_DIR
 
 TOLERANCE = {"abs": 0.01, "rel": 0.0}
 
@@ -18,18 +24,29 @@ TEMPLATE = '''"""{title}"""
 
 GENERATOR = {meta}
 
+import base64
 import json
 import os
 import subprocess
 import sys
+import zlib
 
 TASK = json.loads({task})
+
+# The snapshot files, {{relative path: text}} as JSON, zlib-compressed and base64: stored once.
+STATE = {state}
+
+
+def _files():
+    files = dict(TASK["files"])
+    files.update(json.loads(zlib.decompress(base64.b64decode(STATE)).decode("utf-8")))
+    return dict(sorted(files.items()))
 
 
 def build(seed):
     return {{
         "instruction": TASK["instruction"],
-        "files": TASK["files"],
+        "files": _files(),
         "answer": {{"state": {{"predicates": TASK["predicates"]}}}},
         "contract": TASK["contract"],
     }}
@@ -76,9 +93,10 @@ def render_generator(
     plan: list[dict[str, Any]],
     task_contract: dict[str, Any],
 ) -> str:
+    snapshot = {p: t for p, t in files.items() if p.startswith(STATE_DIR + "/")}
     task = {
         "instruction": instruction,
-        "files": files,
+        "files": {p: t for p, t in files.items() if p not in snapshot},
         "predicates": predicates,
         "plan": plan,
         "contract": task_contract,
@@ -88,4 +106,17 @@ def render_generator(
         title=" ".join(title.split()).replace('"""', ""),
         meta=json.dumps(meta, sort_keys=True),
         task=repr(blob),
+        state=repr(pack(snapshot)),
     )
+
+
+def pack(files: dict[str, str]) -> str:
+    """{path: text} as the generator's STATE literal: canonical JSON, zlib level 9, base64
+    (deterministic, so one task always renders the same generator)."""
+    raw = json.dumps(files, sort_keys=True, ensure_ascii=False).encode("utf-8")
+    return base64.b64encode(zlib.compress(raw, 9)).decode("ascii")
+
+
+def unpack(state: str) -> dict[str, str]:
+    """The inverse of pack (what the generator's build does)."""
+    return json.loads(zlib.decompress(base64.b64decode(state)).decode("utf-8"))
