@@ -13,7 +13,15 @@ import typing
 from abc import abstractmethod
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    create_model,
+    field_validator,
+    model_validator,
+)
 from pydantic.fields import FieldInfo
 
 from clawloop.harness.sandbox.base import DockerHost, Limits, SandboxConfig
@@ -154,12 +162,10 @@ class LLMSettings(Section):
     )
 
 
-# Stage-config fields a section does not take, because the run config sets them another way.
-SET_ELSEWHERE = {
-    "rollout.band_lo": "set by rollout.band: [low, high]; set that instead",
-    "rollout.band_hi": "set by rollout.band: [low, high]; set that instead",
-    "rollout.concurrency": "set by rollout.workers; set that instead",
-}
+def section_dump(section: Any) -> dict[str, Any]:
+    """A section's values as JSON-ready data (for cache keys), whether the section is a pydantic
+    model or a stage's dataclass that pydantic validates into."""
+    return TypeAdapter(type(section)).dump_python(section, mode="json")
 
 
 class StageSection(Section):
@@ -178,8 +184,7 @@ class StageSection(Section):
 
 def stage_section(stage: type, section: str, **defaults: Any) -> type[StageSection]:
     """A section model with `stage`'s fields (a dataclass's or a pydantic model's): their types,
-    constraints and help, with `defaults` in place of the stage's own, less SET_ELSEWHERE."""
-    skip = {key.partition(".")[2] for key in SET_ELSEWHERE if key.startswith(f"{section}.")}
+    constraints and help, with `defaults` in place of the stage's own."""
     fields: dict[str, Any] = {}
     if issubclass(stage, BaseModel):
         for name, info in stage.model_fields.items():
@@ -191,8 +196,7 @@ def stage_section(stage: type, section: str, **defaults: Any) -> type[StageSecti
         for f in dataclasses.fields(stage):
             default = defaults.get(f.name, f.default)
             fields[f.name] = (hints[f.name], Field(default, description=f.metadata.get("help")))
-    kept = {name: spec for name, spec in fields.items() if name not in skip}
-    return create_model(f"{stage.__name__}Fields", __base__=StageSection, **kept)
+    return create_model(f"{stage.__name__}Fields", __base__=StageSection, **fields)
 
 
 Runner = Literal["threads", "dask", "ray"]

@@ -180,17 +180,30 @@ def test_stage_sections_take_fields_and_help_from_the_stage_configs():
     from clawloop.harness.rollout import RolloutConfig
     from clawloop.training.config import TrainConfig
 
-    rollout = RunConfig.model_fields["rollout"].annotation.model_fields
-    stage = {f.name: f for f in dataclasses.fields(RolloutConfig)}
-    assert rollout["temperature"].default == stage["temperature"].default
-    assert rollout["max_turns"].description == stage["max_turns"].metadata["help"]
-    assert rollout["max_turns"].default == 3  # the CPU demo's, not the stage's 30
+    # the rollout: section is the harness's RolloutConfig itself; the run config's CPU-demo
+    # defaults (DEMO_DEFAULTS) lie under the file, the library keeps the paper's
+    assert RunConfig.model_fields["rollout"].annotation is RolloutConfig
+    demo = parse_config({"rollout": {"temperature": 0.5}}).rollout
+    assert type(demo) is RolloutConfig and demo.temperature == 0.5
+    assert (demo.n, demo.band, demo.workers, demo.max_turns, demo.max_tokens) == (
+        2,
+        (1, 1),
+        2,
+        3,
+        64,
+    )
+    assert (RolloutConfig().n, RolloutConfig().max_turns) == (8, 30)
+    assert parse_config({"rollout": {"max_turns": 7}}).rollout.max_tokens == 64  # others kept
     train = RunConfig.model_fields["train"].annotation.model_fields
     assert set(train) == {f.name for f in dataclasses.fields(TrainConfig)} | {"base_model"}
     diagnose = RunConfig.model_fields["diagnose"].annotation.model_fields
     assert diagnose["embedder"].description == DiagnoseConfig.model_fields["embedder"].description
-    with pytest.raises(ConfigError, match=r"rollout\.concurrency: set by rollout\.workers"):
+    with pytest.raises(ConfigError, match=r"rollout\.concurrency: set by rollout\.workers;"):
         parse_config({"rollout": {"concurrency": 3}})
+    with pytest.raises(ConfigError, match=r"rollout\.band_lo: set by rollout\.band: \[low, high\]"):
+        parse_config({"rollout": {"band_lo": 0}})
+    with pytest.raises(ConfigError, match=r"rollout\.band: .*at most 2 items"):
+        parse_config({"rollout": {"band": [1, 2, 3]}})
     with pytest.raises(ConfigError, match=r"rollout: RolloutConfig\.n must be >= 1, got 0"):
         parse_config({"rollout": {"n": 0}})
 
