@@ -10,6 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from clawloop.diagnosis.diagnose import DiagnoseConfig
 from clawloop.diagnosis.external import (
     eval_set_folders,
     external_fingerprint,
@@ -23,7 +24,7 @@ from clawloop.diagnosis.external import (
 from clawloop.flows.report import IterationFigures, external_cells
 from clawloop.harness.sandbox.base import SandboxConfig
 from clawloop.harness.taskfolder.folder import read_task_header
-from clawloop.tasks.diagnose import DiagnoseSettings, external_tasks
+from clawloop.tasks.diagnose import external_tasks
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "clawgym"
 
@@ -56,7 +57,7 @@ def test_clawgym_folders_are_an_eval_set(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
 def test_external_tasks_prepares_clawgym_folders(tmp_path: Path) -> None:
-    diagnose = DiagnoseSettings(eval_tasks=[str(FIXTURES)], eval_pass_threshold=0.5)
+    diagnose = DiagnoseConfig(eval_tasks=[str(FIXTURES)], eval_pass_threshold=0.5)
     sandbox = SimpleNamespace(to_sandbox_config=lambda: SandboxConfig(backend="bwrap"))
     ctx = SimpleNamespace(
         config=SimpleNamespace(diagnose=diagnose, sandbox=sandbox), stage="diagnose", resume="x"
