@@ -8,8 +8,8 @@ configs/cluster.yaml. A bad file gets a `ConfigError` naming each wrong field an
 Each stage's section is its stage's own config class, defaults and all: synthesize:, rollout: and
 diagnose: are synthesis.synthesize.SynthesizeConfig, harness.rollout.RolloutConfig (a dataclass
 pydantic validates into) and diagnosis.diagnose.DiagnoseConfig; forge: and verify: are declared
-in tasks/forge.py and tasks/verify.py, whose stages they configure; train: takes the fields,
-types and help of training.config.TrainConfig plus base_model. Where the run config's default
+in tasks/forge.py and tasks/verify.py, whose stages they configure; train: is
+training.config.TrainConfig (a dataclass too). Where the run config's default
 differs from a stage library's (the CPU demo's small rollouts), it is in DEMO_DEFAULTS below, laid
 under the file. Each section is built when the file loads, so a typo or a bad value fails before
 any stage does work.
@@ -38,7 +38,6 @@ from clawloop.tasks.settings import (
     Section,
     StorageSettings,
 )
-from clawloop.tasks.train import TrainSettings
 from clawloop.tasks.verify import VerifySettings
 from clawloop.training.config import TrainConfig
 
@@ -69,7 +68,7 @@ class RunConfig(Section):
     forge: ForgeSettings = Field(default_factory=ForgeSettings)
     verify: VerifySettings = Field(default_factory=VerifySettings)
     rollout: RolloutConfig = Field(default_factory=RolloutConfig)
-    train: TrainSettings = Field(default_factory=TrainSettings)
+    train: TrainConfig = Field(default_factory=TrainConfig)
     diagnose: DiagnoseConfig = Field(default_factory=DiagnoseConfig)
     prefect: PrefectSettings = Field(default_factory=PrefectSettings)
     execution: ExecutionSettings = Field(default_factory=ExecutionSettings)

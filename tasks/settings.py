@@ -1,16 +1,13 @@
 """The building blocks of the run config: the section base, the shared sections (storage, sandbox,
-llm, prefect), and `stage_section`, which turns a stage's own config class into a section.
+llm, execution, prefect), and `section_dump` for a section's cache-key values.
 
-Each stage module in tasks/ declares its section from these; tasks/config.py composes them into
-`RunConfig`.
+tasks/config.py composes these and each stage's own config class (a section is that class
+itself, defined beside the stage's core) into `RunConfig`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import importlib.util
-import typing
-from abc import abstractmethod
 from typing import Any, Literal
 
 from pydantic import (
@@ -18,11 +15,9 @@ from pydantic import (
     ConfigDict,
     Field,
     TypeAdapter,
-    create_model,
     field_validator,
     model_validator,
 )
-from pydantic.fields import FieldInfo
 
 from clawloop.harness.sandbox.base import DockerHost, Limits, SandboxConfig
 
@@ -166,37 +161,6 @@ def section_dump(section: Any) -> dict[str, Any]:
     """A section's values as JSON-ready data (for cache keys), whether the section is a pydantic
     model or a stage's dataclass that pydantic validates into."""
     return TypeAdapter(type(section)).dump_python(section, mode="json")
-
-
-class StageSection(Section):
-    """A section holding a stage config's fields; building that config when the file loads runs
-    the stage's own checks (ranges, allowed names) before any stage does work."""
-
-    @abstractmethod
-    def stage_config(self, **set_elsewhere: Any) -> Any:
-        """The stage's config class from this section (plus fields other sections set)."""
-
-    @model_validator(mode="after")
-    def _stage_accepts_it(self) -> StageSection:
-        self.stage_config()
-        return self
-
-
-def stage_section(stage: type, section: str, **defaults: Any) -> type[StageSection]:
-    """A section model with `stage`'s fields (a dataclass's or a pydantic model's): their types,
-    constraints and help, with `defaults` in place of the stage's own."""
-    fields: dict[str, Any] = {}
-    if issubclass(stage, BaseModel):
-        for name, info in stage.model_fields.items():
-            if name in defaults:
-                info = FieldInfo.merge_field_infos(info, default=defaults[name])
-            fields[name] = (info.annotation, info)
-    else:
-        hints = typing.get_type_hints(stage)
-        for f in dataclasses.fields(stage):
-            default = defaults.get(f.name, f.default)
-            fields[f.name] = (hints[f.name], Field(default, description=f.metadata.get("help")))
-    return create_model(f"{stage.__name__}Fields", __base__=StageSection, **fields)
 
 
 Runner = Literal["threads", "dask", "ray"]

@@ -174,7 +174,6 @@ def test_an_unmerged_lora_policy_needs_a_server_that_serves_adapters():
 
 
 def test_stage_sections_take_fields_and_help_from_the_stage_configs():
-    import dataclasses
 
     from clawloop.diagnosis.diagnose import DiagnoseConfig
     from clawloop.harness.rollout import RolloutConfig
@@ -194,8 +193,11 @@ def test_stage_sections_take_fields_and_help_from_the_stage_configs():
     )
     assert (RolloutConfig().n, RolloutConfig().max_turns) == (8, 30)
     assert parse_config({"rollout": {"max_turns": 7}}).rollout.max_tokens == 64  # others kept
-    train = RunConfig.model_fields["train"].annotation.model_fields
-    assert set(train) == {f.name for f in dataclasses.fields(TrainConfig)} | {"base_model"}
+    # so is train: (base_model, the pipeline's start, is one of TrainConfig's fields)
+    assert RunConfig.model_fields["train"].annotation is TrainConfig
+    train = parse_config({"train": {"lora_r": 8, "base_model": "/models/x"}}).train
+    assert type(train) is TrainConfig and (train.lora_r, train.base_model) == (8, "/models/x")
+    assert parse_config({}).train == TrainConfig()  # one set of defaults: the class's
     diagnose = RunConfig.model_fields["diagnose"].annotation.model_fields
     assert diagnose["embedder"].description == DiagnoseConfig.model_fields["embedder"].description
     with pytest.raises(ConfigError, match=r"rollout\.concurrency: set by rollout\.workers;"):
