@@ -5,14 +5,13 @@ run` with no arguments uses it) and `cluster` (a vLLM endpoint, a remote Docker 
 Every section has defaults and one-line help per field; see configs/local.yaml and
 configs/cluster.yaml. A bad file gets a `ConfigError` naming each wrong field and how to fix it.
 
-Each stage's section is its stage's own config class, defaults and all: synthesize:, rollout: and
-diagnose: are synthesis.synthesize.SynthesizeConfig, harness.rollout.RolloutConfig (a dataclass
-pydantic validates into) and diagnosis.diagnose.DiagnoseConfig; forge: and verify: are declared
-in tasks/forge.py and tasks/verify.py, whose stages they configure; train: is
-training.config.TrainConfig (a dataclass too). Where the run config's default
-differs from a stage library's (the CPU demo's small rollouts), it is in DEMO_DEFAULTS below, laid
-under the file. Each section is built when the file loads, so a typo or a bad value fails before
-any stage does work.
+Each stage's section is its stage's own config class, defined once beside the stage's core,
+defaults and all: synthesis.synthesize.SynthesizeConfig, generators.forge.ForgeConfig,
+generators.verify.VerifyConfig, harness.rollout.RolloutConfig, training.config.TrainConfig and
+diagnosis.diagnose.DiagnoseConfig (rollout's and train's are dataclasses, which pydantic validates
+into). Where the run config's default differs from a stage library's (the CPU demo's small
+rollouts), it is in DEMO_DEFAULTS below, laid under the file. Each section is built when the file
+loads, so a typo or a bad value fails before any stage does work.
 """
 
 from __future__ import annotations
@@ -26,10 +25,11 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from clawloop.diagnosis.diagnose import DiagnoseConfig
+from clawloop.generators.forge import ForgeConfig
+from clawloop.generators.verify import VerifyConfig
 from clawloop.harness.rollout import RolloutConfig
 from clawloop.synthesis.synthesize import SynthesizeConfig
 from clawloop.tasks import diagnose, rollout, train
-from clawloop.tasks.forge import ForgeSettings
 from clawloop.tasks.settings import (
     ExecutionSettings,
     LLMSettings,
@@ -38,7 +38,6 @@ from clawloop.tasks.settings import (
     Section,
     StorageSettings,
 )
-from clawloop.tasks.verify import VerifySettings
 from clawloop.training.config import TrainConfig
 
 
@@ -65,8 +64,8 @@ class RunConfig(Section):
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     llm: LLMSettings = Field(default_factory=LLMSettings)
     synthesize: SynthesizeConfig = Field(default_factory=SynthesizeConfig)
-    forge: ForgeSettings = Field(default_factory=ForgeSettings)
-    verify: VerifySettings = Field(default_factory=VerifySettings)
+    forge: ForgeConfig = Field(default_factory=ForgeConfig)
+    verify: VerifyConfig = Field(default_factory=VerifyConfig)
     rollout: RolloutConfig = Field(default_factory=RolloutConfig)
     train: TrainConfig = Field(default_factory=TrainConfig)
     diagnose: DiagnoseConfig = Field(default_factory=DiagnoseConfig)

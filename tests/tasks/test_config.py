@@ -10,6 +10,7 @@ import pytest
 from clawloop.tasks.config import ConfigError, RunConfig, load_config, parse_config
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+STAGES = ("synthesize", "forge", "verify", "rollout", "train", "diagnose")
 
 
 def test_no_file_gives_the_local_profile():
@@ -176,9 +177,24 @@ def test_an_unmerged_lora_policy_needs_a_server_that_serves_adapters():
 def test_stage_sections_take_fields_and_help_from_the_stage_configs():
 
     from clawloop.diagnosis.diagnose import DiagnoseConfig
+    from clawloop.generators.forge import ForgeConfig
+    from clawloop.generators.verify import VerifyConfig
     from clawloop.harness.rollout import RolloutConfig
+    from clawloop.synthesis.synthesize import SynthesizeConfig
     from clawloop.training.config import TrainConfig
 
+    # every stage's section is its core's config class, defined once beside the core
+    cores = (
+        SynthesizeConfig,
+        ForgeConfig,
+        VerifyConfig,
+        RolloutConfig,
+        TrainConfig,
+        DiagnoseConfig,
+    )
+    for name, core in zip(STAGES, cores, strict=True):
+        assert RunConfig.model_fields[name].annotation is core, name
+    assert parse_config({"forge": {"retries": 1}}).forge == ForgeConfig(retries=1)
     # the rollout: section is the harness's RolloutConfig itself; the run config's CPU-demo
     # defaults (DEMO_DEFAULTS) lie under the file, the library keeps the paper's
     assert RunConfig.model_fields["rollout"].annotation is RolloutConfig
