@@ -174,7 +174,7 @@ def test_an_unmerged_lora_policy_needs_a_server_that_serves_adapters():
     assert ok.train_config().merge_lora is False
 
 
-def test_stage_sections_take_fields_and_help_from_the_stage_configs():
+def test_each_stage_section_is_its_cores_config_class():
 
     from clawloop.diagnosis.diagnose import DiagnoseConfig
     from clawloop.generators.forge import ForgeConfig
