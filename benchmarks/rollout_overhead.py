@@ -90,7 +90,7 @@ def episodes_per_min(sandbox: SandboxConfig, episodes: int, latency_s: float) ->
                 episodes,
                 sandbox,
                 conc,
-                RolloutConfig(band_lo=0, band_hi=episodes),
+                RolloutConfig(band=(0, episodes)),
             )
             dt = time.perf_counter() - t
         passed = sum(r["passed"] for r in rows)

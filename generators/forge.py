@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from clawloop.generators.candidates import candidate_row, code_sha256, parse_meta, task_id_for
 from clawloop.generators.contract import ContractError
 from clawloop.generators.runner import GeneratorError, build_chain, stage_generator, validated
@@ -29,6 +31,20 @@ from clawloop.harness.taskfolder.folder import (
 )
 
 RETRY_BACKOFF_S = 0.5
+RETRIES = 3  # the mission's rule: a failed sandbox build is retried up to three times
+
+
+class ForgeConfig(BaseModel):
+    """Settings of the forge stage; also the run YAML's `forge:` section, field for field."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    workers: int = Field(
+        2, ge=1, le=256, description="tasks forged concurrently (threads; each uses one sandbox)"
+    )
+    retries: int = Field(
+        RETRIES, ge=0, le=10, description="retries of a transient sandbox failure per task"
+    )
 
 
 def _forge_once(cand: dict[str, Any], sandbox: SandboxConfig, timeout: float) -> dict[str, Any]:
@@ -76,7 +92,7 @@ def _forge_once(cand: dict[str, Any], sandbox: SandboxConfig, timeout: float) ->
 
 
 def forge_candidate(
-    row: dict[str, Any], sandbox: SandboxConfig, retries: int = 3, timeout: float = 30.0
+    row: dict[str, Any], sandbox: SandboxConfig, retries: int = RETRIES, timeout: float = 30.0
 ) -> dict[str, Any]:
     """A CANDIDATES row -> a FORGED row (status ok, or failed with error and error_kind).
     A sandbox fault is retried up to `retries` times: at most 1 + retries attempts."""

@@ -46,44 +46,49 @@ def _opt(default: Any, help: str) -> Any:
 
 @dataclass(frozen=True)
 class RolloutConfig:
-    """Settings of the rollout stage; the help text is also the run YAML's (`rollout:` section)."""
+    """Settings of the rollout stage, with the library's defaults (the paper's N=8, band [1, 5],
+    30 turns). It is also the run YAML's `rollout:` section, field for field (tasks/config.py
+    validates the section into this class; the help text is the YAML's)."""
+
+    __pydantic_config__ = {"extra": "forbid"}  # a typo in the run YAML's rollout: is an error
 
     n: int = _opt(8, "rollouts per task (the GRPO group size)")
-    band_lo: int = _opt(1, "keep tasks with at least this many passes (drops what it never does)")
-    band_hi: int = _opt(5, "... and at most this many (drops what it always does)")
     max_turns: int = _opt(30, "assistant replies per episode")
     episode_timeout_s: float = _opt(600.0, "wall time per episode (capped by task.toml [agent])")
     max_tokens: int = _opt(1024, "completion tokens per reply")
     context_len: int = _opt(32768, "the served model's context window")
     temperature: float = _opt(1.0, "sampling temperature (1.0: on-policy)")
-    concurrency: int = _opt(4, "episodes in flight across the whole stage")
     salt: str = _opt("", "makes episode ids differ between runs of the same policy")
+    band: tuple[int, int] = _opt((1, 5), "keep tasks whose pass count is in [low, high]")
+    workers: int = _opt(4, "episodes run concurrently across the whole stage")
 
     def __post_init__(self) -> None:
-        for name in ("n", "max_turns", "max_tokens", "context_len", "concurrency"):
+        object.__setattr__(self, "band", tuple(self.band))  # a list from a caller reads the same
+        for name in ("n", "max_turns", "max_tokens", "context_len", "workers"):
             if getattr(self, name) < 1:
                 raise ValueError(f"RolloutConfig.{name} must be >= 1, got {getattr(self, name)}")
+        if len(self.band) != 2:
+            raise ValueError(f"RolloutConfig.band must be [low, high], got {list(self.band)}")
         if not 0 <= self.band_lo <= self.band_hi:
             raise ValueError(
                 f"RolloutConfig band [{self.band_lo}, {self.band_hi}]: need 0 <= low <= high"
             )
 
-    @classmethod
-    def from_settings(cls, settings: dict[str, Any]) -> RolloutConfig:
-        """From the run YAML's `rollout:` section: `band: [lo, hi]` and `workers` (= concurrency)
-        are accepted beside this class's own field names."""
-        values = dict(settings)
-        if "band" in values:
-            values["band_lo"], values["band_hi"] = values.pop("band")
-        if "workers" in values:
-            values["concurrency"] = values.pop("workers")
-        known = set(cls.__dataclass_fields__)
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ValueError(
-                f"unknown rollout option(s) {unknown} in the run config; known: {sorted(known)}"
-            )
-        return cls(**values)
+    # Derived, not settings: a run YAML that sets one is told (tasks/config.py) "set by ...".
+    @property
+    def band_lo(self) -> int:
+        """set by band: [low, high]"""
+        return self.band[0]
+
+    @property
+    def band_hi(self) -> int:
+        """set by band: [low, high]"""
+        return self.band[1]
+
+    @property
+    def concurrency(self) -> int:
+        """set by workers"""
+        return self.workers
 
     def agent_config(self) -> AgentConfig:
         return AgentConfig(
@@ -215,7 +220,7 @@ def rollout_task(
     cfg: RolloutConfig | None = None,
 ) -> list[dict[str, Any]]:
     """N episodes of one task (attempts 0..n-1), at most `concurrency` at a time, in attempt order."""
-    cfg = replace(cfg or RolloutConfig(), n=n, concurrency=concurrency)
+    cfg = replace(cfg or RolloutConfig(), n=n, workers=concurrency)
     rows, _, _ = rollout_stage([(Path(task_dir), task_row)], policy, cfg, sandbox)
     return rows
 

@@ -5,18 +5,18 @@ run` with no arguments uses it) and `cluster` (a vLLM endpoint, a remote Docker 
 Every section has defaults and one-line help per field; see configs/local.yaml and
 configs/cluster.yaml. A bad file gets a `ConfigError` naming each wrong field and how to fix it.
 
-Each stage's section is declared in its module in tasks/ (ForgeSettings in tasks/forge.py, ...);
-the synthesize: and diagnose: sections are their stage's own config class, defaults and all
-(synthesis.synthesize.SynthesizeConfig, diagnosis.diagnose.DiagnoseConfig); the rollout: and
-train: sections take the fields, types and help of theirs (harness.rollout.RolloutConfig,
-training.config.TrainConfig), with the CPU demo's defaults where they differ, plus the few keys
-only the pipeline reads. Each stage module builds its stage config
-(`tasks.rollout.rollout_config(cfg)`, ...); each is built once when the file loads, so a typo or
-a bad value fails before any stage does work.
+Each stage's section is its stage's own config class, defined once beside the stage's core,
+defaults and all: synthesis.synthesize.SynthesizeConfig, generators.forge.ForgeConfig,
+generators.verify.VerifyConfig, harness.rollout.RolloutConfig, training.config.TrainConfig and
+diagnosis.diagnose.DiagnoseConfig (rollout's and train's are dataclasses, which pydantic validates
+into). Where the run config's default differs from a stage library's (the CPU demo's small
+rollouts), it is in DEMO_DEFAULTS below, laid under the file. Each section is built when the file
+loads, so a typo or a bad value fails before any stage does work.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 from pathlib import Path
 from typing import Any, Literal
@@ -25,13 +25,12 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from clawloop.diagnosis.diagnose import DiagnoseConfig
+from clawloop.generators.forge import ForgeConfig
+from clawloop.generators.verify import VerifyConfig
 from clawloop.harness.rollout import RolloutConfig
 from clawloop.synthesis.synthesize import SynthesizeConfig
 from clawloop.tasks import diagnose, rollout, train
-from clawloop.tasks.forge import ForgeSettings
-from clawloop.tasks.rollout import RolloutSettings
 from clawloop.tasks.settings import (
-    SET_ELSEWHERE,
     ExecutionSettings,
     LLMSettings,
     PrefectSettings,
@@ -39,13 +38,20 @@ from clawloop.tasks.settings import (
     Section,
     StorageSettings,
 )
-from clawloop.tasks.train import TrainSettings
-from clawloop.tasks.verify import VerifySettings
 from clawloop.training.config import TrainConfig
 
 
 class ConfigError(ValueError):
     """The run configuration is invalid; the message names the field and the fix."""
+
+
+# The run config's own defaults where they are not the stage libraries': the CPU demo of the
+# `local` profile (small groups, short episodes; configs/cluster.yaml sets the paper's N=8, band
+# [1, 5], 30 turns). Laid under every file's sections before validation, so a field the file
+# leaves out has this value, whatever the profile; configs/local.yaml writes them out.
+DEMO_DEFAULTS: dict[str, dict[str, Any]] = {
+    "rollout": {"n": 2, "band": (1, 1), "workers": 2, "max_turns": 3, "max_tokens": 64},
+}
 
 
 class RunConfig(Section):
@@ -58,13 +64,25 @@ class RunConfig(Section):
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     llm: LLMSettings = Field(default_factory=LLMSettings)
     synthesize: SynthesizeConfig = Field(default_factory=SynthesizeConfig)
-    forge: ForgeSettings = Field(default_factory=ForgeSettings)
-    verify: VerifySettings = Field(default_factory=VerifySettings)
-    rollout: RolloutSettings = Field(default_factory=RolloutSettings)
-    train: TrainSettings = Field(default_factory=TrainSettings)
+    forge: ForgeConfig = Field(default_factory=ForgeConfig)
+    verify: VerifyConfig = Field(default_factory=VerifyConfig)
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig)
+    train: TrainConfig = Field(default_factory=TrainConfig)
     diagnose: DiagnoseConfig = Field(default_factory=DiagnoseConfig)
     prefect: PrefectSettings = Field(default_factory=PrefectSettings)
     execution: ExecutionSettings = Field(default_factory=ExecutionSettings)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _demo_defaults_under_the_file(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        out = dict(data)
+        for section, defaults in DEMO_DEFAULTS.items():
+            given = out.get(section, {})
+            if isinstance(given, dict):  # anything else: the section's own error names it
+                out[section] = {**defaults, **given}
+        return out
 
     @model_validator(mode="after")
     def _cluster_needs_endpoints(self) -> RunConfig:
@@ -137,10 +155,11 @@ def _format_errors(exc: ValidationError, source: str) -> str:
     for err in exc.errors():
         field = ".".join(str(p) for p in err["loc"]) or "(top level)"
         msg = err["msg"].removeprefix("Value error, ")
-        if field in SET_ELSEWHERE:
-            msg = SET_ELSEWHERE[field]
-        elif err["type"] == "extra_forbidden":
-            parent, _, name = field.rpartition(".")
+        parent, _, name = field.rpartition(".")
+        derived = _derived_field(parent, name)
+        if derived and err["type"] in UNKNOWN_FIELD:
+            msg = derived
+        elif err["type"] in UNKNOWN_FIELD:
             known = _known_fields(parent)
             close = difflib.get_close_matches(name, known, n=1)
             fix = f"did you mean '{close[0]}'?" if close else f"known fields: {', '.join(known)}"
@@ -152,18 +171,40 @@ def _format_errors(exc: ValidationError, source: str) -> str:
     return "\n".join(lines)
 
 
-def _known_fields(dotted: str) -> list[str]:
-    model: type[BaseModel] = RunConfig
+# What pydantic reports for a key a section does not have: a model's, a dataclass's spelling.
+UNKNOWN_FIELD = ("extra_forbidden", "unexpected_keyword_argument")
+
+
+def _section_class(dotted: str) -> type | None:
+    """The class a dotted section path validates into (a pydantic model or a dataclass)."""
+    model: type = RunConfig
     for part in filter(None, dotted.split(".")):
-        ann = model.model_fields.get(part)
-        if (
-            ann is None
-            or not isinstance(ann.annotation, type)
-            or not issubclass(ann.annotation, BaseModel)
-        ):
-            return []
-        model = ann.annotation
-    return sorted(model.model_fields)
+        if not (isinstance(model, type) and issubclass(model, BaseModel)):
+            return None
+        info = model.model_fields.get(part)
+        if info is None or not isinstance(info.annotation, type):
+            return None
+        model = info.annotation
+    return model
+
+
+def _known_fields(dotted: str) -> list[str]:
+    model = _section_class(dotted)
+    if isinstance(model, type) and issubclass(model, BaseModel):
+        return sorted(model.model_fields)
+    if model is not None and dataclasses.is_dataclass(model):
+        return sorted(f.name for f in dataclasses.fields(model))
+    return []
+
+
+def _derived_field(dotted: str, name: str) -> str | None:
+    """For a key that names a value the section's class derives from another field (a property
+    whose docstring says "set by X", e.g. RolloutConfig.concurrency): where to set it instead."""
+    prop = getattr(_section_class(dotted), name, None)
+    doc = (prop.__doc__ or "").strip() if isinstance(prop, property) else ""
+    if not doc.startswith("set by "):
+        return None
+    return f"set by {dotted}.{doc.removeprefix('set by ')}; set that instead"
 
 
 def parse_config(data: dict[str, Any], source: str = "<dict>") -> RunConfig:

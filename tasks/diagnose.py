@@ -59,6 +59,7 @@ from clawloop.tasks.episodes import roll_out, verified_tasks
 from clawloop.tasks.policy import policy_slice, serve_policy
 from clawloop.tasks.rollout import rollout_config
 from clawloop.tasks.sandbox import sandbox_for
+from clawloop.tasks.settings import section_dump
 from clawloop.tasks.stage import StageContext, StageError, StageResult, StageSpec
 
 if TYPE_CHECKING:
@@ -103,7 +104,7 @@ def config_slice(cfg: RunConfig, iteration: int) -> dict[str, Any]:
         "diagnose": cfg.diagnose.model_dump(mode="json"),
         # guidance difficulty starts where synthesis starts
         "start_levels": [cfg.synthesize.multihop, cfg.synthesize.dirtiness],
-        "rollout": cfg.rollout.model_dump(mode="json"),
+        "rollout": section_dump(cfg.rollout),
         "sandbox": cfg.sandbox.cache_slice(),
         # an edited external task re-runs the stage
         "eval_tasks": external_fingerprint(cfg.diagnose.eval_tasks),

@@ -1,7 +1,8 @@
 """Forge: each candidate's generator builds its seed in a sandbox into a task folder row.
 
 A sandbox fault is transient and retried inside `forge_candidate` (its row counts the attempts,
-`forge.retries` of them at most); a generator bug is not retried and becomes a failed row.
+`forge.retries` of them at most); a generator bug is not retried and becomes a failed row. The
+`forge:` section is generators.forge.ForgeConfig.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
-from pydantic import Field
 
 from clawloop.generators.forge import forge_candidate
 from clawloop.harness.sandbox.base import SandboxConfig
@@ -21,27 +21,14 @@ from clawloop.storage import schemas
 from clawloop.storage.schemas import Candidate, Forged
 from clawloop.synthesis.external import is_external
 from clawloop.tasks.external_rows import forged_external
-from clawloop.tasks.mapping import SANDBOX_RETRIES, is_transient
+from clawloop.tasks.mapping import is_transient
 from clawloop.tasks.sandbox import sandbox_for
-from clawloop.tasks.settings import Section
 from clawloop.tasks.stage import StageContext, StageResult, StageSpec, fail_on_infra
 
 if TYPE_CHECKING:
     from clawloop.tasks.config import RunConfig
 
 log = logging.getLogger("clawloop.forge")
-
-
-class ForgeSettings(Section):
-    workers: int = Field(
-        2, ge=1, le=256, description="tasks forged concurrently (threads; each uses one sandbox)"
-    )
-    retries: int = Field(
-        SANDBOX_RETRIES,
-        ge=0,
-        le=10,
-        description="retries of a transient sandbox failure per task",
-    )
 
 
 @task(

@@ -3,10 +3,9 @@ filter keeps the tasks whose pass count is in [low, high] for training."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-from pydantic import Field
 
 from clawloop.harness import owned
 from clawloop.harness.rollout import RolloutConfig, band_filter, pass_rates
@@ -14,33 +13,21 @@ from clawloop.harness.sandbox.pool import with_host_column
 from clawloop.storage import schemas
 from clawloop.tasks.episodes import roll_out, verified_tasks
 from clawloop.tasks.policy import policy_slice, serve_policy
-from clawloop.tasks.settings import stage_section
+from clawloop.tasks.settings import section_dump
 from clawloop.tasks.stage import StageContext, StageResult, StageSpec
 
 if TYPE_CHECKING:
     from clawloop.tasks.config import RunConfig
 
 
-class RolloutSettings(stage_section(RolloutConfig, "rollout", n=2, max_turns=3, max_tokens=64)):
-    # The CPU demo's defaults (small groups, short episodes); configs/cluster.yaml sets the
-    # paper's N=8, band [1, 5], 30 turns.
-    band: tuple[int, int] = Field(
-        (1, 1), description="keep tasks whose pass count is in [low, high]"
-    )
-    workers: int = Field(2, ge=1, description="episodes run concurrently")
-
-    def stage_config(self, **set_elsewhere: Any) -> RolloutConfig:
-        return RolloutConfig.from_settings({**self.model_dump(), **set_elsewhere})
-
-
 def rollout_config(cfg: RunConfig, **overrides: Any) -> RolloutConfig:
-    """harness.rollout.RolloutConfig from `rollout:`; `overrides` replace section keys."""
-    return cfg.rollout.stage_config(**overrides)
+    """The `rollout:` section (harness.rollout.RolloutConfig itself); `overrides` replace fields."""
+    return replace(cfg.rollout, **overrides) if overrides else cfg.rollout
 
 
 def config_slice(cfg: RunConfig, iteration: int) -> dict[str, Any]:
     return {
-        "rollout": cfg.rollout.model_dump(mode="json"),
+        "rollout": section_dump(cfg.rollout),
         "sandbox": cfg.sandbox.cache_slice(),
         **policy_slice(cfg),
     }

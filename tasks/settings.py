@@ -1,20 +1,23 @@
 """The building blocks of the run config: the section base, the shared sections (storage, sandbox,
-llm, prefect), and `stage_section`, which turns a stage's own config class into a section.
+llm, execution, prefect), and `section_dump` for a section's cache-key values.
 
-Each stage module in tasks/ declares its section from these; tasks/config.py composes them into
-`RunConfig`.
+tasks/config.py composes these and each stage's own config class (a section is that class
+itself, defined beside the stage's core) into `RunConfig`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import importlib.util
-import typing
-from abc import abstractmethod
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
-from pydantic.fields import FieldInfo
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    field_validator,
+    model_validator,
+)
 
 from clawloop.harness.sandbox.base import DockerHost, Limits, SandboxConfig
 
@@ -154,45 +157,10 @@ class LLMSettings(Section):
     )
 
 
-# Stage-config fields a section does not take, because the run config sets them another way.
-SET_ELSEWHERE = {
-    "rollout.band_lo": "set by rollout.band: [low, high]; set that instead",
-    "rollout.band_hi": "set by rollout.band: [low, high]; set that instead",
-    "rollout.concurrency": "set by rollout.workers; set that instead",
-}
-
-
-class StageSection(Section):
-    """A section holding a stage config's fields; building that config when the file loads runs
-    the stage's own checks (ranges, allowed names) before any stage does work."""
-
-    @abstractmethod
-    def stage_config(self, **set_elsewhere: Any) -> Any:
-        """The stage's config class from this section (plus fields other sections set)."""
-
-    @model_validator(mode="after")
-    def _stage_accepts_it(self) -> StageSection:
-        self.stage_config()
-        return self
-
-
-def stage_section(stage: type, section: str, **defaults: Any) -> type[StageSection]:
-    """A section model with `stage`'s fields (a dataclass's or a pydantic model's): their types,
-    constraints and help, with `defaults` in place of the stage's own, less SET_ELSEWHERE."""
-    skip = {key.partition(".")[2] for key in SET_ELSEWHERE if key.startswith(f"{section}.")}
-    fields: dict[str, Any] = {}
-    if issubclass(stage, BaseModel):
-        for name, info in stage.model_fields.items():
-            if name in defaults:
-                info = FieldInfo.merge_field_infos(info, default=defaults[name])
-            fields[name] = (info.annotation, info)
-    else:
-        hints = typing.get_type_hints(stage)
-        for f in dataclasses.fields(stage):
-            default = defaults.get(f.name, f.default)
-            fields[f.name] = (hints[f.name], Field(default, description=f.metadata.get("help")))
-    kept = {name: spec for name, spec in fields.items() if name not in skip}
-    return create_model(f"{stage.__name__}Fields", __base__=StageSection, **kept)
+def section_dump(section: Any) -> dict[str, Any]:
+    """A section's values as JSON-ready data (for cache keys), whether the section is a pydantic
+    model or a stage's dataclass that pydantic validates into."""
+    return TypeAdapter(type(section)).dump_python(section, mode="json")
 
 
 Runner = Literal["threads", "dask", "ray"]

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pydantic import Field
-
 from clawloop.storage import artifacts, schemas
 from clawloop.tasks.policy import (
     MODEL_DIR,
@@ -20,7 +18,7 @@ from clawloop.tasks.policy import (
     policy_dir,
     policy_slice,
 )
-from clawloop.tasks.settings import stage_section
+from clawloop.tasks.settings import section_dump
 from clawloop.tasks.stage import StageContext, StageResult, StageSpec
 from clawloop.training.config import TrainConfig
 from clawloop.training.stage import token_summary, train_stage
@@ -28,15 +26,6 @@ from clawloop.training.stage import token_summary, train_stage
 if TYPE_CHECKING:
     from clawloop.harness.rollout import RolloutConfig
     from clawloop.tasks.config import RunConfig
-
-
-class TrainSettings(stage_section(TrainConfig, "train")):
-    base_model: str | None = Field(
-        None, description="policy checkpoint to start from; None = the tiny offline model"
-    )
-
-    def stage_config(self, **set_elsewhere: Any) -> TrainConfig:
-        return TrainConfig.from_dict({**self.model_dump(exclude={"base_model"}), **set_elsewhere})
 
 
 def agent_tool_call_parser():
@@ -49,8 +38,8 @@ def agent_tool_call_parser():
 
 
 def train_config(cfg: RunConfig) -> TrainConfig:
-    """training.config.TrainConfig from `train:` (base_model is the pipeline's, not the trainer's)."""
-    return cfg.train.stage_config()
+    """The `train:` section: training.config.TrainConfig itself."""
+    return cfg.train
 
 
 def untrainable(rollout: RolloutConfig, train: TrainConfig) -> list[str]:
@@ -95,7 +84,7 @@ def untrainable(rollout: RolloutConfig, train: TrainConfig) -> list[str]:
 
 
 def config_slice(cfg: RunConfig, iteration: int) -> dict[str, Any]:
-    return {"train": cfg.train.model_dump(mode="json"), **policy_slice(cfg)}
+    return {"train": section_dump(cfg.train), **policy_slice(cfg)}
 
 
 def run(ctx: StageContext) -> StageResult:

@@ -1,5 +1,6 @@
 """Verify: the agent-free checks on each forged task (oracle, no-op, leak, trivial probes,
-determinism); one verdict per task, kept or dropped with the reason."""
+determinism); one verdict per task, kept or dropped with the reason. The `verify:` section is
+generators.verify.VerifyConfig."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ from typing import TYPE_CHECKING, Any
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
-from pydantic import Field
 
 from clawloop.generators.verify import verify_tasks
 from clawloop.harness.sandbox.base import SandboxConfig
@@ -19,7 +19,6 @@ from clawloop.storage.schemas import Check, Forged, Verdict
 from clawloop.tasks.external_rows import external_verdicts, split_external
 from clawloop.tasks.mapping import SANDBOX_RETRIES, is_transient, retry_transient
 from clawloop.tasks.sandbox import sandbox_for
-from clawloop.tasks.settings import Section
 from clawloop.tasks.stage import StageContext, StageResult, StageSpec, fail_on_infra
 
 if TYPE_CHECKING:
@@ -27,17 +26,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("clawloop.verify")
 Checked = tuple[list[Check], Verdict]
-
-
-class VerifySettings(Section):
-    workers: int = Field(2, ge=1, le=256, description="batches of tasks verified concurrently")
-    batch: int = Field(
-        8,
-        ge=1,
-        le=64,
-        description="tasks per batch: each task's reference solution runs in a sandbox of its "
-        "own, then one grading interpreter grades the batch (the verdicts do not depend on it)",
-    )
 
 
 def _run_name() -> str:

@@ -1,7 +1,8 @@
 """The train stage's settings: one dataclass, one line of help per field, defaults for the CPU demo.
 
 Every field becomes a CLI flag of `clawloop train` (flows/cli/train.py; the help text is the
-flag's help), and a run's YAML `train:` block maps onto it by field name. GPU cluster values are in
+flag's help), and it is a run's YAML `train:` section itself (tasks/config.py validates the section
+into this class, so a typo or a bad value fails when the file loads). GPU cluster values are in
 the README.
 """
 
@@ -26,6 +27,8 @@ def _f(default: Any, help: str) -> Any:
 @dataclass
 class TrainConfig:
     """Settings of the train stage (SFT on successes, then GRPO on rollout groups)."""
+
+    __pydantic_config__ = {"extra": "forbid"}  # a typo in the run YAML's train: is an error
 
     phases: str = _f(
         "sft+grpo", "what to run: sft | grpo | sft+grpo (SFT first, GRPO on its result)"
@@ -101,6 +104,11 @@ class TrainConfig:
     )
     # --- logging
     logging_steps: int = _f(1, "one metrics row every this many optimizer steps")
+    # --- where the pipeline starts (tasks/policy.py reads it; `clawloop train` has its own
+    # required --base-model, which sets it)
+    base_model: str | None = _f(
+        None, "policy checkpoint to start from; None = the tiny offline model"
+    )
 
     def __post_init__(self) -> None:
         if self.phases not in PHASES:

@@ -87,14 +87,13 @@ def run(args: argparse.Namespace) -> int:
     out = args.out or Path("runs", "adhoc", time.strftime("rollout-%Y%m%d-%H%M%S"))
     cfg = RolloutConfig(
         n=args.n,
-        band_lo=min(1, args.n),
-        band_hi=min(5, args.n),
+        band=(min(1, args.n), min(5, args.n)),
         max_turns=args.max_turns,
         episode_timeout_s=args.episode_timeout,
         max_tokens=args.max_tokens,
         context_len=args.context_len,
         temperature=args.temperature,
-        concurrency=args.concurrency,
+        workers=args.concurrency,
     )
     try:
         rows = _rollout(args, task_dir, cfg)

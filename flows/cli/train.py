@@ -40,6 +40,8 @@ def _flag_type(annotation: str):
 
 def add_config_flags(parser: argparse.ArgumentParser) -> None:
     for f in fields(TrainConfig):
+        if f.name == "base_model":  # the verb's own required --base-model sets it
+            continue
         default = f.default if f.default is not MISSING else None
         parser.add_argument(
             "--" + f.name.replace("_", "-"),
@@ -51,7 +53,8 @@ def add_config_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
-    return TrainConfig(**{f.name: getattr(args, f.name) for f in fields(TrainConfig)})
+    flags = {f.name: getattr(args, f.name) for f in fields(TrainConfig) if f.name != "base_model"}
+    return TrainConfig(**flags, base_model=getattr(args, "base_model", None))
 
 
 def _cmd_tiny_model(args: argparse.Namespace) -> int:

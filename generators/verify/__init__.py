@@ -48,6 +48,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from clawloop.generators.candidates import ParsedGenerator, parse_meta
 from clawloop.generators.contract import BuildResult, ContractError
 from clawloop.generators.runner import (
@@ -98,6 +100,23 @@ from clawloop.harness.taskfolder.folder import (
     tar_files,
     write_files,
 )
+
+
+class VerifyConfig(BaseModel):
+    """Settings of the verify stage (how its tasks are batched over `verify_tasks` calls); also the
+    run YAML's `verify:` section, field for field."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    workers: int = Field(2, ge=1, le=256, description="batches of tasks verified concurrently")
+    batch: int = Field(
+        8,
+        ge=1,
+        le=64,
+        description="tasks per batch: each task's reference solution runs in a sandbox of its "
+        "own, then one grading interpreter grades the batch (the verdicts do not depend on it)",
+    )
+
 
 REBUILD_TIMEOUT_S = 30.0  # the determinism check's second build (forge's build timeout)
 PROBE_STAGE_NAME = ".clawloop-probes"

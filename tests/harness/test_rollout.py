@@ -131,11 +131,19 @@ def test_task_row_and_timeouts_come_from_task_toml(tmp_path):
     assert task_timeouts(bare) == (600.0, 120.0)
 
 
-def test_rollout_config_from_run_yaml_section():
-    cfg = RolloutConfig.from_settings({"n": 4, "band": (1, 3), "workers": 2, "max_turns": 9})
+def test_rollout_config_is_the_run_yaml_section_with_the_library_defaults():
+    # band and workers are the fields (the run YAML's spelling); the harness reads them derived
+    cfg = RolloutConfig(n=4, band=[1, 3], workers=2, max_turns=9)
     assert (cfg.n, cfg.band_lo, cfg.band_hi, cfg.concurrency, cfg.max_turns) == (4, 1, 3, 2, 9)
-    with pytest.raises(ValueError, match="unknown rollout option"):
-        RolloutConfig.from_settings({"bnad": (1, 2)})
+    assert cfg.band == (1, 3)  # a list reads as the tuple, so equal configs compare equal
+    lib = RolloutConfig()  # the library's (the paper's) defaults, not the CPU demo's
+    assert (lib.n, lib.band, lib.workers, lib.max_turns, lib.max_tokens) == (8, (1, 5), 4, 30, 1024)
+    with pytest.raises(TypeError, match="bnad"):
+        RolloutConfig(bnad=(1, 2))
+    with pytest.raises(ValueError, match=r"band \[3, 1\]: need 0 <= low <= high"):
+        RolloutConfig(band=(3, 1))
+    with pytest.raises(ValueError, match="RolloutConfig.workers must be >= 1"):
+        RolloutConfig(workers=0)
 
 
 # -- through the real verifier and real sandboxes ----------------------------------------------
@@ -207,7 +215,7 @@ def test_a_broken_task_folder_is_a_row_not_a_crash(tmp_path):
     tasks = [(TASK, ROW), (broken, {"task_id": "broken", "capability": "c"})]
     with FakeOpenAI("oracle", TASK) as fake:
         traj, band, _ = rollout_stage(
-            tasks, PolicyConfig(fake.base_url, "fake"), RolloutConfig(n=1, band_hi=1), BWRAP
+            tasks, PolicyConfig(fake.base_url, "fake"), RolloutConfig(n=1, band=(1, 1)), BWRAP
         )
     by_task = {r["task_id"]: r for r in traj}
     assert by_task["hive"]["passed"]
@@ -221,7 +229,7 @@ def test_stage_bounds_concurrency_and_reports_per_capability(tmp_path):
     second = tmp_path / "hive_copy"
     shutil.copytree(TASK, second)
     tasks = [(TASK, ROW), (second, {"task_id": "copy", "capability": "merge", "split": "train"})]
-    cfg = RolloutConfig(n=2, band_lo=1, band_hi=1, concurrency=2)
+    cfg = RolloutConfig(n=2, band=(1, 1), workers=2)
     with FakeOpenAI("oracle", TASK) as fake:
         traj, band, rates = rollout_stage(tasks, PolicyConfig(fake.base_url, "fake"), cfg, BWRAP)
     assert [(r["task_id"], r["attempt"]) for r in traj] == [

@@ -10,6 +10,7 @@ import pytest
 from clawloop.tasks.config import ConfigError, RunConfig, load_config, parse_config
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+STAGES = ("synthesize", "forge", "verify", "rollout", "train", "diagnose")
 
 
 def test_no_file_gives_the_local_profile():
@@ -173,24 +174,54 @@ def test_an_unmerged_lora_policy_needs_a_server_that_serves_adapters():
     assert ok.train_config().merge_lora is False
 
 
-def test_stage_sections_take_fields_and_help_from_the_stage_configs():
-    import dataclasses
+def test_each_stage_section_is_its_cores_config_class():
 
     from clawloop.diagnosis.diagnose import DiagnoseConfig
+    from clawloop.generators.forge import ForgeConfig
+    from clawloop.generators.verify import VerifyConfig
     from clawloop.harness.rollout import RolloutConfig
+    from clawloop.synthesis.synthesize import SynthesizeConfig
     from clawloop.training.config import TrainConfig
 
-    rollout = RunConfig.model_fields["rollout"].annotation.model_fields
-    stage = {f.name: f for f in dataclasses.fields(RolloutConfig)}
-    assert rollout["temperature"].default == stage["temperature"].default
-    assert rollout["max_turns"].description == stage["max_turns"].metadata["help"]
-    assert rollout["max_turns"].default == 3  # the CPU demo's, not the stage's 30
-    train = RunConfig.model_fields["train"].annotation.model_fields
-    assert set(train) == {f.name for f in dataclasses.fields(TrainConfig)} | {"base_model"}
+    # every stage's section is its core's config class, defined once beside the core
+    cores = (
+        SynthesizeConfig,
+        ForgeConfig,
+        VerifyConfig,
+        RolloutConfig,
+        TrainConfig,
+        DiagnoseConfig,
+    )
+    for name, core in zip(STAGES, cores, strict=True):
+        assert RunConfig.model_fields[name].annotation is core, name
+    assert parse_config({"forge": {"retries": 1}}).forge == ForgeConfig(retries=1)
+    # the rollout: section is the harness's RolloutConfig itself; the run config's CPU-demo
+    # defaults (DEMO_DEFAULTS) lie under the file, the library keeps the paper's
+    assert RunConfig.model_fields["rollout"].annotation is RolloutConfig
+    demo = parse_config({"rollout": {"temperature": 0.5}}).rollout
+    assert type(demo) is RolloutConfig and demo.temperature == 0.5
+    assert (demo.n, demo.band, demo.workers, demo.max_turns, demo.max_tokens) == (
+        2,
+        (1, 1),
+        2,
+        3,
+        64,
+    )
+    assert (RolloutConfig().n, RolloutConfig().max_turns) == (8, 30)
+    assert parse_config({"rollout": {"max_turns": 7}}).rollout.max_tokens == 64  # others kept
+    # so is train: (base_model, the pipeline's start, is one of TrainConfig's fields)
+    assert RunConfig.model_fields["train"].annotation is TrainConfig
+    train = parse_config({"train": {"lora_r": 8, "base_model": "/models/x"}}).train
+    assert type(train) is TrainConfig and (train.lora_r, train.base_model) == (8, "/models/x")
+    assert parse_config({}).train == TrainConfig()  # one set of defaults: the class's
     diagnose = RunConfig.model_fields["diagnose"].annotation.model_fields
     assert diagnose["embedder"].description == DiagnoseConfig.model_fields["embedder"].description
-    with pytest.raises(ConfigError, match=r"rollout\.concurrency: set by rollout\.workers"):
+    with pytest.raises(ConfigError, match=r"rollout\.concurrency: set by rollout\.workers;"):
         parse_config({"rollout": {"concurrency": 3}})
+    with pytest.raises(ConfigError, match=r"rollout\.band_lo: set by rollout\.band: \[low, high\]"):
+        parse_config({"rollout": {"band_lo": 0}})
+    with pytest.raises(ConfigError, match=r"rollout\.band: .*at most 2 items"):
+        parse_config({"rollout": {"band": [1, 2, 3]}})
     with pytest.raises(ConfigError, match=r"rollout: RolloutConfig\.n must be >= 1, got 0"):
         parse_config({"rollout": {"n": 0}})
 
