@@ -14,7 +14,8 @@ It uses only the rollout API that main also has, so the same script measures the
 and after a change: run it with PYTHONPATH at a checkout of each (the `.shim` of a worktree).
 `--model-dir` serves a model folder (or a .gguf file, converted once and cached) with the local
 server for the run; `--base-url/--model` use a server already up (one model load for many runs).
-CPU figures on a shared 2-core machine: see README's benchmark notes. Not part of `make test`.
+Figures measured here (2 shared cores): docs/environment.md, "Real pretrained models on PyPI".
+Not part of `make test`.
 """
 
 from __future__ import annotations

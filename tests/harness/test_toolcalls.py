@@ -200,3 +200,18 @@ def test_native_shape_and_the_format_hint_round_trip():
     assert native["function"]["name"] == "write_file"
     assert json.loads(native["function"]["arguments"]) == call.arguments
     assert CALL_FORMAT in FORMAT_HINT
+
+
+# -- replies Qwen2.5-Coder-0.5B-Instruct really sampled on the echo task (local server, T=1) ------
+QWEN_05B_BROKEN = (
+    '```json\n{\n"name": "write_file",\n"arguments": {\n"path": "/workspace/output/answer.json",\n'
+    '"content": "violet\\n violet\\n"wonderful\\nviolet"\n}\n}\nfinish({\n"summary": "Violet is '
+    'written to the correct path."\n})\n```'
+)
+
+
+def test_qwen_05b_broken_fenced_call_is_one_clear_error_and_nothing_runs():
+    parsed = parse_tool_calls(QWEN_05B_BROKEN)
+    assert parsed.calls == ()  # neither the broken write_file nor the Python-style finish(...)
+    assert len(parsed.errors) == 1
+    assert "code block #1" in parsed.errors[0] and "not valid JSON" in parsed.errors[0]
