@@ -52,6 +52,9 @@ def episode_summary(row: dict[str, Any]) -> dict[str, Any]:
         "parse_errors": sum(u.startswith("error:") for u in users),
         "no_call": sum(u.startswith("No tool call found") for u in users),
         "first_reply": (turns[0].get("raw_content") or "")[:400] if turns else "",
+        # every reply as sampled and what the agent answered it with, clipped: the forms seen
+        "replies": [(t.get("raw_content") or "")[:600] for t in turns],
+        "nudges": [u[:300] for u in users if u.startswith(("error:", "No tool call found"))],
     }
 
 
