@@ -215,3 +215,25 @@ def test_qwen_05b_broken_fenced_call_is_one_clear_error_and_nothing_runs():
     assert parsed.calls == ()  # neither the broken write_file nor the Python-style finish(...)
     assert len(parsed.errors) == 1
     assert "code block #1" in parsed.errors[0] and "not valid JSON" in parsed.errors[0]
+
+
+def test_qwen_05b_three_objects_in_one_fence_are_three_calls_in_order():
+    text = (
+        '```json\n{\n  "name": "read_file",\n  "arguments": {\n    "path": '
+        '"/workspace/output/answer.json"\n  }\n}\n{"name": "write_file",\n  "arguments": {\n    '
+        '"path": "/workspace/output/answer.json",\n    "content": "Violet"\n  }\n}\n{"name": '
+        '"finish",\n  "arguments": {\n    "summary": "Violet was written to the file."\n  }\n}\n```'
+    )
+    parsed = parse_tool_calls(text)
+    assert [c.name for c in parsed.calls] == ["read_file", "write_file", "finish"]
+    assert parsed.errors == () and parsed.content == ""
+
+
+def test_qwen_05b_bare_call_then_python_style_finish_runs_the_call_keeps_the_rest_as_prose():
+    text = (
+        '{\n"name": "write_file",\n"arguments": {\n"path": "/workspace/output/answer.json",\n'
+        '"content": "Violet"\n}}\nfinish({"word": "violet"})'
+    )
+    parsed = parse_tool_calls(text)
+    assert [(c.name, c.form) for c in parsed.calls] == [("write_file", "bare")]
+    assert parsed.errors == () and parsed.content == 'finish({"word": "violet"})'
