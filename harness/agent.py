@@ -1,9 +1,10 @@
 """The agent loop: one episode of a policy model working in a sandbox through tools.
 
 `run_episode(sb, instruction, client, model, cfg)` talks to any OpenAI-compatible server. It takes
-native tool calls, and falls back to hermes-style tool calls written in the text
-(`<tool_call>{"name": ..., "arguments": {...}}</tool_call>`), which small models and servers without
-a tool parser produce. A malformed call becomes an error observation the model can react to.
+native tool calls, and falls back to the calls written in the text, in the forms real models emit
+(hermes `<tool_call>` tags, JSON in code fences, bare JSON objects: `harness.toolcalls`), which
+small models and servers without a tool parser produce. A malformed call becomes an error the
+model is shown, with the format to use; a reply with no call at all is answered with that format.
 
 Before every request it checks the episode's wall time and the token budget
 (estimated prompt + max_tokens <= context_len). The loop never raises for the model's or the
@@ -15,7 +16,6 @@ gathered so far (messages, per-turn token ids / logprobs, timings), so nothing i
 from __future__ import annotations
 
 import json
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,6 +26,7 @@ import openai
 from clawloop.harness.llm import ChatReply, LLMError, chat
 from clawloop.harness.prompts import initial_messages
 from clawloop.harness.sandbox.base import Sandbox, SandboxError
+from clawloop.harness.toolcalls import FORMAT_HINT, ParsedCall, native_tool_call, parse_tool_calls
 from clawloop.harness.tools import TOOLS, call_tool
 
 END_REASONS = (
@@ -39,7 +40,6 @@ END_REASONS = (
 # A rough, deliberately pessimistic chars-per-token ratio for when no tokenizer is given and the
 # server has not yet reported usage; over-estimating only ends an episode a little early.
 CHARS_PER_TOKEN = 3.0
-_TOOL_CALL_RE = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -61,39 +61,6 @@ class Episode:
     n_tool_calls: int = 0
     duration_s: float = 0.0
     error: str = ""
-
-
-@dataclass
-class ParsedCall:
-    name: str
-    arguments: str | dict  # JSON string (native) or dict (text)
-    id: str
-
-
-def parse_text_tool_calls(content: str) -> tuple[list[ParsedCall], list[str], str]:
-    """Find hermes-style `<tool_call>` blocks in text.
-
-    Returns (calls, errors, remaining text). An unterminated final block (a reply cut at
-    max_tokens) is parsed like a closed one, and reported as an error if its JSON is incomplete."""
-    calls: list[ParsedCall] = []
-    errors: list[str] = []
-    for i, m in enumerate(_TOOL_CALL_RE.finditer(content or "")):
-        body = m.group(1).strip()
-        try:
-            obj = json.loads(body, strict=False)
-        except json.JSONDecodeError as exc:
-            errors.append(f"tool call #{i + 1} is not valid JSON ({exc.msg}): {body[:200]!r}")
-            continue
-        if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
-            errors.append(f"tool call #{i + 1} needs a string 'name': {body[:200]!r}")
-            continue
-        args = obj.get("arguments", obj.get("parameters", {}))
-        if not isinstance(args, dict | str):
-            errors.append(f"tool call #{i + 1}: 'arguments' must be an object")
-            continue
-        calls.append(ParsedCall(obj["name"], args, f"call_text_{i}"))
-    remaining = _TOOL_CALL_RE.sub("", content or "").strip()
-    return calls, errors, remaining
 
 
 def estimate_tokens(messages: list[dict[str, Any]]) -> int:
@@ -129,15 +96,16 @@ class _Budget:
 
 
 def _calls_of(reply: ChatReply) -> tuple[list[ParsedCall], list[str], bool]:
-    """The reply's tool calls: native first, else parsed from text. Returns (calls, errors, text)."""
+    """The reply's tool calls: native first, else parsed from text. Returns (calls, errors,
+    from_text)."""
     if reply.raw_tool_calls:
         calls = [
             ParsedCall(tc["function"]["name"], tc["function"]["arguments"], tc["id"])
             for tc in reply.raw_tool_calls
         ]
         return calls, [], False
-    calls, errors, _ = parse_text_tool_calls(reply.message.get("content") or "")
-    return calls, errors, True
+    parsed = parse_tool_calls(reply.message.get("content") or "")
+    return list(parsed.calls), list(parsed.errors), True
 
 
 class _EpisodeOver(Exception):
@@ -203,33 +171,23 @@ def _assistant_message(
     if not (from_text and calls):
         return message, ""
     # Store the calls in native shape, and only the prose as content: a chat template
-    # renders tool_calls itself, so leaving the blocks in the text would show the model
+    # renders tool_calls itself, so leaving the calls in the text would show the model
     # every call twice on the next turn. The exact text stays in the turn record.
     raw_content = message.get("content") or ""
-    message["content"] = parse_text_tool_calls(raw_content)[2]
+    message["content"] = parse_tool_calls(raw_content).content
     message["tool_calls"] = [native_tool_call(c, c.id) for c in calls]
     return message, raw_content
 
 
-def native_tool_call(call: Any, call_id: str) -> dict[str, Any]:
-    """A parsed call (name, arguments) as an OpenAI `tool_calls` entry, arguments as JSON text."""
-    args = call.arguments
-    return {
-        "id": call_id,
-        "type": "function",
-        "function": {
-            "name": call.name,
-            "arguments": args if isinstance(args, str) else json.dumps(args, ensure_ascii=False),
-        },
-    }
-
-
-def _turn_record(reply: ChatReply, from_text: bool, raw_content: str) -> dict[str, Any]:
+def _turn_record(
+    reply: ChatReply, from_text: bool, raw_content: str, calls: list[ParsedCall] = ()
+) -> dict[str, Any]:
     """What the episode keeps of one reply for training: token ids, logprobs, timing, and the
     sampled text as the server returned it (`raw_content`: the reply's content before any tool
     call is parsed out of it; `reasoning_content`: what a reasoning parser split off;
     `tool_calls_native`: the server parsed tool calls out of the sample itself, so without token
-    ids the exact sampled text is unknown)."""
+    ids the exact sampled text is unknown; `tool_call_forms`: how the text wrote its calls,
+    hermes | fenced | bare; `tool_calls_repaired`: calls read as Python literals, not JSON)."""
     return {
         "prompt_token_ids": reply.prompt_token_ids,
         "completion_token_ids": reply.completion_token_ids,
@@ -242,6 +200,8 @@ def _turn_record(reply: ChatReply, from_text: bool, raw_content: str) -> dict[st
         "reasoning_content": reply.reasoning_content,
         "tool_calls_native": bool(reply.raw_tool_calls),
         "stop_reason": reply.stop_reason,  # the stop id sampled, trained on the text path
+        "tool_call_forms": list(dict.fromkeys(c.form for c in calls)) if from_text else [],
+        "tool_calls_repaired": sum(c.repaired for c in calls),
         "tools": [],
     }
 
@@ -275,19 +235,16 @@ def _run_tools(
 def _nudge(
     parse_errors: list[str], calls: list[ParsedCall], finish_reason: str
 ) -> dict[str, Any] | None:
-    """The user message that follows a reply with malformed tool calls or none at all."""
+    """The user message that follows a reply with malformed tool calls or none at all: both
+    show the format, since a model that wrote none may not know the one expected."""
     if parse_errors:
-        hint = (
-            'Write each tool call as <tool_call>{"name": "...", "arguments": {...}}</tool_call> '
-            "or use native tool calls."
-        )
-        return {"role": "user", "content": "error: " + "; ".join(parse_errors) + "\n" + hint}
+        return {"role": "user", "content": "error: " + "; ".join(parse_errors) + "\n" + FORMAT_HINT}
     if not calls:
         cut = " Your reply was cut at max_tokens." if finish_reason == "length" else ""
         return {
             "role": "user",
             "content": "No tool call found." + cut + " Use the tools to work on the task, "
-            "and call finish when the outputs are written.",
+            "and call finish when the outputs are written. " + FORMAT_HINT,
         }
     return None
 
@@ -300,7 +257,7 @@ def _take_turn(
     message, raw_content = _assistant_message(reply, calls, from_text)
     ep.messages.append(message)
     budget.observe(reply, len(ep.messages))
-    turn = _turn_record(reply, bool(from_text and calls), raw_content)
+    turn = _turn_record(reply, bool(from_text and calls), raw_content, calls)
     ep.turns.append(turn)
     if _run_tools(sb, ep, calls, turn, deadline):
         return True

@@ -29,7 +29,7 @@ Routes
     no top_p, whatever the request sampled with (vLLM's default `--logprobs-mode raw_logprobs`):
     what training computes, so GRPO's ratio starts at 1 at any sampling temperature;
   - tool calls (only when the request offers `tools`): hermes-style `<tool_call>{json}</tool_call>`
-    blocks in the sampled text are parsed with the agent's own parser (`harness.agent`) into
+    blocks in the sampled text are parsed with the agent's own parser (`harness.toolcalls`) into
     native `tool_calls` (arguments as a JSON string), the prose left as `content`, as vLLM's
     hermes parser does. If any block is not valid JSON the whole text stays the content and no
     call is returned, so the agent shows the model its parse error (transformers serve answered
@@ -252,14 +252,16 @@ class LocalPolicy:
 def hermes_tool_calls(text: str) -> tuple[list[dict[str, Any]], str] | None:
     """(native tool calls, remaining prose) of a text with `<tool_call>` blocks, all valid; None
     when it has none or any is malformed (then the text is the content, as sampled)."""
-    from clawloop.harness.agent import native_tool_call, parse_text_tool_calls
+    from clawloop.harness.toolcalls import native_tool_call, parse_tool_calls
 
-    if "<tool_call>" not in text:
+    if "<tool_call>" not in text:  # only the tagged form, as vLLM's hermes parser
         return None
-    calls, errors, remaining = parse_text_tool_calls(text)
-    if errors or not calls:
+    parsed = parse_tool_calls(text)
+    if parsed.errors or not parsed.calls:
         return None
-    return [native_tool_call(c, f"call_{uuid.uuid4().hex[:12]}") for c in calls], remaining
+    return [
+        native_tool_call(c, f"call_{uuid.uuid4().hex[:12]}") for c in parsed.calls
+    ], parsed.content
 
 
 def _nucleus(logp, top_p: float):

@@ -29,12 +29,16 @@ if TYPE_CHECKING:
 
 
 def agent_tool_call_parser():
-    """The tool-call parser the agent parses replies with: the template fallback keeps a turn only
-    if its rendering parses back into the same calls with it. The one call site, so the parser
-    can be switched when harness has its shared one."""
-    from clawloop.harness.agent import parse_text_tool_calls
+    """The tool-call parser the agent reads replies with (harness/toolcalls.py), in training's
+    shape (calls, errors, prose left): the template fallback keeps a turn only if its rendering
+    parses back into the same calls with it."""
+    from clawloop.harness.toolcalls import parse_tool_calls
 
-    return parse_text_tool_calls
+    def parse(text: str) -> tuple[list[Any], list[str], str]:
+        found = parse_tool_calls(text)
+        return list(found.calls), list(found.errors), found.content
+
+    return parse
 
 
 def train_config(cfg: RunConfig) -> TrainConfig:

@@ -57,6 +57,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-tokens", type=int, default=1024, help="completion tokens per reply")
     p.add_argument("--context-len", type=int, default=32768, help="the model's context window")
     p.add_argument("--temperature", type=float, default=1.0)
+    p.add_argument(
+        "--request-timeout",
+        type=float,
+        default=120.0,
+        help="seconds per model reply (default 120; a CPU-served model may need more)",
+    )
     p.add_argument("--backend", choices=["auto", "bwrap", "docker"], default="auto", help="sandbox")
     p.add_argument("--out", type=Path, help="output folder (default runs/adhoc/rollout-<time>)")
     p.add_argument(
@@ -84,6 +90,8 @@ def run(args: argparse.Namespace) -> int:
         return _fail("give --base-url and --model (or --serve-tiny for the local tiny model)")
     if args.n < 1 or args.concurrency < 1:
         return _fail("-n and --concurrency must be >= 1")
+    if args.request_timeout <= 0:
+        return _fail("--request-timeout must be a positive number of seconds")
     out = args.out or Path("runs", "adhoc", time.strftime("rollout-%Y%m%d-%H%M%S"))
     cfg = RolloutConfig(
         n=args.n,
@@ -146,7 +154,11 @@ def _rollout(args: argparse.Namespace, task_dir: Path, cfg: RolloutConfig) -> li
             model = model or str(model_dir)
             tokenizer = tokenizer or str(model_dir)
         policy = PolicyConfig(
-            base_url=base_url, model=model, api_key_env=args.api_key_env, tokenizer=tokenizer
+            base_url=base_url,
+            model=model,
+            api_key_env=args.api_key_env,
+            tokenizer=tokenizer,
+            request_timeout_s=args.request_timeout,
         )
         return rollout_task(
             prepared.task_dir,
