@@ -1,0 +1,129 @@
+"""Does the loop make an agent better? K iterations with a named model, then the table the seed
+reports: per iteration the held-out pass rate and the external benchmark's (ClawGym-Bench) pass
+rate and mean score, each with its 95 % interval, beside what train did.
+
+    # CPU, the smallest useful scale: a GGUF (or HF folder) as the policy, LoRA, a ClawGym sample
+    python benchmarks/learning.py --base-model /work/models/qwen-0.5b.gguf --lora \\
+        --eval-tasks /work/clawgym-data/RL/data/clawgym_eval --iterations 2 --root /tmp/learn
+    # a GPU host: the same command with a vLLM endpoint (the policy it serves is trained and
+    # reloaded as llm.reload says) and your cluster config
+    python benchmarks/learning.py --config configs/cluster.yaml --base-url http://vllm:8000/v1 \\
+        --model Qwen/Qwen2.5-Coder-1.5B-Instruct --eval-tasks DIR --iterations 3
+
+It runs `clawloop run` (so a killed benchmark resumes with the same --run-id) and reads the run's
+figures the way `clawloop report` does; the run's report.md and report.png are written beside it.
+Nothing here is timed against a baseline: the output is the learning table and the wall time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+from clawloop.diagnosis.external import wilson_interval
+from clawloop.flows.cli import main as clawloop
+from clawloop.flows.cli.report import run_figures, write_report
+from clawloop.flows.report import IterationFigures
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.1%}"
+
+
+def _ci(ci: tuple[float, float] | None, pct: bool = True) -> str:
+    if ci is None:
+        return ""
+    lo, hi = ci
+    return f" [{lo:.1%}, {hi:.1%}]" if pct else f" [{lo:.3f}, {hi:.3f}]"
+
+
+def heldout_cell(it: IterationFigures) -> str:
+    n = sum(e for _, e in it.heldout.values())
+    passed = sum(p for p, _ in it.heldout.values())
+    if not n:
+        return "-"
+    return f"{passed}/{n} {_pct(passed / n)}{_ci(wilson_interval(passed, n))}"
+
+
+def table(figures) -> str:
+    """The learning table, one row per iteration (markdown)."""
+    head = [
+        "iteration",
+        "held-out pass [95% Wilson]",
+        "external pass [95% Wilson]",
+        "external score [95% CI]",
+        "train",
+        "steps",
+        "SFT loss",
+        "GRPO loss",
+    ]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for it in figures.iterations:
+        mean = "-" if it.external_mean is None else f"{it.external_mean:.3f}"
+        sft, grpo = it.mean_loss("sft"), it.mean_loss("grpo")
+        cells = [
+            str(it.iteration),
+            heldout_cell(it),
+            _pct(it.external_pass_rate) + _ci(it.external_pass_ci),
+            mean + _ci(it.external_mean_ci, pct=False),
+            it.train_status or "-",
+            "-" if it.train_steps is None else str(it.train_steps),
+            "-" if sft is None else f"{sft:.4f}",
+            "-" if grpo is None else f"{grpo:.4f}",
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def run_config(args: argparse.Namespace) -> dict:
+    """The run's YAML: --config (or the embedded local profile) with the benchmark's choices."""
+    cfg = yaml.safe_load(Path(args.config).read_text()) if args.config else {}
+    cfg["iterations"] = args.iterations
+    if args.eval_tasks:
+        cfg.setdefault("diagnose", {})["eval_tasks"] = [
+            str(Path(p).resolve()) for p in args.eval_tasks
+        ]
+    if args.base_model:
+        cfg.setdefault("train", {})["base_model"] = args.base_model
+    if args.lora:
+        cfg.setdefault("train", {})["lora"] = True
+    if args.base_url:
+        cfg.setdefault("llm", {}).update({"base_url": args.base_url, "model": args.model})
+    return cfg
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--config", help="a run config YAML to start from (default: the local profile)")
+    p.add_argument("--iterations", type=int, default=2, help="K")
+    p.add_argument("--eval-tasks", nargs="*", default=[], help="ClawGym or Harbor eval set folders")
+    p.add_argument(
+        "--base-model", help="the policy: a GGUF file or a model folder (train.base_model)"
+    )
+    p.add_argument("--lora", action="store_true", help="train a LoRA adapter (train.lora)")
+    p.add_argument("--base-url", help="an OpenAI-compatible policy endpoint (vLLM) instead")
+    p.add_argument("--model", default="policy", help="the model name the endpoint serves")
+    p.add_argument("--root", default="runs", help="storage root")
+    p.add_argument("--run-id", default=f"learning-{time.strftime('%Y%m%d-%H%M%S')}")
+    args = p.parse_args(argv)
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+        yaml.safe_dump(run_config(args), f)
+    t0 = time.time()
+    rc = clawloop(["run", "--config", f.name, "--root", args.root, "--run-id", args.run_id])
+    wall = time.time() - t0
+    figures = run_figures(args.root, args.run_id)
+    md, png = write_report(args.root, figures)
+    print(f"\nlearning: run {args.run_id}, K={args.iterations}, {wall:.0f} s wall (exit {rc})")
+    print(table(figures))
+    print(f"report: {md}  plot: {png}")
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())
