@@ -122,3 +122,22 @@ def test_verify_keeps_the_sound_task_and_drops_the_edited_one_naming_the_value(f
     checks, verdict = verify_task(lost, BWRAP)
     assert not verdict["kept"]
     assert verdict["reason"].startswith("derivable: inspections.queen_seen = false"), verdict
+
+
+@needs_bwrap
+@pytest.mark.slow
+def test_verify_keeps_synthesized_apiary_tasks_with_a_passing_derivable_row():
+    """Sound built-in tasks, made end to end by synthesize_domain (seed 1 grounds the
+    queen_seen=false inspection): each is kept by verify, its derivable row passing."""
+    from _sabotage import DOMAINS
+
+    from clawloop.synthesis.domain.synth import synthesize_domain
+
+    made = synthesize_domain(DOMAINS["apiary_coop"], 2, 1, BWRAP)
+    assert made.candidates, [g["reason"] for g in made.graphs]
+    for cand in made.candidates:
+        row = forge_candidate(cand, BWRAP)
+        assert row["status"] == "ok", row["error"]
+        checks, verdict = verify_task(row, BWRAP)
+        assert verdict["kept"], verdict["reason"]
+        assert [c["passed"] for c in checks if c["check"] == "derivable"] == [True]
