@@ -7,6 +7,8 @@ Checks (storage.schemas.CHECKS `check` names):
     decision_fields  every field a decision defines as code ("x = ...", "`x` is", "top_x counts")
                      is in some output; a plain word read from prose ("values are") only warns
     ablation         a built-in's reference solution skipping any one injected difficulty fails
+    derivable        a domain task's (origin domain:...) every value its reference plan writes is
+                     stated in instruction.md or read from a record it names (no row otherwise)
     oracle           solution/solve.sh then tests/test.sh in a fresh sandbox gives reward 1.0
     noop             tests/test.sh on the untouched workspace must not pass (else a false positive)
     trivial:<probe>  each probe from harness/taskfolder/probes.py (empty, copied, constant outputs) fails
@@ -65,6 +67,7 @@ from clawloop.generators.runner import (
     stage_generator,
 )
 from clawloop.generators.verify import probe_driver
+from clawloop.generators.verify.derivable import DOMAIN_ORIGIN, GENERATOR, derivable_verdict
 from clawloop.generators.verify.leaks import (
     CERTAIN,
     find_leak_signals,
@@ -879,15 +882,33 @@ class _Verifying:
     error: str = ""  # why the sandbox part could not run
 
 
+def check_derivable(task: Path | TaskFiles) -> tuple[bool, str] | None:
+    """Drops a domain task whose reference writes a value the agent cannot know (neither stated
+    in instruction.md nor read from a record it names), the value named; None (no row) for a
+    task of another origin, which has no reference plan to read."""
+    task = TaskFiles.of(task)
+    try:
+        origin = parse_task_info(task.text("task.toml"), Path(task.name)).origin
+    except (OSError, TaskFolderError):  # not a clawloop task.toml: no origin, so not a domain's
+        return None
+    if not origin.startswith(DOMAIN_ORIGIN):
+        return None
+    return derivable_verdict(
+        task.text(GENERATOR), task.json("tests/answer.json"), task.text("instruction.md")
+    )
+
+
 # The checks verify runs on the host, in the order of their rows. Before them: forge (a row
 # without a task folder) and unpack fail alone; determinism, when the solve cannot rebuild
 # (_rebuild_of is None: check_determinism), runs first (else it comes from the solve and its row
 # is moved first). After them, from the sandbox (sandbox_verdicts): oracle, noop, trivial:*,
 # answer_file.
-HOST_CHECKS: tuple[tuple[str, Callable[[TaskFiles], tuple[bool, str]]], ...] = (
+# A check that returns None does not apply to the task: it writes no row.
+HOST_CHECKS: tuple[tuple[str, Callable[[TaskFiles], tuple[bool, str] | None]], ...] = (
     ("leak", check_leak),
     ("decision_fields", check_decision_fields),
     ("ablation", check_ablation),
+    ("derivable", check_derivable),
 )
 
 
@@ -1011,7 +1032,10 @@ def _solve_together(states: list[_Verifying], sandbox: SandboxConfig) -> None:
 
 def _run(state: _Verifying, name: str, fn: Any) -> None:
     try:
-        ok, reason = fn()
+        result = fn()
+        if result is None:  # the check does not apply to this task: no row
+            return
+        ok, reason = result
     except (OSError, ValueError) as exc:  # a SandboxError is the engine's: it propagates
         ok, reason = False, f"could not run: {type(exc).__name__}: {exc}"
     state.checks.append(_check(state.verdict["task_id"], name, ok, reason))

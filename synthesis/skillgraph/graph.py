@@ -43,7 +43,7 @@ from clawloop.synthesis.skillgraph.merge import (
 from clawloop.synthesis.skillgraph.model import Scenarios, SkillRecord
 from clawloop.synthesis.skillgraph.scenarios import infer_scenarios
 
-GRAPH_VERSION = "skill-graph-v1"
+GRAPH_VERSION = "skill-graph-v2"  # v2: artifact-typed heuristic scenarios, kind-aware merge
 FILES = ("nodes.parquet", "edges.parquet", "chains.parquet", "graph.graphml", "meta.json")
 
 
@@ -226,6 +226,16 @@ class BuiltGraph:
         }  # fmt: skip
 
 
+def scenario_kinds(scen: list[Scenarios]) -> dict[str, frozenset[str]]:
+    """phrasing -> every artifact kind a scenario with that phrasing names (pre: its inputs,
+    post: its outputs), for the merge to keep disjoint kinds apart."""
+    out: dict[str, set[str]] = {}
+    for s in scen:
+        out.setdefault(s.pre, set()).update(s.artifacts_in)
+        out.setdefault(s.post, set()).update(s.artifacts_out)
+    return {p: frozenset(k) for p, k in out.items()}
+
+
 def build_from_corpus(
     skills_dir: Roots, *, chat: ChatFn | None = None, model: str = "",
     cache_dir: str | Path | None = None, embed: Embedder | None = None,
@@ -246,7 +256,7 @@ def build_from_corpus(
         )
     scen = [infer_scenarios(r, chat, cache_dir, model) for r in good]
     merged = merge_scenarios([p for s in scen for p in (s.pre, s.post)], embed or minilm_embedder,
-                             chat, cfg.merge)  # fmt: skip
+                             chat, cfg.merge, scenario_kinds(scen))  # fmt: skip
     g = build_graph(good, scen, merged, chat, cfg)
     g.graph["meta"] = {
         "corpus_sha256": corpus_sha256(records), "skills": len(good),

@@ -11,6 +11,12 @@ Each node keeps its member phrasings and a representative, the medoid. With a Ch
 whose distance to the medoid lies within `confirm_band` below the cut is borderline: the LLM is
 asked yes/no and a "no" splits it into its own node.
 
+Phrasings may carry their artifact kinds (`kinds`: phrasing -> the kinds its scenario names,
+e.g. {"pdf"}). Two phrasings whose kinds are both known and share none are never merged, however
+close their wording ("a PDF report of findings" / "a Markdown report of findings"): a node is one
+workspace state, and a skill that reads Markdown cannot start from a PDF. Unknown kinds (empty)
+merge on wording alone.
+
 The embedder is a plain function texts -> array so tests can pass a tiny deterministic one.
 """
 
@@ -157,13 +163,27 @@ def _confirm(
     return [keep, *alone]
 
 
+def kinds_disagree(texts: list[str], kinds: dict[str, frozenset[str]]) -> np.ndarray:
+    """[i, j] true where both phrasings' artifact kinds are known and share none."""
+    known = [kinds.get(t, frozenset()) for t in texts]
+    n = len(texts)
+    out = np.zeros((n, n), dtype=bool)
+    for i in range(n):
+        for j in range(i + 1, n):
+            if known[i] and known[j] and not known[i] & known[j]:
+                out[i, j] = out[j, i] = True
+    return out
+
+
 def merge_scenarios(
     phrasings: list[str],
     embed: Embedder = minilm_embedder,
     chat: ChatFn | None = None,
     config: MergeConfig | None = None,
+    kinds: dict[str, frozenset[str]] | None = None,
 ) -> MergeResult:
-    """Merge phrasings (duplicates allowed) into scenario nodes; see the module docstring."""
+    """Merge phrasings (duplicates allowed) into scenario nodes; see the module docstring.
+    `kinds` (phrasing -> artifact kinds) keeps phrasings of disjoint kinds apart."""
     cfg = config or MergeConfig()
     counts = Counter(phrasings)
     texts = sorted(counts)
@@ -175,6 +195,11 @@ def merge_scenarios(
     sim = np.clip(vecs @ vecs.T, -1.0, 1.0)
     dist = np.clip(1.0 - sim, 0.0, 2.0)
     np.fill_diagonal(dist, 0.0)
+    if kinds:
+        # As far apart as cosine allows: complete linkage never joins them into one node, and
+        # Louvain gets no edge between them.
+        apart = kinds_disagree(texts, kinds)
+        dist[apart], sim[apart] = 2.0, -1.0
     comms = _communities(sim, cfg)
     stats: Counter = Counter()
     clusters: list[tuple[list[int], int]] = []

@@ -101,7 +101,9 @@ _OUTPUT_OF = {"review": "report", "debug": "report", "test": "tests", "plan": "p
 _OUTPUT_OF["deploy"] = "service"
 _SECTION = re.compile(r"^#{1,4}\s+(.+?)\s*$", re.MULTILINE)
 _CONVERT = re.compile(
-    r"\b(?:convert|transform|turn|export)\w*\s+(.{0,80}?)\s+(?:in)?to\s+(.{0,60})", re.I
+    r"\b(?:convert|transform|turn|export|transcrib|compil|render)\w*\s+(.{0,80}?)\s+(?:in)?to\s+"
+    r"(.{0,60})",
+    re.I,
 )
 _FROM_TO = re.compile(r"\bfrom\s+(.{0,50}?)\s+(?:in)?to\s+(.{0,50})", re.IGNORECASE)
 _FROM = re.compile(r"\b(?:extract|read|pars|pull|scrap|load)\w*\s+.{0,60}?\bfrom\s+(.{0,60})", re.I)
@@ -135,20 +137,70 @@ def category_of(skill: SkillRecord) -> str:
     return "manage"
 
 
+# A clause's artifact ends where its manner begins: "to text using local Whisper (Docker)" names
+# text, not the container it runs in.
+_MANNER = re.compile(r"\b(?:using|with|via|by|through|in order|so that|when|if)\b|[,.;:()]", re.I)
+# "Input: a PDF file" / "**Outputs**: Markdown" lines in the body (not only section headings).
+_LABEL = re.compile(
+    r"^[\s>*_-]*(inputs?|takes|accepts|reads|outputs?|produces|returns|writes|results?)[*_\s]*[:=-]"
+    r"\s*(.+)$",
+    re.IGNORECASE | re.MULTILINE,
+)
+_OUT_LABEL = ("output", "produce", "return", "write", "result")
+
+
+def clause_kinds(text: str) -> list[str]:
+    """The kinds a clause names before its manner ("using ...", "with ..."); plain "text" counts
+    here, where it is the artifact a clause names (in running prose it is too common)."""
+    head = _MANNER.split(text, maxsplit=1)[0]
+    found = kinds_in(head)
+    return found or (["text"] if re.search(r"\btext\b|\btranscripts?\b", head, re.I) else [])
+
+
+def body_io(body: str) -> tuple[list[str], list[str]]:
+    """(input kinds, output kinds) the SKILL.md body states: labelled Input/Output lines first,
+    then a convert / from-to clause in its opening text."""
+    text = body[:BODY_CHARS]
+    ins: list[str] = []
+    outs: list[str] = []
+    for m in _LABEL.finditer(text):
+        target = outs if m.group(1).lower().startswith(_OUT_LABEL) else ins
+        target += [k for k in clause_kinds(m.group(2)) if k not in target]
+    if ins and outs:
+        return ins, outs
+    for rx in (_CONVERT, _FROM_TO):
+        for m in rx.finditer(text):
+            a, b = clause_kinds(m.group(1)), clause_kinds(m.group(2))
+            if a and b:
+                return ins or a, outs or b
+    return ins, outs
+
+
+def _name_kinds(part: str) -> list[str]:
+    """Kinds a name's side names: as words, or as a bare kind ("md" in md-to-docx)."""
+    return kinds_in(part.replace("-", " ")) or [t for t in part.split("-") if t in KINDS]
+
+
 def _io_kinds(skill: SkillRecord) -> tuple[list[str], list[str]]:
-    """(input kinds, output kinds) from the strongest signal present."""
+    """(input kinds, output kinds) from the strongest signal present: the name's x-to-y, the
+    description's clause, then what the body states (labelled lines, clauses, sections)."""
     name, desc = skill.name.replace("_", "-"), skill.description
     if "-to-" in name:
         left, right = name.split("-to-", 1)
-        ins, outs = kinds_in(left.replace("-", " ")), kinds_in(right.replace("-", " "))
+        ins, outs = _name_kinds(left), _name_kinds(right)
         if ins and outs:
             return ins, outs
     for rx in (_CONVERT, _FROM_TO):
         m = rx.search(desc)
-        if m and kinds_in(m.group(1)) and kinds_in(m.group(2)):
-            return kinds_in(m.group(1)), kinds_in(m.group(2))
-    ins = kinds_in(_sections(skill.body, ("input", "prerequisite", "when to use", "use when")))
-    outs = kinds_in(_sections(skill.body, ("output", "result", "deliverable")))
+        if m and clause_kinds(m.group(1)) and clause_kinds(m.group(2)):
+            return clause_kinds(m.group(1)), clause_kinds(m.group(2))
+    said_in, said_out = body_io(skill.body)
+    if said_in and said_out:
+        return said_in, said_out
+    ins = said_in or kinds_in(
+        _sections(skill.body, ("input", "prerequisite", "when to use", "use when"))
+    )
+    outs = said_out or kinds_in(_sections(skill.body, ("output", "result", "deliverable")))
     m = _FROM.search(desc)
     if m and kinds_in(m.group(1)):
         ins = kinds_in(m.group(1)) + ins

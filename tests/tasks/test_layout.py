@@ -28,9 +28,12 @@ RANK = {
 # The crossings, on purpose. The local policy server stops sampling at the id training treats as
 # a turn's end, so both read it from training's one function (a second copy could drift). Verify
 # trusts a generator that is exactly the built-in library's rendering, so it asks the library.
+# Verify holds a stored domain task to the derivability test synthesis made it with, by asking
+# that one function (a copy could drift, and making and verifying a task would disagree).
 ALLOWED = {
     ("harness/local_server.py", "clawloop.training.sequences"),
     ("generators/verify/__init__.py", "clawloop.synthesis.library"),
+    ("generators/verify/derivable.py", "clawloop.synthesis.domain.derivable"),
 }
 
 
