@@ -1,0 +1,142 @@
+"""Measured structure (synthesis/domain/structure.py): the properties a domain task claims are
+read off its reference run and instruction, not the sampler's labels. A sub-goal whose writes
+change nothing is found by an ablation run; error recovery counts only when the first attempt was
+refused at run time and the retry needs the fix; long range only when the carried value's record
+is not named in the instruction; a branch only when its condition holds on the starting state as
+the arm taken says."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from clawloop.harness.sandbox.base import SandboxConfig
+from clawloop.synthesis.domain.execute import PlanRun
+from clawloop.synthesis.domain.ground import Grounded, Step
+from clawloop.synthesis.domain.load import builtin_domains
+from clawloop.synthesis.domain.structure import ablations, certain_problems, measure, shares
+from clawloop.synthesis.domain.synth import synthesize_domain
+from clawloop.synthesis.domain.taskgraph import Node, TaskGraph
+
+INITIAL = {"hives": [{"code": "H1", "status": "ok"}, {"code": "H2", "status": "ok"}]}
+AFTER_1 = {"hives": [{"code": "H1", "status": "sold"}, {"code": "H2", "status": "ok"}]}
+AFTER_2 = {"hives": [{"code": "H1", "status": "sold"}, {"code": "H2", "status": "sold"}]}
+
+
+def _two_goals() -> Grounded:
+    graph = TaskGraph(nodes=(Node(0, "act", goal=0), Node(1, "act", goal=1)), wanted=("subgoals",))
+    steps = [
+        Step("sell", {"code": "H1", "status": "sold"}, node=0),
+        Step("sell", {"code": "H2", "status": "sold"}, node=1),
+    ]
+    return Grounded(graph=graph, steps=steps)
+
+
+def _ablated(g: Grounded, finals: dict[frozenset[int], dict]) -> dict[frozenset[int], PlanRun]:
+    return {drop: PlanRun(True, "", [], finals[drop]) for drop, _ in ablations(g)}
+
+
+def test_a_sub_goal_that_changes_nothing_is_detected_and_certain():
+    g = _two_goals()
+    # Goal 1's write sets H2 to what it already is in the final state without it: idle.
+    idle = _ablated(g, {frozenset({0}): {"hives": [INITIAL["hives"][0], AFTER_2["hives"][1]]},
+                        frozenset({1}): AFTER_2})  # fmt: skip
+    s = measure(g, [], INITIAL, AFTER_2, "sell H1 and H2", idle)
+    assert s.idle_goals == [1] and s.idle_steps == [1] and not s.subgoals
+    assert "subgoals" in s.unmet
+    assert certain_problems(s) == ["sub-goal 1 changes nothing", "step 1 changes nothing"]
+    # The sound input: each goal's removal ends elsewhere -> real sub-goals, nothing to drop.
+    real = _ablated(g, {frozenset({0}): {"hives": [INITIAL["hives"][0], AFTER_2["hives"][1]]},
+                        frozenset({1}): AFTER_1})  # fmt: skip
+    s = measure(g, [], INITIAL, AFTER_2, "sell H1 and H2", real)
+    assert s.subgoals and s.goals == 2 and not certain_problems(s) and not s.unmet
+
+
+def _recovery(refused_at_run_time: bool, fix_needed: bool) -> tuple[Grounded, list, dict]:
+    graph = TaskGraph(nodes=(Node(0, "recover", goal=0),), wanted=("error_recovery",))
+    call = {"code": "H1"}
+    steps = [
+        Step("harvest", call, "error", node=0),
+        Step("clear", {"code": "H1"}, node=0),
+        Step("harvest", call, node=0),
+    ]
+    g = Grounded(graph=graph, steps=steps)
+    trace = [
+        {"step": 0, "error": "hive H1 is quarantined" if refused_at_run_time else ""},
+        {"step": 1, "error": ""},
+        {"step": 2, "error": ""},
+    ]
+    no_fix = [{"step": 0, "error": "quarantined"}, {"step": 1, "error": ""}]
+    if fix_needed:
+        no_fix[1]["error"] = "hive H1 is quarantined"
+    ablated = {drop: PlanRun(True, "", no_fix if drop == frozenset({1}) else [], AFTER_1)
+               for drop, _ in ablations(g)}  # fmt: skip
+    return g, trace, ablated
+
+
+def test_error_recovery_is_measured_only_when_the_first_attempt_was_refused_and_the_fix_needed():
+    g, trace, ablated = _recovery(refused_at_run_time=True, fix_needed=True)
+    s = measure(g, trace, INITIAL, AFTER_2, "harvest H1", ablated)
+    assert s.error_recovery and "error_recovery" not in s.unmet
+    g, trace, ablated = _recovery(refused_at_run_time=False, fix_needed=True)
+    s = measure(g, trace, INITIAL, AFTER_2, "harvest H1", ablated)
+    assert not s.error_recovery and "error_recovery" in s.unmet
+    g, trace, ablated = _recovery(refused_at_run_time=True, fix_needed=False)  # order only
+    s = measure(g, trace, INITIAL, AFTER_2, "harvest H1", ablated)
+    assert not s.error_recovery and "error_recovery" in s.unmet
+
+
+def _lookup_then_acts() -> Grounded:
+    graph = TaskGraph(
+        nodes=(Node(0, "lookup", 0), Node(1, "act", 0), Node(2, "act", 0, inputs=(0,))),
+        wanted=("long_range",),
+    )
+    steps = [
+        Step("get_hive", {"code": "H2"}, node=0),
+        Step("sell", {"code": "H1", "status": "sold"}, node=1),
+        Step("move", {"code": "H1", "apiary": {"$ref": [0, "apiary"]}}, node=2),
+    ]
+    ref = {"table": "hives", "key_field": "code", "key": "H2", "field": "apiary", "value": "A7"}
+    return Grounded(graph=graph, steps=steps, references={0: ref})
+
+
+def test_long_range_is_not_a_lookup_of_a_record_the_instruction_names():
+    g = _lookup_then_acts()
+    named = measure(g, [], INITIAL, AFTER_1, "Move H1 to the apiary hive H2 is in.", {})
+    assert not named.long_range and not named.long_range_hops
+    hidden = measure(g, [], INITIAL, AFTER_1, "Move H1 to where its sister hive is.", {})
+    assert hidden.long_range and hidden.long_range_hops == [[0, 2]]
+
+
+def test_a_branch_counts_only_when_its_condition_is_read_off_the_starting_state():
+    g = _two_goals()
+    g.condition = {"table": "hives", "key_field": "code", "key": "H1", "field": "status",
+                   "value": "ok", "holds": True}  # fmt: skip
+    assert measure(g, [], INITIAL, AFTER_2, "", {}).branch_from_state
+    g.condition = {**g.condition, "holds": False}  # the arm taken contradicts the state
+    assert not measure(g, [], INITIAL, AFTER_2, "", {}).branch_from_state
+    g.condition = {**g.condition, "value": "on-fire", "holds": False}  # no record holds it
+    assert not measure(g, [], INITIAL, AFTER_2, "", {}).branch_from_state
+
+
+def test_ablation_plans_renumber_refs_and_skip_removing_a_needed_lookup():
+    g = _lookup_then_acts()
+    plans = dict(ablations(g))
+    assert set(plans) == {frozenset({1}), frozenset({2}), frozenset({1, 2})}
+    assert plans[frozenset({1})]["steps"][1]["params"]["apiary"] == {"$ref": [0, "apiary"]}
+    assert all(s["expect"] == "any" for p in plans.values() for s in p["steps"])
+
+
+@pytest.mark.slow
+def test_synth_records_measured_structure_per_kept_task_and_reports_shares():
+    root = next(p for p in builtin_domains() if p.name == "apiary_coop")
+    out = synthesize_domain(root, 3, 0, SandboxConfig(backend="auto"))
+    kept = [g for g in out.graphs if g["kept"]]
+    assert kept and len(out.structure) == len(kept) == len(out.candidates)
+    for g in kept:
+        s = json.loads(g["structure"])
+        assert not s["idle_goals"] and not s["idle_steps"]
+    summary = out.summary()["structure"]
+    assert summary["tasks"] == len(kept)
+    assert summary == shares(out.structure)
