@@ -25,6 +25,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from clawloop.synthesis.domain.derivable import mentions
 from clawloop.synthesis.domain.ground import Grounded, Step
 from clawloop.synthesis.domain.taskgraph import features_of
 
@@ -123,8 +124,8 @@ def _recovery(g: Grounded, trace: list[dict[str, Any]], ablated: dict[frozenset[
 
 
 def _named(value: Any, instruction: str) -> bool:
-    text = str(value)
-    return len(text) >= 1 and text in instruction
+    """Does the instruction state it (derivable's reading: word boundaries, any number form)?"""
+    return value is not None and mentions(instruction, value)
 
 
 def _long_range(g: Grounded, instruction: str) -> list[list[int]]:

@@ -107,6 +107,8 @@ def test_long_range_is_not_a_lookup_of_a_record_the_instruction_names():
     assert not named.long_range and not named.long_range_hops
     hidden = measure(g, [], INITIAL, AFTER_1, "Move H1 to where its sister hive is.", {})
     assert hidden.long_range and hidden.long_range_hops == [[0, 2]]
+    other = measure(g, [], INITIAL, AFTER_1, "Move H1 next to hive H22.", {})  # H22 is not H2
+    assert other.long_range
 
 
 def test_a_branch_counts_only_when_its_condition_is_read_off_the_starting_state():
