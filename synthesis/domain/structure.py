@@ -44,6 +44,7 @@ class Structure:
     idle_steps: list[int] = field(default_factory=list)  # write steps whose removal changes nothing
     branched: bool = False
     branch_from_state: bool = False
+    unknown: int = 0  # ablation runs that failed: their steps count as changing the state
     claimed: list[str] = field(default_factory=list)  # the sampler's labels for the graph
     unmet: list[str] = field(default_factory=list)  # claimed but not measured
 
@@ -189,6 +190,7 @@ def measure(
         run = ablated.get(drop)
         return run is not None and run.ok and bool(run.final) and _same(run.final, final)
 
+    out.unknown = sum(1 for r in ablated.values() if not r.ok)
     out.idle_steps = [i for i in writes if idle(frozenset({i}))]
     out.idle_goals = sorted(gl for gl, s in by_goal.items() if idle(frozenset(s)))
     out.subgoals = out.goals >= 2 and not out.idle_goals

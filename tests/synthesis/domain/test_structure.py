@@ -51,6 +51,10 @@ def test_a_sub_goal_that_changes_nothing_is_detected_and_certain():
                         frozenset({1}): AFTER_1})  # fmt: skip
     s = measure(g, [], INITIAL, AFTER_2, "sell H1 and H2", real)
     assert s.subgoals and s.goals == 2 and not certain_problems(s) and not s.unmet
+    # An ablation that failed proves nothing: counted, never a reason to drop.
+    broken = {k: PlanRun(False, "exited 137", [], {}) for k in idle}
+    s = measure(g, [], INITIAL, AFTER_2, "sell H1 and H2", broken)
+    assert s.unknown == len(broken) and not certain_problems(s)
 
 
 def _recovery(refused_at_run_time: bool, fix_needed: bool) -> tuple[Grounded, list, dict]:
