@@ -146,3 +146,44 @@ def test_synth_records_measured_structure_per_kept_task_and_reports_shares():
     summary = out.summary()["structure"]
     assert summary["tasks"] == len(kept)
     assert summary == shares(out.structure)
+
+
+@pytest.mark.slow
+def test_synth_drops_a_task_whose_sub_goal_is_overwritten_by_the_next_one():
+    """Run in the sandbox on apiary: moving a hive to AP-03 and then to AP-05 the same day leaves
+    the same end state as the second move alone, so sub-goal 0 changes nothing: dropped with
+    that reason. Two moves of different hives (the sound input) are kept and measured real."""
+    from clawloop.synthesis.domain import execute
+    from clawloop.synthesis.domain.load import load_domain
+    from clawloop.synthesis.domain.skills import cluster_skills
+    from clawloop.synthesis.domain.synth import DomainSynth, _measure_structure
+    from clawloop.synthesis.domain.workspace import workspace_files
+
+    root = next(p for p in builtin_domains() if p.name == "apiary_coop")
+    domain = load_domain(root)
+    files = workspace_files(domain, cluster_skills(domain))
+    sandbox = SandboxConfig(backend="auto")
+    graph = TaskGraph(nodes=(Node(0, "act", goal=0), Node(1, "act", goal=1)), wanted=("subgoals",))
+
+    def move(hive: str, apiary: str, node: int) -> Step:
+        return Step("move_hive", {"hive_code": hive, "apiary_code": apiary,
+                                  "date": "2026-05-02"}, node=node)  # fmt: skip
+
+    overwritten = Grounded(graph, [move("HV-0001", "AP-03", 0), move("HV-0001", "AP-05", 1)])
+    sound = Grounded(graph, [move("HV-0001", "AP-03", 0), move("HV-0002", "AP-05", 1)])
+    initial, runs = execute.run_plans(files, [overwritten.plan(), sound.plan()], sandbox)
+    assert all(r.ok for r in runs), [r.why for r in runs]
+    out = DomainSynth(domain=domain.name)
+    rows = [
+        {"kept": True, "reason": "note", "task_id": "t0"},
+        {"kept": True, "reason": "note", "task_id": "t1"},
+    ]
+    out.candidates = [{"task_id": "t0"}, {"task_id": "t1"}]
+    made = [(rows[0], overwritten, runs[0], "x", out.candidates[0]),
+            (rows[1], sound, runs[1], "x", out.candidates[1])]  # fmt: skip
+    _measure_structure(out, made, initial, files, sandbox)
+    assert not rows[0]["kept"] and rows[0]["reason"].startswith(
+        "structure: sub-goal 0 changes nothing"
+    )
+    assert rows[1]["kept"] and json.loads(rows[1]["structure"])["subgoals"]
+    assert out.candidates == [{"task_id": "t1"}] and len(out.structure) == 1
