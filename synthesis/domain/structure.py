@@ -38,6 +38,9 @@ class Structure:
     long_range: bool = False
     long_range_hops: list[list[int]] = field(default_factory=list)  # [j, k] pairs that qualify
     error_recovery: bool = False
+    # The instruction states every literal the fix passes: the fix is then a listed goal, and an
+    # agent doing the goals in their listed order may never meet the refusal (issue 24).
+    fix_told: bool = False
     subgoals: bool = False
     goals: int = 0  # sub-goals with at least one write step
     idle_goals: list[int] = field(default_factory=list)  # sub-goals whose writes change nothing
@@ -124,6 +127,14 @@ def _recovery(g: Grounded, trace: list[dict[str, Any]], ablated: dict[frozenset[
     return False
 
 
+def _fix_told(g: Grounded, instruction: str) -> bool:
+    fixes = [g.steps[i + 1] for i, s in enumerate(g.steps[:-1]) if s.expect == "error"]
+    return any(
+        all(_named(v, instruction) for v in f.params.values() if not isinstance(v, dict | list))
+        for f in fixes
+    )
+
+
 def _named(value: Any, instruction: str) -> bool:
     """Does the instruction state it (derivable's reading: word boundaries, any number form)?"""
     return value is not None and mentions(instruction, value)
@@ -180,6 +191,7 @@ def measure(
     out.long_range_hops = _long_range(g, instruction)
     out.long_range = bool(out.long_range_hops)
     out.error_recovery = _recovery(g, trace, ablated)
+    out.fix_told = out.error_recovery and _fix_told(g, instruction)
     writes = _writes(g)
     by_goal: dict[int, set[int]] = {}
     for i in writes:
@@ -227,6 +239,7 @@ def shares(rows: list[Structure]) -> dict[str, Any]:
         "tasks": n,
         "long_range": share(sum(r.long_range for r in rows), n),
         "error_recovery": share(sum(r.error_recovery for r in rows), n),
+        "error_recovery_fix_told": share(sum(r.fix_told for r in rows), n),
         "subgoals": share(sum(r.subgoals for r in rows), n),
         "branch_from_state": share(sum(r.branch_from_state for r in branched), len(branched)),
         "claimed_unmet": {

@@ -83,6 +83,8 @@ def test_error_recovery_is_measured_only_when_the_first_attempt_was_refused_and_
     g, trace, ablated = _recovery(refused_at_run_time=True, fix_needed=True)
     s = measure(g, trace, INITIAL, AFTER_2, "harvest H1", ablated)
     assert s.error_recovery and "error_recovery" not in s.unmet
+    assert s.fix_told  # "clear --code H1": every literal of the fix is in the instruction
+    assert not measure(g, trace, INITIAL, AFTER_2, "harvest hive H2", ablated).fix_told
     g, trace, ablated = _recovery(refused_at_run_time=False, fix_needed=True)
     s = measure(g, trace, INITIAL, AFTER_2, "harvest H1", ablated)
     assert not s.error_recovery and "error_recovery" in s.unmet
