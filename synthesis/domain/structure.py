@@ -4,9 +4,10 @@ not what the sampler aimed for (issue 24, item 4).
 The sampler's labels (taskgraph.features_of) say which node kinds a graph has; these say whether
 the task really has the structure:
 
-- `long_range`: a value step k needs comes from step j < k-1, and neither the record j read
-  (its key) nor the value itself is named in the instruction: the agent must carry it across
-  steps, not look up a record it was told about;
+- `long_range`: a value step k needs comes from step j < k-1, where j read a record the
+  instruction does not name but reached through an earlier step's result (a chain from a named
+  record), and the value is not stated: the agent must carry it across steps, not look up a
+  record it was told about;
 - `error_recovery`: the plan's first attempt was refused at run time (the trace holds its error),
   the retry succeeded, and without the fix the retry is refused too (an ablation run shows it);
 - `subgoals`: at least two sub-goals, each of which changes the final state (the plan without
@@ -140,19 +141,45 @@ def _named(value: Any, instruction: str) -> bool:
     return value is not None and mentions(instruction, value)
 
 
-def _long_range(g: Grounded, instruction: str) -> list[list[int]]:
+def _refs(step: Step) -> list[tuple[int, str]]:
+    return [
+        (int(v["$ref"][0]), str(v["$ref"][1]))
+        for v in step.params.values()
+        if isinstance(v, dict) and "$ref" in v
+    ]
+
+
+def _result_field(trace: list[dict[str, Any]], j: int, name: str) -> Any:
+    """The value step j's result held for `name`, as the run recorded it (None if unreadable)."""
+    try:
+        got = json.loads(trace[j]["result"])
+    except (IndexError, KeyError, TypeError, ValueError):
+        return None
+    got = got[0] if isinstance(got, list) and got else got
+    return got.get(name) if isinstance(got, dict) else None
+
+
+def _long_range(g: Grounded, trace: list[dict[str, Any]], instruction: str) -> list[list[int]]:
+    """[j, k] where step k takes a value step j produced, j < k-1, step j read a record the
+    instruction does not name (none of its literal arguments is stated) but reached through an
+    earlier step's result (its key is itself a `$ref` to a named or so-reached record), and the
+    value itself is not stated. A lookup of an unnamed record by a literal key is not long
+    range: nothing leads the agent there (derivable.py's concern)."""
+
+    def named(i: int) -> bool:
+        lits = [v for v in g.steps[i].params.values() if not isinstance(v, dict | list)]
+        return any(_named(v, instruction) for v in lits)
+
+    reached: dict[int, bool] = {}
+    for i in range(len(g.steps)):
+        reached[i] = not named(i) and any(
+            named(p) or reached.get(p, False) for p, _ in _refs(g.steps[i])
+        )
     hops = []
     for k, s in enumerate(g.steps):
-        for v in s.params.values():
-            if not (isinstance(v, dict) and "$ref" in v):
-                continue
-            j = int(v["$ref"][0])
-            ref = g.references.get(j, {})
-            if j >= k - 1 or not ref:
-                continue
-            if not _named(ref.get("key"), instruction) and not _named(
-                ref.get("value"), instruction
-            ):
+        for j, name in _refs(s):
+            value = g.references.get(j, {}).get("value", _result_field(trace, j, name))
+            if j < k - 1 and reached.get(j) and not _named(value, instruction):
                 hops.append([j, k])
     return hops
 
@@ -188,7 +215,7 @@ def measure(
     PlanRun (ok, trace, final); a missing or failed ablation counts as "changes the state"."""
     goal = _goal_of(g)
     out = Structure(claimed=sorted(features_of(g.graph)))
-    out.long_range_hops = _long_range(g, instruction)
+    out.long_range_hops = _long_range(g, trace, instruction)
     out.long_range = bool(out.long_range_hops)
     out.error_recovery = _recovery(g, trace, ablated)
     out.fix_told = out.error_recovery and _fix_told(g, instruction)

@@ -93,28 +93,41 @@ def test_error_recovery_is_measured_only_when_the_first_attempt_was_refused_and_
     assert not s.error_recovery and "error_recovery" in s.unmet
 
 
-def _lookup_then_acts() -> Grounded:
+def _lookup_then_acts(chained: bool) -> Grounded:
+    """Step 0 reads H1, step 1 reads a hive (by H1's `sister` when chained, else by code H2),
+    step 2 sells H3, step 3 moves H3 to the apiary step 1 read."""
     graph = TaskGraph(
-        nodes=(Node(0, "lookup", 0), Node(1, "act", 0), Node(2, "act", 0, inputs=(0,))),
+        nodes=(Node(0, "lookup", 0), Node(1, "lookup", 0), Node(2, "act", 0),
+               Node(3, "act", 0, inputs=(1,))),
         wanted=("long_range",),
-    )
+    )  # fmt: skip
+    second = {"code": {"$ref": [0, "sister"]}} if chained else {"code": "H2"}
     steps = [
-        Step("get_hive", {"code": "H2"}, node=0),
-        Step("sell", {"code": "H1", "status": "sold"}, node=1),
-        Step("move", {"code": "H1", "apiary": {"$ref": [0, "apiary"]}}, node=2),
+        Step("get_hive", {"code": "H1"}, node=0),
+        Step("get_hive", second, node=1),
+        Step("sell", {"code": "H3", "status": "sold"}, node=2),
+        Step("move", {"code": "H3", "apiary": {"$ref": [1, "apiary"]}}, node=3),
     ]
-    ref = {"table": "hives", "key_field": "code", "key": "H2", "field": "apiary", "value": "A7"}
-    return Grounded(graph=graph, steps=steps, references={0: ref})
+    trace = [
+        {"step": 0, "error": "", "result": json.dumps({"code": "H1", "sister": "H2"})},
+        {"step": 1, "error": "", "result": json.dumps({"code": "H2", "apiary": "A7"})},
+    ]
+    return Grounded(graph=graph, steps=steps), trace
 
 
-def test_long_range_is_not_a_lookup_of_a_record_the_instruction_names():
-    g = _lookup_then_acts()
-    named = measure(g, [], INITIAL, AFTER_1, "Move H1 to the apiary hive H2 is in.", {})
-    assert not named.long_range and not named.long_range_hops
-    hidden = measure(g, [], INITIAL, AFTER_1, "Move H1 to where its sister hive is.", {})
-    assert hidden.long_range and hidden.long_range_hops == [[0, 2]]
-    other = measure(g, [], INITIAL, AFTER_1, "Move H1 next to hive H22.", {})  # H22 is not H2
-    assert other.long_range
+def test_long_range_is_a_carried_value_reached_through_a_chain_not_a_named_lookup():
+    g, trace = _lookup_then_acts(chained=True)
+    hidden = measure(
+        g, trace, INITIAL, AFTER_1, "Move H3 to where hive H1's sister is; sell H3.", {}
+    )
+    assert hidden.long_range and hidden.long_range_hops == [[1, 3]]
+    told = measure(g, trace, INITIAL, AFTER_1, "Move H3 (H1's sister) to A7; sell H3.", {})
+    assert not told.long_range  # the value itself is stated
+    g, trace = _lookup_then_acts(chained=False)
+    named = measure(g, trace, INITIAL, AFTER_1, "Move H3 to the apiary hive H2 is in.", {})
+    assert not named.long_range  # a one-hop lookup of a record the instruction names
+    unnamed = measure(g, trace, INITIAL, AFTER_1, "Move H3 next to hive H22.", {})
+    assert not unnamed.long_range  # H2 is not named (H22 is not H2) and nothing leads there
 
 
 def test_a_branch_counts_only_when_its_condition_is_read_off_the_starting_state():
@@ -129,11 +142,16 @@ def test_a_branch_counts_only_when_its_condition_is_read_off_the_starting_state(
 
 
 def test_ablation_plans_renumber_refs_and_skip_removing_a_needed_lookup():
-    g = _lookup_then_acts()
-    plans = dict(ablations(g))
-    assert set(plans) == {frozenset({1}), frozenset({2}), frozenset({1, 2})}
-    assert plans[frozenset({1})]["steps"][1]["params"]["apiary"] == {"$ref": [0, "apiary"]}
+    g, _ = _lookup_then_acts(chained=True)
+    plans = dict(ablations(g))  # lookups are never removed; every write alone and per goal
+    assert set(plans) == {frozenset({2}), frozenset({3}), frozenset({2, 3})}
+    assert plans[frozenset({2})]["steps"][2]["params"]["apiary"] == {"$ref": [1, "apiary"]}
     assert all(s["expect"] == "any" for p in plans.values() for s in p["steps"])
+    graph = TaskGraph(nodes=(Node(0, "act", 0), Node(1, "lookup", 0), Node(2, "act", 0)))
+    g = Grounded(graph, [Step("sell", {"code": "H3"}, node=0), Step("get_hive", {"code": "H1"}, node=1),
+                         Step("move", {"apiary": {"$ref": [1, "apiary"]}}, node=2)])  # fmt: skip
+    plans = dict(ablations(g))
+    assert plans[frozenset({0})]["steps"][1]["params"]["apiary"] == {"$ref": [0, "apiary"]}
 
 
 @pytest.mark.slow
