@@ -48,6 +48,9 @@ class Structure:
     idle_steps: list[int] = field(default_factory=list)  # write steps whose removal changes nothing
     branched: bool = False
     branch_from_state: bool = False
+    # lookups whose record the instruction neither names nor reaches through a chain: the agent
+    # cannot know which record to read (a warning: the value may not matter to the end state)
+    unnamed_lookups: list[int] = field(default_factory=list)
     unknown: int = 0  # ablation runs that failed: their steps count as changing the state
     claimed: list[str] = field(default_factory=list)  # the sampler's labels for the graph
     unmet: list[str] = field(default_factory=list)  # claimed but not measured
@@ -159,6 +162,20 @@ def _result_field(trace: list[dict[str, Any]], j: int, name: str) -> Any:
     return got.get(name) if isinstance(got, dict) else None
 
 
+def _chains(g: Grounded, instruction: str) -> tuple[dict[int, bool], dict[int, bool]]:
+    """Per step: (named: a literal argument is stated, reached: not named but its key is a
+    `$ref` to a named or reached step)."""
+    named = {
+        i: any(_named(v, instruction) for v in s.params.values() if not isinstance(v, dict | list))
+        for i, s in enumerate(g.steps)
+    }
+    reached: dict[int, bool] = {}
+    for i, s in enumerate(g.steps):
+        via = _refs(s)
+        reached[i] = not named[i] and any(named[p] or reached.get(p, False) for p, _ in via)
+    return named, reached
+
+
 def _long_range(g: Grounded, trace: list[dict[str, Any]], instruction: str) -> list[list[int]]:
     """[j, k] where step k takes a value step j produced, j < k-1, step j read a record the
     instruction does not name (none of its literal arguments is stated) but reached through an
@@ -166,15 +183,7 @@ def _long_range(g: Grounded, trace: list[dict[str, Any]], instruction: str) -> l
     value itself is not stated. A lookup of an unnamed record by a literal key is not long
     range: nothing leads the agent there (derivable.py's concern)."""
 
-    def named(i: int) -> bool:
-        lits = [v for v in g.steps[i].params.values() if not isinstance(v, dict | list)]
-        return any(_named(v, instruction) for v in lits)
-
-    reached: dict[int, bool] = {}
-    for i in range(len(g.steps)):
-        reached[i] = not named(i) and any(
-            named(p) or reached.get(p, False) for p, _ in _refs(g.steps[i])
-        )
+    _, reached = _chains(g, instruction)
     hops = []
     for k, s in enumerate(g.steps):
         for j, name in _refs(s):
@@ -217,6 +226,9 @@ def measure(
     out = Structure(claimed=sorted(features_of(g.graph)))
     out.long_range_hops = _long_range(g, trace, instruction)
     out.long_range = bool(out.long_range_hops)
+    named, reached = _chains(g, instruction)
+    used = {j for st in g.steps for j, _ in _refs(st)}
+    out.unnamed_lookups = sorted(j for j in used if not named[j] and not reached[j])
     out.error_recovery = _recovery(g, trace, ablated)
     out.fix_told = out.error_recovery and _fix_told(g, instruction)
     writes = _writes(g)

@@ -361,4 +361,7 @@ def _measure_structure(
             continue
         if s.unmet:
             row["reason"] += f"; warning: claimed but not measured: {', '.join(s.unmet)}"
+        if s.unnamed_lookups:
+            steps = ", ".join(map(str, s.unnamed_lookups))
+            row["reason"] += f"; warning: step(s) {steps} read a record the instruction never names"
         out.structure.append(s)

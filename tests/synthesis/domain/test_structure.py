@@ -128,6 +128,7 @@ def test_long_range_is_a_carried_value_reached_through_a_chain_not_a_named_looku
     assert not named.long_range  # a one-hop lookup of a record the instruction names
     unnamed = measure(g, trace, INITIAL, AFTER_1, "Move H3 next to hive H22.", {})
     assert not unnamed.long_range  # H2 is not named (H22 is not H2) and nothing leads there
+    assert unnamed.unnamed_lookups == [1] and named.unnamed_lookups == []
 
 
 def test_a_branch_counts_only_when_its_condition_is_read_off_the_starting_state():
