@@ -56,6 +56,10 @@ DOMAIN_GRAPHS = pa.schema(
         ("reason", pa.string()),
         ("task_id", pa.string()),
         ("plan", pa.string()),  # JSON: the reference plan's steps (skill, tool, params, expect)
+        # JSON: the kept task's measured structure (synthesis/domain/structure.py: long_range,
+        # error_recovery, subgoals, branch_from_state, unmet claims); "" or null when not kept
+        # or written before issue 24 (older files lack the column; readers treat it as absent).
+        ("structure", pa.string()),
     ]
 )
 

@@ -79,6 +79,10 @@ def cmd_synth(args: argparse.Namespace) -> int:
         "seconds_per_kept_task": round(seconds / max(1, len(kept)), 2),
         "dropped_graphs": [{"features": json.loads(g["features"]), "reason": g["reason"]} for g in made.dropped],
         "dropped_tasks": [v for v in verdicts if not v["kept"]],
+        # Per task made: the structure measured from its reference run (synthesis/domain/structure.py)
+        # and the synth note (warnings for claimed structure the measurement lacks).
+        "measured": [{"task_id": g["task_id"], "structure": json.loads(g["structure"]),
+                      "note": g["reason"]} for g in made.graphs if g["kept"] and g.get("structure")],
         "out": str(out),
     }  # fmt: skip
     if args.json:
@@ -87,6 +91,7 @@ def cmd_synth(args: argparse.Namespace) -> int:
         print(f"{made.domain}: {len(kept)} task(s) kept of {len(verdicts)} made "
               f"from {len(made.graphs)} abstract graphs, {report['seconds_per_kept_task']} s per kept task")  # fmt: skip
         print(f"features covered by kept tasks: {report['features']}")
+        print(f"structure measured (shares of tasks made): {report['structure']}")
         for d in report["dropped_graphs"]:
             print(f"  dropped graph {d['features']}: {d['reason']}")
         for d in report["dropped_tasks"]:

@@ -44,6 +44,13 @@ from clawloop.synthesis.domain.predicates import arguments, diff, goal, literals
 from clawloop.synthesis.domain.render import TOLERANCE, contract, render_generator
 from clawloop.synthesis.domain.skills import cluster_skills
 from clawloop.synthesis.domain.state import load_tables
+from clawloop.synthesis.domain.structure import (
+    Structure,
+    ablations,
+    certain_problems,
+    measure,
+    shares,
+)
 from clawloop.synthesis.domain.taskgraph import Knobs, TaskGraph, features_of, sample_task_graph
 from clawloop.synthesis.domain.workspace import skill_of, snapshot_file, workspace_files
 
@@ -66,6 +73,7 @@ class DomainSynth:
     analysis: list[dict[str, Any]] = field(default_factory=list)  # the LLM's additions per tool
     plan_memory_mb: int = 0  # what one reference plan may use beyond the snapshot (execute.py)
     plan_peak_mb: float = 0.0  # the largest peak resident memory a reference plan's process had
+    structure: list[Structure] = field(default_factory=list)  # measured, one per kept task
 
     @property
     def dropped(self) -> list[dict[str, Any]]:
@@ -85,6 +93,7 @@ class DomainSynth:
             "seconds_per_task": round(self.seconds / max(1, len(self.candidates)), 3),
             "plan_memory_mb": self.plan_memory_mb,
             "plan_peak_mb": self.plan_peak_mb,
+            "structure": shares(self.structure),  # measured (structure.py), not the labels
             **({"llm_added_edges": sum(len(r["added_reads"]) + len(r["added_writes"])
                                        for r in self.analysis)} if self.analysis else {}),
         }  # fmt: skip
@@ -112,6 +121,7 @@ def _graph_row(domain: str, i: int, g: TaskGraph, seed: int) -> dict[str, Any]:
         "reason": "",
         "task_id": "",
         "plan": "",
+        "structure": "",  # JSON: the measured structure (structure.py), kept tasks only
     }
 
 
@@ -171,9 +181,11 @@ def make_task(
     skills: dict[str, str],
     chat: ChatFn | None,
     all_writes: execute.PlanRun | None = None,
+    told: list[str] | None = None,
 ) -> tuple[str, str]:
     """(generator code, note) for one grounded plan whose reference run went as expected;
-    ValueError when the run changed nothing or its tests pass the "every write tool" state."""
+    ValueError when the run changed nothing or its tests pass the "every write tool" state.
+    The instruction is appended to `told` when given (structure.py measures against it)."""
     taken, alt = runs
     changes = diff(initial, taken.final, domain.keys)
     if not changes:
@@ -207,6 +219,8 @@ def make_task(
         raise Underivable("; ".join(lost[:3]))
     if unsure := unstated_inputs(plan, preds, instruction):
         note += f"; warning: arguments the instruction does not state: {', '.join(unsure[:3])}"
+    if told is not None:
+        told.append(instruction)
     schema: dict[str, Any] = {"store": domain.state_format}
     if domain.state_format == "sqlite":
         schema["file"] = Path(snapshot_file(domain)).name
@@ -287,6 +301,7 @@ def synthesize_domain(
     all_writes = results.pop()
     out.plan_peak_mb = max([r.peak_mb for r in results] + [all_writes.peak_mb])
     at = iter(results)
+    made: list[tuple[dict[str, Any], Grounded, execute.PlanRun, str, dict[str, Any]]] = []
     for row, fit in tried:
         runs = [(v, next(at), next(at) if v.alt_steps else None) for v in fit]
         if len(out.candidates) >= n:
@@ -299,8 +314,11 @@ def synthesize_domain(
             )
             continue
         v, a, b = good[0]
+        told: list[str] = []
         try:
-            code, note = make_task(domain, v, initial, (a, b), files, by_tool, chat, all_writes)
+            code, note = make_task(
+                domain, v, initial, (a, b), files, by_tool, chat, all_writes, told
+            )
         except ValueError as exc:
             stage = "derivability" if isinstance(exc, Underivable) else "end state"
             row["reason"] = f"{stage}: {exc}"
@@ -314,5 +332,36 @@ def synthesize_domain(
             plan=json.dumps(_plan_steps(v, by_tool), default=str),
         )
         out.candidates.append(cand)
+        made.append((row, v, a, told[0], cand))
+    _measure_structure(out, made, initial, files, sandbox)
     out.seconds = time.monotonic() - start
     return out
+
+
+def _measure_structure(
+    out: DomainSynth,
+    made: list[tuple[dict[str, Any], Grounded, execute.PlanRun, str, dict[str, Any]]],
+    initial: execute.Tables,
+    files: dict[str, str],
+    sandbox: SandboxConfig,
+) -> None:
+    """Measure each kept task's structure (one sandbox call runs every ablation plan), record it
+    on its graph row, warn where a claimed structure is not measured, and drop a task where
+    execution proves a sub-goal or step changes nothing."""
+    cuts = [ablations(v) for _, v, _, _, _ in made]
+    plans = [plan for c in cuts for _, plan in c]
+    runs = iter(execute.run_plans(files, plans, sandbox)[1] if plans else [])
+    for (row, v, a, instruction, cand), c in zip(made, cuts, strict=True):
+        ablated = {drop: next(runs) for drop, _ in c}
+        s = measure(v, a.trace, initial, a.final, instruction, ablated)
+        row["structure"] = json.dumps(s.to_dict())
+        if problems := certain_problems(s):
+            row.update(kept=False, task_id="", reason="structure: " + "; ".join(problems[:3]))
+            out.candidates.remove(cand)
+            continue
+        if s.unmet:
+            row["reason"] += f"; warning: claimed but not measured: {', '.join(s.unmet)}"
+        if s.unnamed_lookups:
+            steps = ", ".join(map(str, s.unnamed_lookups))
+            row["reason"] += f"; warning: step(s) {steps} read a record the instruction never names"
+        out.structure.append(s)
