@@ -18,7 +18,6 @@ Nothing here is timed against a baseline: the output is the learning table and t
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 import tempfile
 import time
@@ -29,49 +28,30 @@ import yaml
 from clawloop.diagnosis.external import wilson_interval
 from clawloop.flows.cli import main as clawloop
 from clawloop.flows.cli.report import run_figures, write_report
-from clawloop.flows.report import IterationFigures
-
-
-def _pct(v: float | None) -> str:
-    return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.1%}"
-
-
-def _ci(ci: tuple[float, float] | None, pct: bool = True) -> str:
-    if ci is None:
-        return ""
-    lo, hi = ci
-    return f" [{lo:.1%}, {hi:.1%}]" if pct else f" [{lo:.3f}, {hi:.3f}]"
+from clawloop.flows.report import EXTERNAL_COLUMNS, IterationFigures, RunFigures, external_cells
 
 
 def heldout_cell(it: IterationFigures) -> str:
+    """passed/n, the rate and its 95 % Wilson interval."""
     n = sum(e for _, e in it.heldout.values())
     passed = sum(p for p, _ in it.heldout.values())
     if not n:
         return "-"
-    return f"{passed}/{n} {_pct(passed / n)}{_ci(wilson_interval(passed, n))}"
+    lo, hi = wilson_interval(passed, n)
+    return f"{passed}/{n} {passed / n:.1%} [{lo:.1%}, {hi:.1%}]"
 
 
-def table(figures) -> str:
-    """The learning table, one row per iteration (markdown)."""
-    head = [
-        "iteration",
-        "held-out pass [95% Wilson]",
-        "external pass [95% Wilson]",
-        "external score [95% CI]",
-        "train",
-        "steps",
-        "SFT loss",
-        "GRPO loss",
-    ]
+def table(figures: RunFigures) -> str:
+    """The learning table, one row per iteration (markdown); the external cells are the report's."""
+    head = ["iteration", "held-out pass [95% Wilson]", *EXTERNAL_COLUMNS, "train", "steps",
+            "SFT loss", "GRPO loss"]  # fmt: skip
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for it in figures.iterations:
-        mean = "-" if it.external_mean is None else f"{it.external_mean:.3f}"
         sft, grpo = it.mean_loss("sft"), it.mean_loss("grpo")
         cells = [
             str(it.iteration),
             heldout_cell(it),
-            _pct(it.external_pass_rate) + _ci(it.external_pass_ci),
-            mean + _ci(it.external_mean_ci, pct=False),
+            *external_cells(it),
             it.train_status or "-",
             "-" if it.train_steps is None else str(it.train_steps),
             "-" if sft is None else f"{sft:.4f}",
