@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import sys
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -52,6 +50,8 @@ def _write_parquet(audits: list[Any], out: Path) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from clawloop.storage import fs
+
     table = pa.table(
         {
             "task_id": [a.task_id for a in audits],
@@ -62,11 +62,10 @@ def _write_parquet(audits: list[Any], out: Path) -> None:
             "error": [a.error for a in audits],
         }
     )
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=out.parent)
-    os.close(fd)
-    pq.write_table(table, tmp)
-    os.replace(tmp, out)
+    buf = pa.BufferOutputStream()
+    pq.write_table(table, buf)
+    # the one atomic writer (temp + rename, the umask's mode), as the import verbs use
+    fs.write_bytes_atomic(str(out), buf.getvalue().to_pybytes())
 
 
 def _table(audits: list[Any], summary: dict[str, Any]) -> None:

@@ -4,6 +4,7 @@ files, the probes scored by the task's own verifier, and the --json shape."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -85,5 +86,11 @@ def test_audit_cli_json_shape(tmp_path: Path, capsys: pytest.CaptureFixture) -> 
     import pyarrow.parquet as pq
 
     assert pq.read_table(out).num_rows == 2
+    umask = os.umask(0)
+    os.umask(umask)
+    assert out.stat().st_mode & 0o777 == 0o666 & ~umask  # a normal file, not mkstemp's 0600
     assert main(["audit", str(tmp_path / "nope")]) == 2
+    assert "no such task folder" in capsys.readouterr().err
+    (tmp_path / "empty").mkdir()
+    assert main(["audit", str(tmp_path / "empty")]) == 2
     assert "neither a ClawGym nor a Harbor" in capsys.readouterr().err
