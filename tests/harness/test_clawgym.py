@@ -138,9 +138,13 @@ def test_import_clawgym_cli(tmp_path: Path, capsys: pytest.CaptureFixture) -> No
     assert code == 0 and "detected format: clawgym" in text
     code, _, err = run(capsys, "import", "harbor", str(FIXTURES), "--out", str(tmp_path / "b.pq"))
     assert code == 2 and "task.toml" in err
+    (tmp_path / "nothing").mkdir()
     code, _, err = run(capsys, "import", "clawgym", str(tmp_path / "nothing"), "--out",
                        str(tmp_path / "c.pq"), "--backend", "bwrap")  # fmt: skip
     assert code == 2 and "not a ClawGym task folder" in err
+    code, _, err = run(capsys, "import", "clawgym", str(tmp_path / "absent"), "--out",
+                       str(tmp_path / "c.pq"), "--backend", "bwrap")  # fmt: skip
+    assert code == 2 and "no such task folder" in err
 
 
 def _parity(task_dir: Path, tmp: Path) -> dict[str, float]:
