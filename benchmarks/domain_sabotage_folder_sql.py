@@ -6,7 +6,6 @@ where both folders come from `clawloop domain synth` with the same domain and se
 new code (so their reference plans are equal, which the script checks).
 """
 
-import ast
 import json
 import re
 import sqlite3
@@ -15,15 +14,20 @@ import sys
 import tempfile
 from pathlib import Path
 
+from clawloop.generators.verify.derivable import embedded_task
 from clawloop.harness.sandbox.base import SandboxConfig
 from clawloop.synthesis.domain import execute
+from clawloop.synthesis.domain.render import embedded_state
 
 OLD, NEW = Path(sys.argv[1]), Path(sys.argv[2])
 
 
 def task(folder):
+    """The folder's TASK data, its files with the STATE snapshot (where the generator packs it)."""
     src = (folder / "solution" / "generator.py").read_text()
-    return json.loads(ast.literal_eval(re.search(r"TASK = json.loads\((.*)\)\n", src).group(1)))
+    t = embedded_task(src)
+    t["files"] = {**t["files"], **embedded_state(src)}
+    return t
 
 
 t = task(NEW)

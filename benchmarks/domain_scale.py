@@ -17,7 +17,6 @@ kept tasks for --n 6 in < 5 min on 2 cores, using >= 3 distinct write tools.
 from __future__ import annotations
 
 import argparse
-import ast
 import json
 import os
 import resource
@@ -31,6 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import airline_domain  # noqa: E402
 
+from clawloop.generators.verify.derivable import embedded_task  # noqa: E402
 from clawloop.harness.sandbox.base import SandboxConfig  # noqa: E402
 from clawloop.synthesis.domain.execute import plan_memory_mb  # noqa: E402
 from clawloop.synthesis.domain.load import load_domain  # noqa: E402
@@ -41,10 +41,7 @@ CLI = "import sys; from clawloop.flows.cli import main; sys.argv[0] = 'clawloop'
 def plan_tools(generator: Path) -> list[str]:
     """The tools a kept task's reference plan calls, read from its generator as data (the TASK
     literal), never by running it."""
-    text = generator.read_text()
-    blob = text.split("TASK = json.loads(", 1)[1].split("\n\n", 1)[0].strip()
-    task = json.loads(ast.literal_eval(blob[:-1] if blob.endswith(")") else blob))
-    return [step["tool"] for step in task["plan"]]
+    return [step["tool"] for step in embedded_task(generator.read_text())["plan"]]
 
 
 def folder_bytes(folder: Path) -> dict[str, int]:

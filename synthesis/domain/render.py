@@ -11,6 +11,7 @@ lookup's printed result. Verify's oracle check is then "replaying the reference 
 
 from __future__ import annotations
 
+import ast
 import base64
 import json
 import zlib
@@ -120,3 +121,14 @@ def pack(files: dict[str, str]) -> str:
 def unpack(state: str) -> dict[str, str]:
     """The inverse of pack (what the generator's build does)."""
     return json.loads(zlib.decompress(base64.b64decode(state)).decode("utf-8"))
+
+
+def embedded_state(code: str) -> dict[str, str]:
+    """The snapshot files a rendered generator's STATE literal holds, read as data (never run);
+    {} for a generator rendered before the snapshot moved out of TASK["files"]."""
+    for node in ast.parse(code).body:
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == [
+            "STATE"
+        ]:
+            return unpack(ast.literal_eval(node.value))
+    return {}

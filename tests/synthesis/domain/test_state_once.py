@@ -14,7 +14,7 @@ import pytest
 from clawloop.harness.taskfolder.grader import grade
 from clawloop.harness.taskfolder.state_predicates import check_predicate, record_digest
 from clawloop.synthesis.domain.predicates import diff, predicates
-from clawloop.synthesis.domain.render import pack, render_generator, unpack
+from clawloop.synthesis.domain.render import embedded_state, pack, render_generator, unpack
 
 KEYS = {"users": "user_id"}
 CONTRACT = {
@@ -136,6 +136,8 @@ def test_the_generator_carries_the_snapshot_once_compressed_and_builds_it_back(t
     (tmp_path / "again").mkdir()
     again, _ = _generator(tmp_path / "again", files)
     assert again == code  # deterministic: one task, one generator
+    assert embedded_state(code) == {"state/users.json": state}  # read back as data, never run
+    assert embedded_state("TASK = {}\n") == {}  # rendered before the snapshot moved to STATE
 
 
 def test_a_whole_float_and_its_int_have_one_digest():
