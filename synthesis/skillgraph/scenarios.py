@@ -181,7 +181,7 @@ def _name_kinds(part: str) -> list[str]:
     return kinds_in(part.replace("-", " ")) or [t for t in part.split("-") if t in KINDS]
 
 
-def _io_kinds(skill: SkillRecord) -> tuple[list[str], list[str]]:
+def stated_io(skill: SkillRecord) -> tuple[list[str], list[str]]:
     """(input kinds, output kinds) from the strongest signal present: the name's x-to-y, the
     description's clause, then what the body states (labelled lines, clauses, sections)."""
     name, desc = skill.name.replace("_", "-"), skill.description
@@ -243,7 +243,7 @@ def _post_phrase(kind: str, category: str, source: str) -> str:
 def heuristic_scenarios(skill: SkillRecord, reason: str = "no LLM endpoint") -> Scenarios:
     """Deterministic pre/post scenarios for one usable skill, marked heuristic with `reason`."""
     category = category_of(skill)
-    ins, outs = _io_kinds(skill)
+    ins, outs = stated_io(skill)
     mentioned = kinds_in(f"{skill.name.replace('-', ' ')} {skill.description}")
     mentioned = mentioned or kinds_in(skill.body[:6000]) or ["text"]
     pool = ins or mentioned
