@@ -43,7 +43,9 @@ from clawloop.synthesis.skillgraph.merge import (
 from clawloop.synthesis.skillgraph.model import Scenarios, SkillRecord
 from clawloop.synthesis.skillgraph.scenarios import infer_scenarios
 
-GRAPH_VERSION = "skill-graph-v2"  # v2: artifact-typed heuristic scenarios, kind-aware merge
+# v2: artifact-typed heuristic scenarios, kind-aware merge; v3: the heuristic reads what a skill
+# starts from ("when you have a plan") and what comes after it ("before ..."): flows not reversed
+GRAPH_VERSION = "skill-graph-v3"
 FILES = ("nodes.parquet", "edges.parquet", "chains.parquet", "graph.graphml", "meta.json")
 
 

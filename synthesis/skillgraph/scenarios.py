@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,9 +33,10 @@ MAX_FILES_LISTED = 40
 
 # ---- the offline extractor -------------------------------------------------------------------
 # With no endpoint (CI, a laptop) scenarios must still exist and be deterministic. It reads the
-# signals a skill author leaves: the name's `x-to-y` pattern, "convert A to B" / "extract ... from
-# A" / "generate B" clauses in the description, Input/Output and "when to use" sections, and the
-# file kinds named (pdf, docx, xlsx, csv, json, md, png, svg, html, ...), and writes templated
+# signals a skill author leaves: the name's `x-to-y` pattern, "convert A to B" / "extract B from
+# A" / "generate B" clauses in the description, what it says the skill starts from ("when you
+# have A", "executing A") and what comes after it ("before B"), Input/Output lines and sections,
+# "when to use" sections, and the file kinds named (pdf, docx, xlsx, csv, json, md, png, svg, html, ...), and writes templated
 # states ("a folder of PDF documents" -> "new Markdown documents"). Templated on purpose: states
 # naming the same kind of artifact land close in embedding space, which is what lets skills chain.
 # kind -> (pattern, noun phrase). Order breaks ties: specific file formats before broad topics.
@@ -58,7 +60,8 @@ KINDS: dict[str, tuple[str, str]] = {
     ),
     "chart": (r"\bcharts?\b|\bplots?\b|\bvisuali[sz]ations?\b|\bdashboards?\b", "charts and plots"),
     "video": (r"\bvideos?\b|\bmp4\b|\bgifs?\b|\bframes\b", "video files"),
-    "audio": (r"\baudio\b|\bmp3\b|\bwav\b|\bspeech\b|\btranscri\w+", "audio recordings"),
+    # "transcribe", "transcription" read audio; a "transcript" is text (a chat log's, often)
+    "audio": (r"\baudio\b|\bmp3\b|\bwav\b|\bspeech\b|\btranscri(?!pts?\b)\w+", "audio recordings"),
     "sql": (r"\bsql\b|\bdatabases?\b|\bpostgres\w*\b|\bduckdb\b|\bsqlite\b", "a SQL database"),
     "dataframe": (r"\bdataframes?\b|\bpandas\b|\bpolars\b|\bdatasets?\b", "a tabular dataset"),
     "tests": (r"\btests?\b|\bpytest\b|\bjest\b|\bplaywright\b|\bcoverage\b", "a test suite"),
@@ -106,7 +109,11 @@ _CONVERT = re.compile(
     re.I,
 )
 _FROM_TO = re.compile(r"\bfrom\s+(.{0,50}?)\s+(?:in)?to\s+(.{0,50})", re.IGNORECASE)
-_FROM = re.compile(r"\b(?:extract|read|pars|pull|scrap|load)\w*\s+.{0,60}?\bfrom\s+(.{0,60})", re.I)
+# "extract <what> from <where>": where is read, what is written ("Extract text from images").
+_FROM = re.compile(
+    r"\b(?:extract|read|pars|pull|scrap|load)\w*\s+(.{0,60}?)\s*\bfrom\s+(.{0,60})", re.I
+)
+_TAKE_OUT = re.compile(r"(?:extract|pull|scrap)", re.I)  # verbs whose object is what they write
 _MAKE = re.compile(r"\b(?:generat|creat|produc|writ|build|render|mak)\w*\s+(.{0,60})", re.I)
 
 
@@ -117,20 +124,27 @@ def kinds_in(text: str) -> list[str]:
     return [k for k, c in sorted(counts.items(), key=lambda kc: (-kc[1], order.index(kc[0]))) if c]
 
 
-def _sections(body: str, words: tuple[str, ...]) -> str:
-    """The text of every section whose heading contains one of `words`."""
+_OUT_HEADS = ("output", "result", "deliverable")
+
+
+def _sections(body: str, words: tuple[str, ...], exact: bool = False) -> str:
+    """The text of every section whose heading contains one of `words` (`exact`: is one of
+    them, markup aside)."""
     heads = list(_SECTION.finditer(body))
     out = []
     for i, h in enumerate(heads):
         title = h.group(1).lower()
-        if any(w in title for w in words):
+        if title.strip(" *_:`") in words if exact else any(w in title for w in words):
             end = heads[i + 1].start() if i + 1 < len(heads) else len(body)
             out.append(body[h.end() : end][:2000])
     return "\n".join(out)
 
 
 def category_of(skill: SkillRecord) -> str:
-    text = f"{skill.name.replace('-', ' ')} {skill.description}"
+    """The skill's verb category, read from its name and description with the objects it works
+    on and the steps that come after it cut out (`situation`): "plans" in "executing
+    implementation plans" is the thing executed, not a planning verb."""
+    text = situation(f"{skill.name.replace('-', ' ')} {skill.description}").verbs
     for cat, pattern in _CATEGORIES:
         if re.search(pattern, text, re.IGNORECASE):
             return cat
@@ -157,15 +171,24 @@ def clause_kinds(text: str) -> list[str]:
     return found or (["text"] if re.search(r"\btext\b|\btranscripts?\b", head, re.I) else [])
 
 
+def labelled_io(body: str) -> tuple[list[str], list[str]]:
+    """(input kinds, output kinds) the body labels as such: "**Input**: a CSV export" lines, and
+    sections headed just "Inputs" / "Outputs"."""
+    ins: list[str] = []
+    outs: list[str] = []
+    for m in _LABEL.finditer(body[:BODY_CHARS]):
+        target = outs if m.group(1).lower().startswith(_OUT_LABEL) else ins
+        target += [k for k in clause_kinds(m.group(2)) if k not in target]
+    for words, target in ((("input", "inputs"), ins), (("output", "outputs"), outs)):
+        target += [k for k in kinds_in(_sections(body, words, exact=True)) if k not in target]
+    return ins, outs
+
+
 def body_io(body: str) -> tuple[list[str], list[str]]:
     """(input kinds, output kinds) the SKILL.md body states: labelled Input/Output lines first,
     then a convert / from-to clause in its opening text."""
     text = body[:BODY_CHARS]
-    ins: list[str] = []
-    outs: list[str] = []
-    for m in _LABEL.finditer(text):
-        target = outs if m.group(1).lower().startswith(_OUT_LABEL) else ins
-        target += [k for k in clause_kinds(m.group(2)) if k not in target]
+    ins, outs = labelled_io(body)
     if ins and outs:
         return ins, outs
     for rx in (_CONVERT, _FROM_TO):
@@ -176,6 +199,62 @@ def body_io(body: str) -> tuple[list[str], list[str]]:
     return ins, outs
 
 
+# What a description says the skill starts from, and what comes after it. "Use when you have a
+# written implementation plan to execute", "when receiving voice messages", "executing
+# implementation plans", "working with images": the object is an input, whatever its kind (a plan
+# or a report included). "before writing implementation code", "before touching code": the object
+# is a later step's, neither what the skill reads nor, usually, what it writes. The heuristic used
+# to miss both, and read subagent-driven-development ("Use when executing implementation plans")
+# backwards, code -> plan: the category verbs matched the object ("plans": a planning skill, so a
+# plan out), and the input skipped the plan, as plans and reports are usually outputs, for the
+# next kind its "When to Use" section named (code). writing-plans ("Use when you have a spec ...,
+# before touching code") read code -> plan the same way.
+_HAS = re.compile(
+    r"\b(?:you have|you've got|given|receiv(?:e|es|ed|ing)|execut(?:e|es|ed|ing)|"
+    r"implement(?:s|ed|ing)?|carr(?:y|ies|ying) out|work(?:s|ing)? (?:on|with)|after)\s+(.{0,60})",
+    re.I,
+)
+_BEFORE = re.compile(r"\bbefore\s+(.{0,60})", re.I)
+# Carrying out a plan writes code: the output of a skill that executes the plan it is given.
+_CARRY_OUT = re.compile(
+    r"\b(?:execut(?:e|es|ed|ing)|implement(?:s|ed|ing)?|carr(?:y|ies|ying) out)\b", re.I
+)  # verbs only: "an implementation plan", "execution plan analysis" carry nothing out
+
+
+@dataclass(frozen=True)
+class Situation:
+    consumed: tuple[str, ...]  # kinds named as what the skill starts from, in order
+    verbs: str  # the text with both kinds of object blanked: what verb patterns may read
+    kept: str  # the text with only the "before ..." clauses blanked: what the skill is about
+    carries_out_plan: bool  # a plan it starts from is executed / implemented
+
+
+def _objects(rx: re.Pattern[str], text: str) -> list[tuple[int, int, list[str]]]:
+    """(start, end, kinds) of each match's object, the object cut where its manner begins."""
+    out = []
+    for m in rx.finditer(text):
+        head = _MANNER.split(m.group(1), maxsplit=1)[0]
+        out.append((m.start(), m.start(1) + len(head), clause_kinds(head)))
+    return out
+
+
+def _blank(text: str, spans: list[tuple[int, int, list[str]]]) -> str:
+    for a, b, _ in spans:
+        text = text[:a] + " " * (b - a) + text[b:]
+    return text
+
+
+def situation(text: str) -> Situation:
+    """What a name + description says the skill starts from and what comes after it."""
+    before = _objects(_BEFORE, text)
+    kept = _blank(text, before)
+    has = _objects(_HAS, kept)
+    consumed = list(dict.fromkeys(k for *_, kinds in has for k in kinds))
+    verbs = _blank(kept, has)
+    carries = "plan" in consumed and bool(_CARRY_OUT.search(kept))
+    return Situation(tuple(consumed), verbs, kept, carries)
+
+
 def _name_kinds(part: str) -> list[str]:
     """Kinds a name's side names: as words, or as a bare kind ("md" in md-to-docx)."""
     return kinds_in(part.replace("-", " ")) or [t for t in part.split("-") if t in KINDS]
@@ -183,7 +262,10 @@ def _name_kinds(part: str) -> list[str]:
 
 def stated_io(skill: SkillRecord) -> tuple[list[str], list[str]]:
     """(input kinds, output kinds) from the strongest signal present: the name's x-to-y, the
-    description's clause, then what the body states (labelled lines, clauses, sections)."""
+    description's convert clause, the body's labelled lines and Inputs/Outputs sections, the
+    description's extract clause, the body's clauses; else each side pieced together from the
+    body's sections and what the description says the skill starts from (`situation`) and
+    makes (a plan it carries out makes code)."""
     name, desc = skill.name.replace("_", "-"), skill.description
     if "-to-" in name:
         left, right = name.split("-to-", 1)
@@ -194,20 +276,33 @@ def stated_io(skill: SkillRecord) -> tuple[list[str], list[str]]:
         m = rx.search(desc)
         if m and clause_kinds(m.group(1)) and clause_kinds(m.group(2)):
             return clause_kinds(m.group(1)), clause_kinds(m.group(2))
+    said_in, said_out = labelled_io(skill.body)
+    if said_in and said_out:
+        return said_in, said_out
+    sit = situation(desc)
+    m = _FROM.search(sit.kept)  # the description's "extract <what> from <where>"
+    got = clause_kinds(m.group(1)) if m and _TAKE_OUT.match(m.group(0)) else []
+    src = kinds_in(m.group(2)) if m else []
+    if got and src and not set(got) & set(src):
+        return src, got  # before the body's clauses: those are often one step of the procedure
     said_in, said_out = body_io(skill.body)
     if said_in and said_out:
         return said_in, said_out
     ins = said_in or kinds_in(
         _sections(skill.body, ("input", "prerequisite", "when to use", "use when"))
     )
-    outs = said_out or kinds_in(_sections(skill.body, ("output", "result", "deliverable")))
-    m = _FROM.search(desc)
-    if m and kinds_in(m.group(1)):
-        ins = kinds_in(m.group(1)) + ins
-    m = _MAKE.search(desc)
+    outs = said_out or kinds_in(_sections(skill.body, _OUT_HEADS))
+    ins = _first(list(sit.consumed) + src + ins)
+    m = _MAKE.search(sit.verbs)
     if m and kinds_in(m.group(1)):
         outs = kinds_in(m.group(1)) + outs
-    return ins, outs
+    if sit.carries_out_plan:
+        outs = ["code", *outs]
+    return ins, _first(outs)
+
+
+def _first(kinds: list[str]) -> list[str]:
+    return list(dict.fromkeys(kinds))
 
 
 def _pre_phrase(kind: str) -> str:
@@ -247,15 +342,22 @@ def heuristic_scenarios(skill: SkillRecord, reason: str = "no LLM endpoint") -> 
     mentioned = kinds_in(f"{skill.name.replace('-', ' ')} {skill.description}")
     mentioned = mentioned or kinds_in(skill.body[:6000]) or ["text"]
     pool = ins or mentioned
-    # "report"/"plan" are what skills usually write: an input only when nothing else is named.
-    kind_in = next((k for k in pool if k not in ("report", "plan")), pool[0])
+    # What the description says the skill starts from is its input, a plan or a report included
+    # ("when you have a written plan"); otherwise "report"/"plan" are what skills usually write:
+    # an input only when nothing else is named.
+    started = [k for k in situation(skill.description).consumed if k in pool]
+    kind_in = started[0] if started else next(
+        (k for k in pool if k not in ("report", "plan")), pool[0]
+    )  # fmt: skip
     wanted = _OUTPUT_OF.get(category)
     if wanted and not (outs and outs[0] != kind_in):
         kind_out = wanted
     elif outs:
         kind_out = next((k for k in outs if k != kind_in), outs[0])
-    else:
-        kind_out = next((k for k in mentioned if k != kind_in), kind_in)
+    else:  # a kind named only in a "before ..." clause is a later step's: not written here
+        text = f"{skill.name.replace('-', ' ')} {skill.description}"
+        later = set(kinds_in(text)) - set(kinds_in(situation(text).kept))
+        kind_out = next((k for k in mentioned if k != kind_in and k not in later), kind_in)
     if category == "extract" and kind_out == kind_in:  # extraction yields a new form of the data
         kind_out = "csv" if re.search(r"\btables?\b", skill.description, re.I) else "text"
     return Scenarios(
