@@ -8,11 +8,12 @@ skills are usable, how many the heuristic types from a stated input and output (
 and how many phrasings merged across different artifact kinds.
 
 Those shares check the heuristic's own labels, so they are partly circular. The hand labels
-(`--labels`, by default tests/synthesis/skillgraph/data/skill_io_labels.json: every 5th usable
-skill, its input and output kinds read from its SKILL.md by a person) give two independent
-figures: the heuristic's accuracy on them (its input kind among the hand's inputs, its output
+(`--labels`, by default tests/synthesis/skillgraph/data/skill_io_labels.json: 48 usable skills,
+their input and output kinds read from their SKILL.md by a person; set "dev" was looked at while
+the heuristic was changed, set "held_out" was not) give two independent figures: the
+heuristic's accuracy on each set (its input kind among the hand's inputs, its output
 kind among the hand's outputs), and the same pair and path shares computed with the hand labels,
-over the pairs whose two skills are labelled and the paths whose every skill is (sampled
+over the pairs whose two skills are labelled and the paths whose every skill is (both sets) (sampled
 `--hand-n` paths per seed, more than `--n`, since few paths are labelled throughout).
 
     .venv/bin/python benchmarks/skill_artifacts.py [--skills DIR] [--n 300] [--hand-n 3000]
@@ -65,10 +66,17 @@ def agreement(g, paths) -> dict[str, float]:  # noqa: ANN001 - nx.MultiDiGraph, 
     }
 
 
-def load_labels(path: str | Path) -> dict[str, tuple[frozenset[str], frozenset[str]]]:
-    """folder -> (input kinds, output kinds) a person read from its SKILL.md."""
+Labels = dict[str, tuple[frozenset[str], frozenset[str]]]
+
+
+def load_labels(path: str | Path, only: str = "") -> Labels:
+    """folder -> (input kinds, output kinds) a person read from its SKILL.md; `only` one set."""
     rows = json.loads(Path(path).read_text())["labels"]
-    return {r["folder"]: (frozenset(r["in"]), frozenset(r["out"])) for r in rows}
+    return {
+        r["folder"]: (frozenset(r["in"]), frozenset(r["out"]))
+        for r in rows
+        if not only or r.get("set") == only
+    }
 
 
 def label_accuracy(built, labels) -> dict[str, object]:  # noqa: ANN001 - BuiltGraph, labels
@@ -163,7 +171,8 @@ def main() -> int:
         "typed_from_stated_io": typed(built),
     }
     labels = load_labels(a.labels)
-    out["hand_labels"] = label_accuracy(built, labels)
+    for name in ("dev", "held_out"):
+        out[f"hand_labels_{name}"] = label_accuracy(built, load_labels(a.labels, name))
     for sampler in ("inverse", "uniform"):
         rows = [agreement(g, sample_paths(g, a.n, seed, sampler=sampler)[0]) for seed in a.seeds]
         out[sampler] = {k: round(sum(r[k] for r in rows) / len(rows), 3) for k in rows[0]}
