@@ -82,7 +82,7 @@ KINDS: dict[str, tuple[str, str]] = {
     "web": (r"\burls?\b|\bwebsites?\b|\bhttps?\b|\bapis?\b", "web URLs and HTTP APIs"),
     "text": (r"\bplain[- ]?text\b|\btxt\b|\btext files?\b", "plain-text files"),
     "plan": (r"\bplans?\b|\bspecs?\b|\bspecifications?\b|\brequirements?\b", "a written plan"),
-    "report": (r"\breports?\b|\bsummar(?:y|ies|i[sz]e\w*)\b", "a written report"),
+    "report": (r"\breports?\b|\bsummar(?:y|ies|i[sz]e\w*)\b|\bfeedback\b", "a written report"),
 }
 _RE = {k: re.compile(p, re.IGNORECASE) for k, (p, _) in KINDS.items()}
 # File-like kinds get a container in the pre-scenario ("a folder of ..."); others are a state.
@@ -211,10 +211,10 @@ def body_io(body: str) -> tuple[list[str], list[str]]:
 # before touching code") read code -> plan the same way.
 _HAS = re.compile(
     r"\b(?:you have|you've got|given|receiv(?:e|es|ed|ing)|execut(?:e|es|ed|ing)|"
-    r"implement(?:s|ed|ing)?|carr(?:y|ies|ying) out|work(?:s|ing)? (?:on|with)|after)\s+(.{0,60})",
+    r"implement(?:s|ed|ing)?|carr(?:y|ies|ying) out|work(?:s|ing)? (?:on|with)|after)\s+(?=(.{0,60}))",
     re.I,
-)
-_BEFORE = re.compile(r"\bbefore\s+(.{0,60})", re.I)
+)  # the object is a lookahead: a second cue inside it ("receiving X, when receiving Y") is found
+_BEFORE = re.compile(r"\bbefore\s+(?=(.{0,60}))", re.I)
 # Carrying out a plan writes code: the output of a skill that executes the plan it is given.
 _CARRY_OUT = re.compile(
     r"\b(?:execut(?:e|es|ed|ing)|implement(?:s|ed|ing)?|carr(?:y|ies|ying) out)\b", re.I
@@ -229,12 +229,25 @@ class Situation:
     carries_out_plan: bool  # a plan it starts from is executed / implemented
 
 
+_PREPOSITION = re.compile(r"\b(?:on|of|for|about|in|from|to|that|which)\b", re.I)
+
+
+def _head_first(phrase: str) -> list[str]:
+    """The kinds a noun phrase names, its head first: the head of an English compound is its
+    last noun before any preposition, so "code review feedback on a pull request" is feedback
+    (a report), not code nor git; the kinds after the preposition follow."""
+    core = _PREPOSITION.split(phrase, maxsplit=1)[0]
+    last = {k: max(m.end() for m in _RE[k].finditer(core)) for k in kinds_in(core)}
+    head = sorted(last, key=lambda k: -last[k])
+    return head + [k for k in clause_kinds(phrase) if k not in head]
+
+
 def _objects(rx: re.Pattern[str], text: str) -> list[tuple[int, int, list[str]]]:
     """(start, end, kinds) of each match's object, the object cut where its manner begins."""
     out = []
     for m in rx.finditer(text):
         head = _MANNER.split(m.group(1), maxsplit=1)[0]
-        out.append((m.start(), m.start(1) + len(head), clause_kinds(head)))
+        out.append((m.start(), m.start(1) + len(head), _head_first(head)))
     return out
 
 

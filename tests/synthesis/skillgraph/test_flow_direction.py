@@ -86,6 +86,18 @@ def test_a_stated_plan_is_an_input_and_a_later_step_is_not():
     )
 
 
+def test_review_feedback_received_is_read_then_code_is_written():
+    """receiving-code-review read code -> report, backwards too: the head of "code review
+    feedback" is the feedback (a report about code), and its name repeats the cue the
+    description starts with, so the description's own "receiving ..." was swallowed."""
+    skill = _skill(
+        "receiving-code-review",
+        "Use when receiving code review feedback, before implementing suggestions",
+    )
+    assert _io(skill) == (("report",), ("code",))
+    assert situation("Use when given review feedback on a pull request").consumed[0] == "report"
+
+
 def test_nouns_that_look_like_verbs_carry_nothing_out():
     """ "implementation plan" and "execution plan" are nouns: not a plan being executed."""
     assert not situation("Create a new implementation plan file for new features").carries_out_plan
@@ -128,18 +140,19 @@ def test_hand_labels_are_well_formed():
     for folder, row in labels.items():
         assert set(row["in"]) | set(row["out"]) <= set(KINDS), folder
         assert row["in"] or row["out"], folder
-        assert row["why"], folder
+        assert row["why"] and row["set"] in ("dev", "held_out"), folder
 
 
 def test_heuristic_agrees_with_the_hand_labels():
-    """On the hand-labelled skills of the shared corpus: the heuristic's input kind among the
-    hand's inputs for at least 20 of 27, its output kind among the hand's outputs for at least
-    27 of 31 (25 of 31 before this change: executing-plans read plan -> report, smart-ocr
-    pdf -> image)."""
+    """On the hand-labelled skills of the shared corpus (set "dev", the one looked at while the
+    heuristic was changed; "held_out" is only measured, by benchmarks/skill_artifacts.py): the
+    heuristic's input kind among the hand's inputs for at least 20 of 27, its output kind among
+    the hand's outputs for at least 27 of 31 (25 of 31 before this change: executing-plans read
+    plan -> report, smart-ocr pdf -> image)."""
     root = default_corpus_root()
     if root is None:
         pytest.skip("shared skills corpus absent (set CLAWLOOP_SKILLS_CORPUS)")
-    labels = _labels()
+    labels = {f: row for f, row in _labels().items() if row["set"] == "dev"}
     records = [r for r in usable(load_corpus(root)) if r.folder in labels]
     assert len(records) == len(labels)
     ins = outs = n_in = n_out = 0
