@@ -3,10 +3,13 @@
 A value the end-state tests require is derivable when the agent can know it: the tools derive it
 by the domain's rules (a balance, a fee, an assigned id), the instruction states it (booleans,
 dates and enumerations included), or it is read from a record the instruction names by business
-key. The reference plan knows where each argument came from: a literal it passes (then the
-instruction must state that literal) or a lookup's result (`{"$ref": [step, field]}`: then the
-instruction must name the record that lookup reads, by the key the lookup passes). A written
-value no argument accounts for is the tools' own work and needs nothing.
+key, or from a record reached from a named one by following its references (an order names its
+buyer: the buyer's record is reached, never named). The reference plan knows where each argument
+came from: a literal it passes (then the instruction must state that literal) or a lookup's
+result (`{"$ref": [step, field]}`: then the instruction must name the record that lookup reads,
+by the key the lookup passes, or that lookup's key must itself be a `$ref` to a step so
+identified: a chain). A written value no argument accounts for is the tools' own work and needs
+nothing.
 
 Pure, on what a task stores (its plan, predicates and instruction), so the same check can run
 where a task is made (synth.py drops it, the value named) and wherever a stored task is read.
@@ -87,17 +90,30 @@ def _records(preds: list[dict[str, Any]]) -> list[tuple[str, str, Any]]:
     return list(out.values())
 
 
+def identified(args: list[Arg], instruction: str) -> set[int]:
+    """The steps whose record the agent can find: one a literal argument the instruction states
+    names (a key), or one whose argument is an identified earlier step's result (the record a
+    named order's `buyer` leads to), transitively."""
+    out: set[int] = set()
+    for step in sorted({a.step for a in args}):  # a $ref points back: one pass in plan order
+        mine = [a for a in args if a.step == step]
+        if any(a.lookup is None and mentions(instruction, a.value) for a in mine) or any(
+            a.lookup in out for a in mine if a.lookup is not None
+        ):
+            out.add(step)
+    return out
+
+
 def underivable(
     plan: list[dict[str, Any]], preds: list[dict[str, Any]], instruction: str
 ) -> list[str]:
     """What the agent cannot know, one line per value (table.field = value, the parameter it is
     passed as, and why); empty when every written value is derivable."""
     args = plan_args(plan)
+    known = identified(args, instruction)
 
-    def named(a: Arg) -> bool:  # the record a lookup reads is named by the key it passes
-        return a.lookup is not None and any(
-            mentions(instruction, b.value) for b in args if b.step == a.lookup and b.lookup is None
-        )
+    def named(a: Arg) -> bool:  # the record a lookup reads is named or reached by a chain
+        return a.lookup is not None and a.lookup in known
 
     out: list[str] = []
     for table, name, value in _written(preds):
@@ -117,7 +133,7 @@ def underivable(
         how = "passed as" if a.lookup is None else f"read by step {a.lookup} for"
         out.append(
             f"{table}.{name} = {render(value)} ({how} {a.tool} --{a.param}) is neither stated in "
-            "the instruction nor read from a record it names"
+            "the instruction nor read from a record it names or reaches through one"
         )
     for table, key_field, value in _records(preds):
         if mentions(instruction, value):

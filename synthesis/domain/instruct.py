@@ -46,7 +46,14 @@ def _entity(d: dict[str, Any]) -> str:
 
 
 def _ref(r: dict[str, Any]) -> str:
-    return f"the `{r['field']}` recorded on `{r['table']}` {_value(r['key'])}"
+    """Where a value comes from: a field of a record named by key, or of a record reached
+    through another's reference field (never named: the agent follows the chain)."""
+    via = r.get("via")
+    if not via:
+        return f"the `{r['field']}` recorded on `{r['table']}` {_value(r['key'])}"
+    if r["field"] == r["key_field"]:  # the reached record's key is the link's own value
+        return _ref(via)
+    return f"the `{r['field']}` of the `{r['table']}` record whose `{r['key_field']}` is {_ref(via)}"
 
 
 def change_line(d: dict[str, Any]) -> str:

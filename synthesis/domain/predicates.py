@@ -259,6 +259,14 @@ def _describe(
     record they come from), and fields the tools derive (named, never valued). Where a value
     came from is the plan's argument that names its field; else a literal or lookup equal to it."""
     by_value = {_ident(r["value"]): r for r in refs}
+
+    def told(ref: dict[str, Any]) -> dict[str, Any]:
+        """The record a value is read from: by its key, or (reached through a chain) by the
+        chain alone, so that no writer sees the key of a record the instruction must not name."""
+        if ref.get("via"):
+            return {**{k: ref[k] for k in ("table", "key_field", "field")}, "via": ref["via"]}
+        return {k: ref[k] for k in ("table", "key_field", "key", "field")}
+
     values = c.new if c.kind != "deleted" else {}
     fields = [f for f in values if f not in (c.key_field, KEY_FIELD)]
     stated: dict[str, Any] = {}
@@ -270,7 +278,7 @@ def _describe(
         if how == "stated":
             stated[f] = values[f]
         elif how == "referenced" and ref is not None:
-            referenced[f] = {k: ref[k] for k in ("table", "key_field", "key", "field")}
+            referenced[f] = told(ref)
     derived = sorted(f for f in fields if f not in stated and f not in referenced)
     d: dict[str, Any] = {
         "kind": c.kind,
@@ -282,8 +290,7 @@ def _describe(
     if c.kind != "created":
         d["key_field"], d["key"] = c.key_field, c.key
         if not _stated(c.key, given) and _ident(c.key) in by_value:
-            via = by_value[_ident(c.key)]
-            d["via"] = {k: via[k] for k in ("table", "key_field", "key", "field")}
+            d["via"] = told(by_value[_ident(c.key)])
     return d
 
 
