@@ -369,6 +369,8 @@ def _act(
     With probability `chain` an input is a chained lookup (two reads), where one fits."""
     tools = _writes(domain)
     rng.shuffle(tools)
+    if chain and rng.random() < chain:  # a tool a chain can feed first (stable: still shuffled)
+        tools.sort(key=lambda w: not chains(domain, w, ix))
     for w in tools:
         feeds = producers(domain, w, ix)
         linked = chains(domain, w, ix) if chain else []
@@ -523,11 +525,13 @@ CHAIN = 0.75  # how often a graph that wants long range takes a chained lookup w
 
 
 def _place(g: Grounded, order: list[int], steps: list[Step]) -> list[Step]:
-    """Number the lookups (each lookup node's reads, in graph order, first) and turn every
-    grounding-time `$ref` (a lookup node and read) into the step index it now has."""
+    """Number the lookups (each lookup node's reads run first: the chained ones, then the rest,
+    each in graph order; reads are independent, and a value reached through a chain is then
+    carried the furthest) and turn every grounding-time `$ref` (a lookup node and read) into
+    the step index it now has."""
     at: dict[tuple[int, int], int] = {}
     reads: list[Step] = []
-    for lookup_id in order:
+    for lookup_id in sorted(order, key=lambda i: len(g.lookups[i]) == 1):  # stable
         for hop, (step, ref) in enumerate(g.lookups[lookup_id]):
             at[(lookup_id, hop)] = len(reads)
             g.references[len(reads)] = ref
