@@ -53,7 +53,9 @@ def _ref(r: dict[str, Any]) -> str:
         return f"the `{r['field']}` recorded on `{r['table']}` {_value(r['key'])}"
     if r["field"] == r["key_field"]:  # the reached record's key is the link's own value
         return _ref(via)
-    return f"the `{r['field']}` of the `{r['table']}` record whose `{r['key_field']}` is {_ref(via)}"
+    return (
+        f"the `{r['field']}` of the `{r['table']}` record whose `{r['key_field']}` is {_ref(via)}"
+    )
 
 
 def change_line(d: dict[str, Any]) -> str:

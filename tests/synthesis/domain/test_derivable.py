@@ -209,7 +209,9 @@ def test_a_value_read_from_a_record_reached_through_a_chain_is_derivable_and_nev
     text = made.built["instruction"]
     assert HARTLEY not in text, text  # the reached record is not named: the chain leads there
     assert "`buyer` = the `buyer` recorded on `orders` `ORD-0004`" in text, text
-    assert "the `buyers` record whose `email` is the `buyer` recorded on `orders` `ORD-0004`" in text
+    assert (
+        "the `buyers` record whose `email` is the `buyer` recorded on `orders` `ORD-0004`" in text
+    )
     plan = [{"tool": s.tool, "params": s.params, "expect": "ok"} for s in CHAINED]
     preds = made.built["answer"]["state"]["predicates"]
     assert underivable(plan, preds, text) == []
