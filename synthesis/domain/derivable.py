@@ -11,6 +11,10 @@ by the key the lookup passes, or that lookup's key must itself be a `$ref` to a 
 identified: a chain). A written value no argument accounts for is the tools' own work and needs
 nothing.
 
+A fix after a refused step (error recovery) may take a value the refusal's text states instead
+(the balance a credit hold names): the plan stores that text on the refused step (`refusal`), as
+the reference run met it, so the instruction need not give the fix away.
+
 Pure, on what a task stores (its plan, predicates and instruction), so the same check can run
 where a task is made (synth.py drops it, the value named) and wherever a stored task is read.
 """
@@ -90,6 +94,12 @@ def _records(preds: list[dict[str, Any]]) -> list[tuple[str, str, Any]]:
     return list(out.values())
 
 
+def fixes(plan: list[dict[str, Any]], step: int) -> bool:
+    """Is this step a fix: the one after a step the plan expects refused (its `refusal` is the
+    text the agent meets at run time, and what it states the agent learns)?"""
+    return 0 < step < len(plan) and plan[step - 1].get("expect") == "error"
+
+
 def identified(args: list[Arg], instruction: str) -> set[int]:
     """The steps whose record the agent can find: one a literal argument the instruction states
     names (a key), or one whose argument is an identified earlier step's result (the record a
@@ -111,6 +121,12 @@ def underivable(
     passed as, and why); empty when every written value is derivable."""
     args = plan_args(plan)
     known = identified(args, instruction)
+    refusals = " ".join(str(s.get("refusal") or "") for s in plan if s.get("expect") == "error")
+
+    def told(a: Arg) -> bool:  # stated, or (a fix's value) taught by the refusal before it
+        return mentions(instruction, a.value) or (
+            fixes(plan, a.step) and mentions(refusals, a.value)
+        )
 
     def named(a: Arg) -> bool:  # the record a lookup reads is named or reached by a chain
         return a.lookup is not None and a.lookup in known
@@ -127,7 +143,7 @@ def underivable(
         looked = [a for a in args if a.lookup is not None and names_field(a.param, name, table)]
         if not literal and not looked:
             continue  # no argument accounts for it: the tools derive it
-        if any(mentions(instruction, a.value) for a in literal) or any(map(named, looked)):
+        if any(map(told, literal)) or any(map(named, looked)):
             continue
         a = (literal or looked)[0]
         how = "passed as" if a.lookup is None else f"read by step {a.lookup} for"
@@ -136,7 +152,7 @@ def underivable(
             "the instruction nor read from a record it names or reaches through one"
         )
     for table, key_field, value in _records(preds):
-        if mentions(instruction, value):
+        if mentions(instruction, value) or mentions(refusals, value):
             continue
         via = [a for a in args if a.lookup is not None and names_field(a.param, key_field, table)]
         if not any(map(named, via)):

@@ -40,6 +40,7 @@ class Step:
     params: dict[str, Any]
     expect: str = "ok"  # ok | error
     node: int = -1
+    refusal: str = ""  # an expected error's text, as execution found it (a recovery's first try)
 
 
 @dataclass
@@ -462,33 +463,128 @@ def mentioned(ix: Index, text: str, params: dict[str, Any]) -> list[tuple[str, d
     return out
 
 
+NUMBER = re.compile(r"(?<![\w.-])-?\d+(?:\.\d+)?(?![\w-]|\.\d)")  # a figure in a text
+
+
+def _dated(name: str) -> bool:
+    return "date" in name or name.endswith(("_on", "_at", "since"))
+
+
+def _held(figure: float, rows: list[dict[str, Any]]) -> bool:
+    return any(
+        isinstance(v, int | float) and not isinstance(v, bool) and abs(v - figure) < 1e-9
+        for r in rows
+        for v in r.values()
+    )
+
+
+def learned_params(
+    fix: Tool, call: Step, error: str, about: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Values for `fix` that an agent refused by `call` can know without being told the fix:
+    the call's own values by parameter name (the buyer, the batch), the call's date for a date
+    (the fix happens the day of the change it unblocks), and for a number a figure the refusal
+    states that a record it is about holds (the balance it names; never a rule's threshold,
+    which says what is allowed, not what to write). One dict per figure; the rest is filled."""
+    base: dict[str, Any] = {}
+    dates = [v for k, v in call.params.items() if _dated(k) and isinstance(v, str)]
+    numeric = []
+    for p in fix.params:
+        if p.name in call.params and not isinstance(call.params[p.name], dict | list):
+            base[p.name] = call.params[p.name]
+        elif _dated(p.name) and p.type == "string" and dates:
+            base[p.name] = dates[0]
+        elif p.type in ("number", "integer"):
+            numeric.append(p)
+    if not numeric:
+        return [base]
+    figures = [x for x in dict.fromkeys(float(m) for m in NUMBER.findall(error)) if _held(x, about)]
+    out = []
+    for x in figures:
+        if all(p.type == "number" or x == int(x) for p in numeric):
+            out.append({**base, **{p.name: x if p.type == "number" else int(x) for p in numeric}})
+    return out
+
+
+def _fixes(
+    domain: Domain, ix: Index, call: Step, records: list[tuple[str, dict[str, Any]]]
+) -> list[tuple[Tool, tuple[str, dict[str, Any]]]]:
+    """(write tool, the record it would fix) for every write other than the refused call's own
+    that takes one of these records' keys."""
+    return [
+        (f, (t, row))
+        for t, row in records
+        for f in _writes(domain)
+        if f.name != call.tool and any(tt == t for _, tt, _ in key_params(f, ix))
+    ]
+
+
 def recovery_candidates(
     domain: Domain, tables: Tables, refused: list[tuple[Step, str]], rng: random.Random,
     per_call: int = RECOVERY_TRIES,
 ) -> list[Recovery]:  # fmt: skip
     """For each refused call (and its error text): fixes to try, each another write on a record
-    the refusal is about, followed by the same call again."""
+    the refusal is about, followed by the same call again. Each fix is tried with values drawn
+    as usual and with values the refusal teaches (learned_params), so the instruction need not
+    give the fix away; execution keeps those that work."""
     ix = Index.of(tables, domain.keys)
     out: list[Recovery] = []
     for call, error in refused:
-        fixes = [
-            (f, (t, row))
-            for t, row in mentioned(ix, error, call.params)
-            for f in _writes(domain)
-            if f.name != call.tool and any(tt == t for _, tt, _ in key_params(f, ix))
-        ]
-        for f, entity in rng.sample(fixes, min(per_call, len(fixes))):
-            params = fill(f, ix, rng, entity=entity)
-            if params is not None:
-                out.append((call, Step(f.name, params), Step(call.tool, call.params)))
+        # Fixes on the records the call passes first (most often the cause), then on those only
+        # the refusal's text names. The extra draws (those records, the taught values) come from
+        # a second generator, so a seed still draws the fixes it always did.
+        extra = random.Random(f"{call.tool}:{sorted(call.params.items())}:{error}")
+        passed = _fixes(domain, ix, call, mentioned(ix, "", call.params))
+        named = [x for x in _fixes(domain, ix, call, mentioned(ix, error, call.params))
+                 if x not in passed]  # fmt: skip
+        picked = rng.sample(passed, min(per_call, len(passed)))
+        picked += extra.sample(named, min(per_call - len(picked), len(named)))
+        first = replace(call, refusal=error)
+        about = [row for _, row in mentioned(ix, error, call.params)]
+        for f, entity in picked:
+            keys = {p.name for p, t, _ in key_params(f, ix) if t == entity[0]}
+            tries = [fill(f, ix, rng, entity=entity)]
+            for learned in learned_params(f, call, error, about):
+                fixed = {k: v for k, v in learned.items() if k not in keys}  # the entity's key
+                tries.append(fill(f, ix, extra, fixed=fixed, entity=entity))
+            made: list[dict[str, Any]] = []
+            for params in tries:
+                if params is not None and params not in made:
+                    made.append(params)
+                    out.append((first, Step(f.name, params), Step(call.tool, call.params)))
     return out
 
 
-def _recover(node: Node, rng: random.Random, verified: list[Recovery]) -> list[Step]:
-    """One of the recoveries execution confirmed (refused, fixed, then accepted), for `node`."""
+def learnable(recovery: Recovery, ix: Index) -> bool:
+    """Does the refusal teach the fix: is each value the fix passes one the refused call passes
+    too, a word the refusal's text states, or a figure it states that a record it is about
+    holds (learned_params' reading)?"""
+    call, fix, _ = recovery
+    text = call.refusal
+    about = [row for _, row in mentioned(ix, text, call.params)]
+    figures = [x for x in (float(m) for m in NUMBER.findall(text)) if _held(x, about)]
+
+    def taught(v: Any) -> bool:
+        if any(type(v) is type(g) and v == g for g in call.params.values()):
+            return True
+        if isinstance(v, int | float) and not isinstance(v, bool):
+            return any(abs(x - v) < 1e-9 for x in figures)
+        return isinstance(v, str) and bool(v) and re.search(rf"(?<!\w){re.escape(v)}(?!\w)", text)
+
+    return all(taught(v) for v in fix.params.values())
+
+
+LEARNED = 0.75  # how often a recover node takes a fix the refusal teaches, where one ran
+
+
+def _recover(node: Node, rng: random.Random, verified: list[Recovery], ix: Index) -> list[Step]:
+    """One of the recoveries execution confirmed (refused, fixed, then accepted), for `node`:
+    most often one whose fix the refusal teaches (the instruction then need not state it)."""
     if not verified:
         return []
-    return [replace(s, node=node.id) for s in rng.choice(verified)]
+    taught = [r for r in verified if learnable(r, ix)]
+    pool = taught if taught and rng.random() < LEARNED else verified
+    return [replace(s, node=node.id) for s in rng.choice(pool)]
 
 
 def _condition(ix: Index, step: Step, domain: Domain, rng: random.Random) -> dict[str, Any] | None:
@@ -563,7 +659,7 @@ def ground_once(
         if node.kind in ("lookup", "branch"):
             continue
         if node.kind == "recover":
-            steps = _recover(node, rng, recoveries)
+            steps = _recover(node, rng, recoveries, ix)
             if not steps:
                 raise GroundingError("no error-recovery path (refused, fixed, accepted) ran")
             acts += steps

@@ -96,7 +96,16 @@ def write_instruction(goal: Goal) -> str:
         other = "; ".join(change_line(d) for d in goal.else_changes) or "nothing more changes"
         items.append(f"if the {cond} (check it first): {then}. Otherwise: {other}")
     lines += [f"{i}. {t}" for i, t in enumerate(items, 1)]
-    if goal.recovery:
+    if goal.recovery and goal.taught:
+        day = " (date what you record for it on the day of the refused change)"
+        lines += [
+            "",
+            "Some of this the domain's rules will refuse at first, and what fixes it is not "
+            "listed above: the refusal says what is wrong. Fix that cause as the policy allows"
+            + (day if goal.same_day else "")
+            + ", then finish; the records the fix changes are checked too.",
+        ]
+    elif goal.recovery:
         lines += [
             "",
             "Some of this the domain's rules may refuse at first: find out why, fix the cause as "

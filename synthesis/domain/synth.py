@@ -28,12 +28,15 @@ from clawloop.harness.taskfolder.state_predicates import check_predicate, schema
 from clawloop.synthesis.domain import execute
 from clawloop.synthesis.domain.derivable import Underivable, underivable, unstated_inputs
 from clawloop.synthesis.domain.ground import (
+    ISO_DATE,
     Grounded,
+    Index,
     Recovery,
     Step,
     coverage_problems,
     every_write_plan,
     ground,
+    learnable,
     recovery_candidates,
     refusal_candidates,
 )
@@ -41,7 +44,14 @@ from clawloop.synthesis.domain.instruct import llm_instruction, write_instructio
 from clawloop.synthesis.domain.llm_analysis import refine_with_llm
 from clawloop.synthesis.domain.load import load_domain
 from clawloop.synthesis.domain.model import Domain, Skill
-from clawloop.synthesis.domain.predicates import arguments, diff, goal, literals, predicates
+from clawloop.synthesis.domain.predicates import (
+    Taught,
+    arguments,
+    diff,
+    goal,
+    literals,
+    predicates,
+)
 from clawloop.synthesis.domain.render import TOLERANCE, contract, render_generator
 from clawloop.synthesis.domain.skills import cluster_skills
 from clawloop.synthesis.domain.state import load_tables
@@ -60,6 +70,7 @@ GRAPH_DRAWS = 5  # abstract graphs drawn per task asked for (some find no ground
 MIN_GRAPHS = 8
 ATTEMPTS = 3  # tasks made (kept or dropped afterwards) per task asked for, at most
 ROUNDS = 3  # sampling rounds (each draws fresh graphs and runs them in one sandbox call)
+Told = tuple[str, bool]  # a task's instruction, and whether its fix is left to the refusal
 # A task made, asked whether it stays (the CLI forges and verifies it): (kept, reason if not).
 Accept = Callable[[dict[str, Any]], tuple[bool, str]]
 DECISIONS = [
@@ -139,10 +150,13 @@ def _graph_row(domain: str, i: int, g: TaskGraph, seed: int) -> dict[str, Any]:
 
 
 def _plan_steps(g: Grounded, skills: dict[str, str]) -> list[dict[str, Any]]:
+    """The reference plan as a task stores it; a refused step keeps the refusal's text (what
+    the agent meets at run time: derivable.py reads a taught fix's values there)."""
     return [
-        {"skill": skills[s.tool], "tool": s.tool, "params": s.params, "expect": s.expect}
+        {"skill": skills[s.tool], "tool": s.tool, "params": s.params, "expect": s.expect,
+         **({"refusal": s.refusal} if s.refusal else {})}
         for s in g.steps
-    ]
+    ]  # fmt: skip
 
 
 def _verified_recoveries(
@@ -156,8 +170,8 @@ def _verified_recoveries(
     if not calls:
         return []
     _, runs = execute.run_plans(files, [_plan(c) for c in calls], sandbox)
-    refused = [(c, str(r.trace[0].get("result", ""))) for c, r in zip(calls, runs, strict=True)
-               if r.ok and r.trace]  # fmt: skip
+    refused = [(c, str(r.trace[0].get("error") or r.trace[0].get("result") or ""))
+               for c, r in zip(calls, runs, strict=True) if r.ok and r.trace]  # fmt: skip
     guesses = recovery_candidates(domain, tables, refused, rng)
     if not guesses:
         return []
@@ -194,11 +208,13 @@ def make_task(
     skills: dict[str, str],
     chat: ChatFn | None,
     all_writes: execute.PlanRun | None = None,
-    told: list[str] | None = None,
+    told: list[Told] | None = None,
 ) -> tuple[str, str]:
     """(generator code, note) for one grounded plan whose reference run went as expected;
     ValueError when the run changed nothing or its tests pass the "every write tool" state.
-    The instruction is appended to `told` when given (structure.py measures against it)."""
+    (instruction, fix left to the refusal) is appended to `told` when given (structure.py
+    measures against it). A fix the refusal teaches (taught_fixes) is left out of the goal,
+    unless that would leave a value the agent cannot know: then it is stated as before."""
     taken, alt = runs
     changes = diff(initial, taken.final, domain.keys)
     if not changes:
@@ -214,13 +230,19 @@ def make_task(
     )
     if all_writes is not None and all_writes.final and passes(preds, all_writes.final):
         raise ValueError("applying every write tool once passes the tests")
-    aim = goal(domain.name, domain.description, g, changes, other)
-    note = "deterministic instruction"
+    plan = _plan_steps(g, skills)
+    taught = taught_fixes(domain, g, initial)
+    aim = goal(domain.name, domain.description, g, changes, other, taught)
+    if taught.steps and underivable(plan, preds, write_instruction(aim)):
+        taught = Taught(frozenset(), frozenset())  # leaving the fix out loses a value: state it
+        aim = goal(domain.name, domain.description, g, changes, other)
+    note = "deterministic instruction" + (
+        "; the fix is left to the refusal" if taught.steps else ""
+    )
     if chat is not None:
         instruction, note = llm_instruction(aim, chat, [t.name for t in domain.tools])
     else:
         instruction = write_instruction(aim)
-    plan = _plan_steps(g, skills)
     lost = underivable(plan, preds, instruction)
     if lost and chat is not None:  # the rewrite lost a value: the deterministic text states it
         instruction, note = (
@@ -233,7 +255,7 @@ def make_task(
     if unsure := unstated_inputs(plan, preds, instruction):
         note += f"; warning: arguments the instruction does not state: {', '.join(unsure[:3])}"
     if told is not None:
-        told.append(instruction)
+        told.append((instruction, bool(taught.steps)))
     schema: dict[str, Any] = {"store": domain.state_format}
     if domain.state_format == "sqlite":
         schema["file"] = Path(snapshot_file(domain)).name
@@ -254,6 +276,28 @@ def make_task(
         contract(schema, DECISIONS),
     )
     return code, note
+
+
+def taught_fixes(domain: Domain, g: Grounded, initial: execute.Tables) -> Taught:
+    """The plan's fixes whose every value the refusal before them teaches (ground.learnable),
+    the tables only they write, and whether one is dated the refused call's day."""
+    ix = Index.of(initial, domain.keys)
+    steps = [
+        i + 1
+        for i, s in enumerate(g.steps[:-2])
+        if s.expect == "error" and learnable((s, g.steps[i + 1], g.steps[i + 2]), ix)
+    ]
+    others = {
+        t for i, s in enumerate(g.steps) if i not in steps for t in domain.tool(s.tool).writes
+    }
+    mine = {t for i in steps for t in domain.tool(g.steps[i].tool).writes}
+    day = any(
+        v == c and isinstance(v, str) and ISO_DATE.match(v)
+        for i in steps
+        for v in g.steps[i].params.values()
+        for c in g.steps[i - 1].params.values()
+    )
+    return Taught(frozenset(steps), frozenset(mine - others), day)
 
 
 def synthesize_domain(
@@ -319,7 +363,7 @@ def synthesize_domain(
                 continue
         if attempts >= budget:
             break
-        batch: list[tuple[dict[str, Any], Grounded, execute.PlanRun, str, dict[str, Any]]] = []
+        batch: list[tuple[dict[str, Any], Grounded, execute.PlanRun, Told, dict[str, Any]]] = []
         while pending and len(out.candidates) < n and attempts < budget:
             row, fit, runs = pending.pop(0)
             task = _make_one(ctx, out, row, fit, runs, initial, chat, split, all_writes)
@@ -409,7 +453,7 @@ def _make_one(
     ctx: _Round, out: DomainSynth, row: dict[str, Any], fit: list[Grounded], runs: list[Any],
     initial: execute.Tables, chat: ChatFn | None, split: str,
     all_writes: execute.PlanRun | None,
-) -> tuple[dict[str, Any], Grounded, execute.PlanRun, str, dict[str, Any]] | None:  # fmt: skip
+) -> tuple[dict[str, Any], Grounded, execute.PlanRun, Told, dict[str, Any]] | None:  # fmt: skip
     """The task of one executed graph (its first variant that ran as expected), appended to
     `out.candidates`; None with the reason on the row when none makes a task."""
     good = [(v, a, b) for v, a, b in runs if a.ok and (b is None or b.ok)]
@@ -419,7 +463,7 @@ def _make_one(
         )
         return None
     v, a, b = good[0]
-    told: list[str] = []
+    told: list[Told] = []
     try:
         code, note = make_task(ctx.domain, v, initial, (a, b), ctx.files, ctx.by_tool, chat,
                                all_writes, told)  # fmt: skip
@@ -441,7 +485,7 @@ def _make_one(
 
 def _accept(
     out: DomainSynth,
-    batch: list[tuple[dict[str, Any], Grounded, execute.PlanRun, str, dict[str, Any]]],
+    batch: list[tuple[dict[str, Any], Grounded, execute.PlanRun, Told, dict[str, Any]]],
     accept: Accept,
     measured: dict[str, Structure],
 ) -> None:
@@ -460,7 +504,7 @@ def _accept(
 
 def _measure_structure(
     out: DomainSynth,
-    made: list[tuple[dict[str, Any], Grounded, execute.PlanRun, str, dict[str, Any]]],
+    made: list[tuple[dict[str, Any], Grounded, execute.PlanRun, Told, dict[str, Any]]],
     initial: execute.Tables,
     files: dict[str, str],
     sandbox: SandboxConfig,
@@ -472,9 +516,9 @@ def _measure_structure(
     cuts = [ablations(v) for _, v, _, _, _ in made]
     plans = [plan for c in cuts for _, plan in c]
     runs = iter(execute.run_plans(files, plans, sandbox)[1] if plans else [])
-    for (row, v, a, instruction, cand), c in zip(made, cuts, strict=True):
+    for (row, v, a, (instruction, left_out), cand), c in zip(made, cuts, strict=True):
         ablated = {drop: next(runs) for drop, _ in c}
-        s = measure(v, a.trace, initial, a.final, instruction, ablated)
+        s = measure(v, a.trace, initial, a.final, instruction, ablated, left_out)
         row["structure"] = json.dumps(s.to_dict())
         if problems := certain_problems(s):
             row.update(kept=False, task_id="", reason="structure: " + "; ".join(problems[:3]))
