@@ -341,7 +341,8 @@ def synthesize_domain(
     recoveries = (
         _verified_recoveries(domain, tables, files, sandbox, rng) if knobs.error_recovery else []
     )
-    ctx = _Round(domain, tables, files, skills, by_tool, sandbox, knobs, seed, recoveries)
+    ctx = _Round(domain, tables, files, skills, by_tool, sandbox, knobs, seed, recoveries,
+                 dict(skill_weights or {}))  # fmt: skip
     pending: list[tuple[dict[str, Any], list[Grounded], list[Any]]] = []  # ran, not yet made
     initial: execute.Tables = {}
     all_writes: execute.PlanRun | None = None
@@ -405,6 +406,7 @@ class _Round:
     knobs: Knobs
     seed: int
     recoveries: list[Recovery]
+    weights: dict[str, float] = field(default_factory=dict)  # skill_weights
     # the "every write tool" probe, drawn once after the first round's graphs (so a seed grounds
     # the graphs it always did)
     probe: list[Grounded] = field(default_factory=list)
@@ -446,6 +448,13 @@ def _sample_round(
     ran = []
     for row, fit in tried:
         ran.append((row, fit, [(v, next(at), next(at) if v.alt_steps else None) for v in fit]))
+    if skill_weights:  # by the heaviest variant that ran as expected: that one makes the task
+
+        def heaviest(runs: list[Any]) -> float:
+            ok = [v for v, a, b in runs if a.ok and (b is None or b.ok)]
+            return max((plan_weight(v, ctx.by_tool, skill_weights) for v in ok), default=0.0)
+
+        ran.sort(key=lambda r: -heaviest(r[2]))  # stable
     return ran, initial, all_writes
 
 
@@ -462,6 +471,8 @@ def _make_one(
             x.why for _, a, b in runs for x in (a, b) if x and not x.ok
         )
         return None
+    if ctx.weights:  # of the variants that ran, the one heaviest on the skills the policy fails
+        good.sort(key=lambda t: -plan_weight(t[0], ctx.by_tool, ctx.weights))  # stable
     v, a, b = good[0]
     told: list[Told] = []
     try:
