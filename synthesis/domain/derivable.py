@@ -114,6 +114,14 @@ def identified(args: list[Arg], instruction: str) -> set[int]:
     return out
 
 
+def _keys(param: str, key_field: str, table: str) -> bool:
+    """Does a parameter pass the key a record is found by: its field, or (a JSON table keyed by
+    its object keys, `_key`) the table's own id (`user_id` for users)?"""
+    if key_field == KEY_FIELD:
+        return any(names_field(param, f, table) for f in ("id", "code", "key", "no"))
+    return names_field(param, key_field, table)
+
+
 def underivable(
     plan: list[dict[str, Any]], preds: list[dict[str, Any]], instruction: str
 ) -> list[str]:
@@ -154,7 +162,7 @@ def underivable(
     for table, key_field, value in _records(preds):
         if mentions(instruction, value) or mentions(refusals, value):
             continue
-        via = [a for a in args if a.lookup is not None and names_field(a.param, key_field, table)]
+        via = [a for a in args if a.lookup is not None and _keys(a.param, key_field, table)]
         if not any(map(named, via)):
             out.append(
                 f"the {table} record {key_field}={render(value)} is neither named in the "

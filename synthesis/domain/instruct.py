@@ -34,6 +34,8 @@ def _value(v: Any) -> str:
 
 def _entity(d: dict[str, Any]) -> str:
     via = d.get("via")
+    if via and d.get("key_field") in (None, "_key"):  # keyed by its object key: no field
+        return f"the `{d['table']}` record keyed by {_ref(via)}"
     if via:
         return f"the `{d['table']}` record whose `{d['key_field']}` is {_ref(via)}"
     if d.get("key_field") in (None, "_key"):

@@ -250,3 +250,23 @@ def test_the_verify_check_follows_the_chain_in_a_stored_task(tmp_path, monkeypat
     assert ok, reason
     ok, reason = derivable_verdict(codes[0], answer, text.replace("`ORD-0004`", "an order"))
     assert not ok and f"payments.buyer = {HARTLEY}" in reason, reason
+
+
+def test_a_record_keyed_by_its_json_object_key_is_reached_by_the_table_id_parameter():
+    """A JSON table without a declared key (tau-bench's users) is matched by `_key`: the
+    certificate's user, reached from a named reservation, is passed as `user_id`."""
+    plan = [
+        {"tool": "get_reservation_details", "params": {"reservation_id": "TRS3YM"}},
+        {"tool": "get_user_details", "params": {"user_id": {"$ref": [0, "user_id"]}}},
+        {"tool": "send_certificate", "params": {"user_id": {"$ref": [1, "user_id"]},
+                                                "amount": 100}},
+    ]  # fmt: skip
+    preds = [{"kind": "rest", "table": "users", "match": {"_key": "mia_li_1001"},
+              "fields": ["payment_methods"], "values": {}}]  # fmt: skip
+    text = "Send `100` to the `users` record keyed by the `user_id` recorded on `TRS3YM`."
+    assert underivable(plan, preds, text) == []
+    lost = underivable(plan, preds, text.replace("TRS3YM", "a reservation"))
+    assert lost == [
+        "the users record _key=mia_li_1001 is neither named in the instruction nor reached "
+        "from a record it names"
+    ]
