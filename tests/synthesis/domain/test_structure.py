@@ -204,8 +204,9 @@ def test_synth_drops_a_task_whose_sub_goal_is_overwritten_by_the_next_one():
         {"kept": True, "reason": "note", "task_id": "t1"},
     ]
     out.candidates = [{"task_id": "t0"}, {"task_id": "t1"}]
-    made = [(rows[0], overwritten, runs[0], "x", out.candidates[0]),
-            (rows[1], sound, runs[1], "x", out.candidates[1])]  # fmt: skip
+    told = ("x", False)  # (instruction, fix left to the refusal)
+    made = [(rows[0], overwritten, runs[0], told, out.candidates[0]),
+            (rows[1], sound, runs[1], told, out.candidates[1])]  # fmt: skip
     _measure_structure(out, made, initial, files, sandbox)
     assert not rows[0]["kept"] and rows[0]["reason"].startswith(
         "structure: sub-goal 0 changes nothing"
