@@ -92,6 +92,7 @@ def run(n: int, seed: int, users: int, flights: int, reservations: int) -> dict:
             "distinct_write_tools": len(used),
             "dropped_graphs_by_reason": dict(reasons),
             "dropped_tasks": report["dropped_tasks"],
+        "structure": report.get("structure"),  # measured shares (synthesis/domain/structure.py)
             "task_folder_mb": {
                 k: round(v / 1e6, 2) for k, v in folder_bytes(kept[0]).items()
             } if kept else {},

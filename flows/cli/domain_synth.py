@@ -1,8 +1,9 @@
 """`clawloop domain synth DIR --n N --seed S --out OUTDIR`: domain-grounded tasks as folders.
 
-Synthesizes up to N tasks from one executable domain (synthesis/domain/synth.py), forges and
-verifies each in a sandbox like any task, and writes the kept ones as Harbor task folders under
-OUTDIR (each `clawloop verify`-able). Prints every abstract graph or task that was dropped and why,
+Synthesizes N tasks from one executable domain (synthesis/domain/synth.py), forges and verifies
+each in a sandbox like any task as it is made, and writes the kept ones as Harbor task folders
+under OUTDIR (each `clawloop verify`-able). A task dropped on the way is replaced (up to 3 x N
+made); when fewer than N come back, the report says why (`short`). Prints every abstract graph or task that was dropped and why,
 the structural features covered and the time per task. Exit 0 when at least one task was kept,
 1 when none was, 2 for a bad domain folder or a sandbox that cannot start.
 """
@@ -22,28 +23,32 @@ def _fail(msg: str) -> int:
     return 2
 
 
-def _forge_and_verify(cands: list[dict[str, Any]], backend: str, out: Path) -> list[dict[str, Any]]:
+def _forge_and_verify(backend: str, out: Path, rows: list[dict[str, Any]]):
+    """The `accept` synthesis asks about each task it made: forge it and verify it in a sandbox
+    like any task, unpack a kept one under `out`, record the verdict in `rows`; a refused one
+    is replaced by synthesis (its top-up), so the reason says which stage refused it."""
     from clawloop.generators.forge import forge_candidate
     from clawloop.generators.verify import verify_task
     from clawloop.harness.sandbox.base import SandboxConfig
     from clawloop.harness.taskfolder.folder import unpack_tar
 
     sandbox = SandboxConfig(backend=backend)
-    rows = []
-    for cand in cands:
+
+    def accept(cand: dict[str, Any]) -> tuple[bool, str]:
         forged = forge_candidate(cand, sandbox)
         if forged["status"] != "ok":
-            rows.append(
-                {"task_id": cand["task_id"], "kept": False, "reason": f"forge: {forged['error']}"}
-            )
-            continue
+            rows.append({"task_id": cand["task_id"], "kept": False,
+                         "reason": f"forge: {forged['error']}"})  # fmt: skip
+            return False, rows[-1]["reason"]
         _, verdict = verify_task(forged, sandbox)
         if verdict["kept"]:
             unpack_tar(forged["task_tar"], out / cand["task_id"])
         rows.append(
             {"task_id": cand["task_id"], "kept": verdict["kept"], "reason": verdict["reason"]}
         )
-    return rows
+        return bool(verdict["kept"]), f"verify: {verdict['reason']}"
+
+    return accept
 
 
 def cmd_synth(args: argparse.Namespace) -> int:
@@ -62,15 +67,16 @@ def cmd_synth(args: argparse.Namespace) -> int:
         knobs = Knobs(max_nodes=args.max_nodes, subgoals=args.subgoals,
                       error_recovery=not args.no_error_recovery)  # fmt: skip
         start = time.monotonic()
+        out.mkdir(parents=True, exist_ok=True)
+        verdicts: list[dict[str, Any]] = []
+        accept = _forge_and_verify(args.backend, out, verdicts)
         made = synthesize_domain(
-            Path(args.dir), args.n, args.seed, SandboxConfig(args.backend), knobs
+            Path(args.dir), args.n, args.seed, SandboxConfig(args.backend), knobs, accept=accept
         )
     except DomainError as exc:
         return _fail(str(exc))
     except (SandboxError, ExecutionError, ValueError) as exc:
         return _fail(f"the reference executor could not run: {exc}")
-    out.mkdir(parents=True, exist_ok=True)
-    verdicts = _forge_and_verify(made.candidates, args.backend, out)
     seconds = time.monotonic() - start
     kept = [v for v in verdicts if v["kept"]]
     report = {
@@ -90,6 +96,8 @@ def cmd_synth(args: argparse.Namespace) -> int:
     else:
         print(f"{made.domain}: {len(kept)} task(s) kept of {len(verdicts)} made "
               f"from {len(made.graphs)} abstract graphs, {report['seconds_per_kept_task']} s per kept task")  # fmt: skip
+        if made.short:
+            print(f"short of --n {args.n}: {made.short}")
         print(f"features covered by kept tasks: {report['features']}")
         print(f"structure measured (shares of tasks made): {report['structure']}")
         for d in report["dropped_graphs"]:
@@ -104,7 +112,8 @@ def cmd_synth(args: argparse.Namespace) -> int:
 def register_synth(verbs: argparse._SubParsersAction) -> None:
     v = verbs.add_parser("synth", help="synthesize, forge and verify tasks from one domain folder")
     v.add_argument("dir", help="an executable-domain folder (domain.toml, tools/, state)")
-    v.add_argument("--n", type=int, default=4, help="tasks to make (at most)")
+    v.add_argument("--n", type=int, default=4,
+                   help="tasks to keep; a dropped one is replaced, up to 3 x N made")  # fmt: skip
     v.add_argument("--seed", type=int, default=0)
     v.add_argument("--out", required=True, help="an empty or new folder for the task folders")
     v.add_argument("--max-nodes", type=int, default=6, help="abstract graph size (difficulty)")

@@ -3,10 +3,17 @@
 A value the end-state tests require is derivable when the agent can know it: the tools derive it
 by the domain's rules (a balance, a fee, an assigned id), the instruction states it (booleans,
 dates and enumerations included), or it is read from a record the instruction names by business
-key. The reference plan knows where each argument came from: a literal it passes (then the
-instruction must state that literal) or a lookup's result (`{"$ref": [step, field]}`: then the
-instruction must name the record that lookup reads, by the key the lookup passes). A written
-value no argument accounts for is the tools' own work and needs nothing.
+key, or from a record reached from a named one by following its references (an order names its
+buyer: the buyer's record is reached, never named). The reference plan knows where each argument
+came from: a literal it passes (then the instruction must state that literal) or a lookup's
+result (`{"$ref": [step, field]}`: then the instruction must name the record that lookup reads,
+by the key the lookup passes, or that lookup's key must itself be a `$ref` to a step so
+identified: a chain). A written value no argument accounts for is the tools' own work and needs
+nothing.
+
+A fix after a refused step (error recovery) may take a value the refusal's text states instead
+(the balance a credit hold names): the plan stores that text on the refused step (`refusal`), as
+the reference run met it, so the instruction need not give the fix away.
 
 Pure, on what a task stores (its plan, predicates and instruction), so the same check can run
 where a task is made (synth.py drops it, the value named) and wherever a stored task is read.
@@ -87,17 +94,50 @@ def _records(preds: list[dict[str, Any]]) -> list[tuple[str, str, Any]]:
     return list(out.values())
 
 
+def fixes(plan: list[dict[str, Any]], step: int) -> bool:
+    """Is this step a fix: the one after a step the plan expects refused (its `refusal` is the
+    text the agent meets at run time, and what it states the agent learns)?"""
+    return 0 < step < len(plan) and plan[step - 1].get("expect") == "error"
+
+
+def identified(args: list[Arg], instruction: str) -> set[int]:
+    """The steps whose record the agent can find: one a literal argument the instruction states
+    names (a key), or one whose argument is an identified earlier step's result (the record a
+    named order's `buyer` leads to), transitively."""
+    out: set[int] = set()
+    for step in sorted({a.step for a in args}):  # a $ref points back: one pass in plan order
+        mine = [a for a in args if a.step == step]
+        if any(a.lookup is None and mentions(instruction, a.value) for a in mine) or any(
+            a.lookup in out for a in mine if a.lookup is not None
+        ):
+            out.add(step)
+    return out
+
+
+def _keys(param: str, key_field: str, table: str) -> bool:
+    """Does a parameter pass the key a record is found by: its field, or (a JSON table keyed by
+    its object keys, `_key`) the table's own id (`user_id` for users)?"""
+    if key_field == KEY_FIELD:
+        return any(names_field(param, f, table) for f in ("id", "code", "key", "no"))
+    return names_field(param, key_field, table)
+
+
 def underivable(
     plan: list[dict[str, Any]], preds: list[dict[str, Any]], instruction: str
 ) -> list[str]:
     """What the agent cannot know, one line per value (table.field = value, the parameter it is
     passed as, and why); empty when every written value is derivable."""
     args = plan_args(plan)
+    known = identified(args, instruction)
+    refusals = " ".join(str(s.get("refusal") or "") for s in plan if s.get("expect") == "error")
 
-    def named(a: Arg) -> bool:  # the record a lookup reads is named by the key it passes
-        return a.lookup is not None and any(
-            mentions(instruction, b.value) for b in args if b.step == a.lookup and b.lookup is None
+    def told(a: Arg) -> bool:  # stated, or (a fix's value) taught by the refusal before it
+        return mentions(instruction, a.value) or (
+            fixes(plan, a.step) and mentions(refusals, a.value)
         )
+
+    def named(a: Arg) -> bool:  # the record a lookup reads is named or reached by a chain
+        return a.lookup is not None and a.lookup in known
 
     out: list[str] = []
     for table, name, value in _written(preds):
@@ -111,18 +151,18 @@ def underivable(
         looked = [a for a in args if a.lookup is not None and names_field(a.param, name, table)]
         if not literal and not looked:
             continue  # no argument accounts for it: the tools derive it
-        if any(mentions(instruction, a.value) for a in literal) or any(map(named, looked)):
+        if any(map(told, literal)) or any(map(named, looked)):
             continue
         a = (literal or looked)[0]
         how = "passed as" if a.lookup is None else f"read by step {a.lookup} for"
         out.append(
             f"{table}.{name} = {render(value)} ({how} {a.tool} --{a.param}) is neither stated in "
-            "the instruction nor read from a record it names"
+            "the instruction nor read from a record it names or reaches through one"
         )
     for table, key_field, value in _records(preds):
-        if mentions(instruction, value):
+        if mentions(instruction, value) or mentions(refusals, value):
             continue
-        via = [a for a in args if a.lookup is not None and names_field(a.param, key_field, table)]
+        via = [a for a in args if a.lookup is not None and _keys(a.param, key_field, table)]
         if not any(map(named, via)):
             out.append(
                 f"the {table} record {key_field}={render(value)} is neither named in the "

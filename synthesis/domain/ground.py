@@ -40,6 +40,7 @@ class Step:
     params: dict[str, Any]
     expect: str = "ok"  # ok | error
     node: int = -1
+    refusal: str = ""  # an expected error's text, as execution found it (a recovery's first try)
 
 
 @dataclass
@@ -49,7 +50,8 @@ class Grounded:
     alt_steps: list[Step] | None = None  # the branch's other arm: described, never tested
     condition: dict[str, Any] | None = None  # table, key_field, key, field, value, holds
     references: dict[int, dict[str, Any]] = field(default_factory=dict)  # lookup step -> record
-    lookups: dict[int, Step] = field(default_factory=dict)  # while grounding: position -> step
+    # while grounding: lookup node -> its reads and their records (one, or two for a chain)
+    lookups: dict[int, list[tuple[Step, dict[str, Any]]]] = field(default_factory=dict)
 
     def plan(self, steps: list[Step] | None = None) -> dict[str, Any]:
         return {
@@ -69,6 +71,10 @@ class Index:
     values: dict[str, dict[str, list[Any]]]
     keys: dict[str, str] = field(default_factory=dict)  # table -> business key
     dates: tuple[str, ...] = ()  # ISO dates the state holds: what a date parameter can be
+    # (table, field) -> (table, unique field) it refers to: every value the field holds is that
+    # other table's key of some record (an order's `buyer` is a buyer's email): a lookup can
+    # follow it to a record the instruction never names (a chain, issue 24 item 4)
+    links: dict[tuple[str, str], set[tuple[str, str]]] = field(default_factory=dict)
     memo: dict[tuple[str, str], list[Any]] = field(default_factory=dict, compare=False, repr=False)
 
     @staticmethod
@@ -92,7 +98,7 @@ class Index:
                 if isinstance(v, str) and ISO_DATE.match(v)
             }
         )
-        return Index(tables, unique, values, dict(keys or {}), tuple(dates))
+        return Index(tables, unique, values, dict(keys or {}), tuple(dates), _links(values, unique))
 
     def distinct(self, table: str, name: str) -> list[Any]:
         key = (table, name)  # memoised: _unusual asks per record, quadratic on a large table
@@ -106,6 +112,28 @@ class Index:
             if isinstance(v, str | int | float | bool):
                 seen.setdefault(repr(v), v)
         return [seen[k] for k in sorted(seen)]
+
+
+def _links(
+    values: dict[str, dict[str, list[Any]]], unique: dict[str, set[str]]
+) -> dict[tuple[str, str], set[tuple[str, str]]]:
+    """Reference fields: a text or integer field every one of whose values is some record's
+    unique field in another table (or another field of the same one)."""
+    keys = {
+        (t, f): {repr(v) for v in values[t][f]}
+        for t, fs in unique.items()
+        for f in fs
+        if all(isinstance(v, str | int) and not isinstance(v, bool) for v in values[t][f])
+    }
+    out: dict[tuple[str, str], set[tuple[str, str]]] = {}
+    for t, cols in values.items():
+        for f, vs in cols.items():
+            if not vs or not all(isinstance(v, str | int) and not isinstance(v, bool) for v in vs):
+                continue
+            for (kt, kf), held in keys.items():
+                if (kt, kf) != (t, f) and kt != t and all(repr(v) in held for v in vs):
+                    out.setdefault((t, f), set()).add((kt, kf))
+    return out
 
 
 def singular(table: str) -> str:
@@ -229,9 +257,59 @@ def producers(domain: Domain, consumer: Tool, ix: Index) -> list[tuple[Tool, str
     return out
 
 
+@dataclass(frozen=True)
+class Chain:
+    """A lookup two reads long: `hop` reads a record the instruction names (by its key) and
+    returns `link`, a reference to a record of `read`'s table; `read` reads that record (never
+    named: the agent reaches it through the first result) and returns `field`, which feeds the
+    consumer's `param`. The field is the reached record's key (the consumer refers to it: pay
+    the order's buyer) or a plain field of it (a date), never another unique field (copying a
+    member's email onto another member makes a duplicate, not a task)."""
+
+    hop: Tool
+    hop_table: str
+    link: str
+    read: Tool
+    table: str
+    key_param: str  # read's parameter that takes the link's value
+    field: str
+    param: str
+
+
+def chains(domain: Domain, consumer: Tool, ix: Index) -> list[Chain]:
+    """Every two-read path from a named record, through a reference field, to a value the
+    consumer takes."""
+    reads = [r for r in domain.tools if r.read_only and r.name != consumer.name]
+    out = []
+    for r in reads:
+        for kp, t, kf in key_params(r, ix):
+            fed = []
+            for f in r.returns:
+                if f not in ix.values.get(t, {}) or (f != kf and f in ix.unique.get(t, ())):
+                    continue
+                for p in consumer.params:
+                    if names_field(p.name, f, t if f == kf else ""):
+                        fed.append((f, p.name))
+            if not fed:
+                continue
+            for hop in reads:
+                for _, t0, _ in key_params(hop, ix):
+                    for link in hop.returns:
+                        if t0 != t and (t, kf) in ix.links.get((t0, link), ()):
+                            out += [Chain(hop, t0, link, r, t, kp.name, f, p) for f, p in fed]
+    return out
+
+
+Ref = dict[str, Any]  # {"$ref": [step, field]}; while grounding, step is ("node", id, hop)
+
+
+def _ref(node: int, hop: int, name: str) -> Ref:
+    return {"$ref": [("node", node, hop), name]}
+
+
 def _lookup(
     chosen: tuple[Tool, str, str, str], ix: Index, rng: random.Random, node: Node
-) -> tuple[Step, dict[str, Any]] | None:
+) -> list[tuple[Step, dict[str, Any]]] | None:
     r, t, f, _ = chosen
     rows = [row for row in ix.tables[t] if row.get(f) is not None]
     if not rows:
@@ -242,7 +320,42 @@ def _lookup(
         return None
     kf = next(kf for _, tt, kf in key_params(r, ix) if tt == t)
     ref = {"table": t, "key_field": kf, "key": row[kf], "field": f, "value": row[f]}
-    return Step(r.name, params, node=node.id), ref
+    return [(Step(r.name, params, node=node.id), ref)]
+
+
+def _chained(
+    c: Chain, ix: Index, rng: random.Random, node: Node
+) -> list[tuple[Step, dict[str, Any]]] | None:
+    """The two reads of a chain, on a record reached from a named one: the first step reads the
+    named record, the second takes its link's value (a `$ref`) as its key."""
+    kf = next(kf for p, tt, kf in key_params(c.read, ix) if p.name == c.key_param)
+    k0 = next(kf0 for _, tt, kf0 in key_params(c.hop, ix) if tt == c.hop_table)
+    by_key = {repr(r.get(kf)): r for r in ix.tables[c.table] if r.get(c.field) is not None}
+    starts = [r for r in ix.tables[c.hop_table] if repr(r.get(c.link)) in by_key]
+    if not starts:
+        return None
+    start = rng.choice(starts)
+    reached = by_key[repr(start[c.link])]
+    first = fill(c.hop, ix, rng, entity=(c.hop_table, start))
+    then = fill(c.read, ix, rng, fixed={c.key_param: _ref(node.id, 0, c.link)},
+                entity=(c.table, reached))  # fmt: skip
+    if first is None or then is None:
+        return None
+    named = {"table": c.hop_table, "key_field": k0, "key": start[k0], "field": c.link}
+    return [
+        (Step(c.hop.name, first, node=node.id), {**named, "value": start[c.link]}),
+        (
+            Step(c.read.name, then, node=node.id),
+            {
+                "table": c.table,
+                "key_field": kf,
+                "key": reached[kf],
+                "field": c.field,
+                "value": reached[c.field],
+                "via": named,
+            },
+        ),
+    ]
 
 
 def _writes(domain: Domain) -> list[Tool]:
@@ -250,32 +363,43 @@ def _writes(domain: Domain) -> list[Tool]:
 
 
 def _act(
-    domain: Domain, node: Node, ix: Index, rng: random.Random, g: Grounded, pos: dict[int, int]
+    domain: Domain, node: Node, ix: Index, rng: random.Random, g: Grounded, chain: float = 0.0
 ) -> Step | None:
     """Ground an act node: a write tool whose parameters the node's inputs can feed. Its lookups
-    go to `g.lookups` (they run first, at the positions `pos` gives them); returns the act."""
+    go to `g.lookups` by lookup node (they run first; `_place` numbers them); returns the act.
+    With probability `chain` an input is a chained lookup (two reads), where one fits."""
     tools = _writes(domain)
     rng.shuffle(tools)
+    if chain and rng.random() < chain:  # a tool a chain can feed first (stable: still shuffled)
+        tools.sort(key=lambda w: not chains(domain, w, ix))
     for w in tools:
         feeds = producers(domain, w, ix)
-        if len({c[3] for c in feeds}) < len(node.inputs):
+        linked = chains(domain, w, ix) if chain else []
+        if len({c[3] for c in feeds} | {c.param for c in linked}) < len(node.inputs):
             continue
         fixed: dict[str, Any] = {}
-        made: dict[int, tuple[Step, dict[str, Any]]] = {}
+        made: dict[int, list[tuple[Step, dict[str, Any]]]] = {}
         for lookup_id in node.inputs:
+            lookup = Node(lookup_id, "lookup", node.goal)
             options = [c for c in feeds if c[3] not in fixed]
-            chosen = rng.choice(options) if options else None
-            one = _lookup(chosen, ix, rng, Node(lookup_id, "lookup", node.goal)) if chosen else None
-            if chosen is None or one is None:
+            long = [c for c in linked if c.param not in fixed]
+            one = None
+            if long and (not options or rng.random() < chain):
+                picked = rng.choice(long)
+                one, param, name = _chained(picked, ix, rng, lookup), picked.param, picked.field
+                hop = 1
+            elif options:
+                chosen = rng.choice(options)
+                one, param, name, hop = _lookup(chosen, ix, rng, lookup), chosen[3], chosen[2], 0
+            if one is None:
                 break
             made[lookup_id] = one
-            fixed[chosen[3]] = {"$ref": [pos[lookup_id], chosen[2]]}
+            fixed[param] = _ref(lookup_id, hop, name)
         else:
             params = fill(w, ix, rng, fixed=fixed)
             if params is not None:
-                for lookup_id, (step, ref) in made.items():
-                    g.lookups[pos[lookup_id]] = step
-                    g.references[pos[lookup_id]] = ref
+                for lookup_id, reads in made.items():  # a branch's arms share their lookups
+                    g.lookups.setdefault(lookup_id, reads)
                 return Step(w.name, params, node=node.id)
     return None
 
@@ -339,33 +463,128 @@ def mentioned(ix: Index, text: str, params: dict[str, Any]) -> list[tuple[str, d
     return out
 
 
+NUMBER = re.compile(r"(?<![\w.-])-?\d+(?:\.\d+)?(?![\w-]|\.\d)")  # a figure in a text
+
+
+def _dated(name: str) -> bool:
+    return "date" in name or name.endswith(("_on", "_at", "since"))
+
+
+def _held(figure: float, rows: list[dict[str, Any]]) -> bool:
+    return any(
+        isinstance(v, int | float) and not isinstance(v, bool) and abs(v - figure) < 1e-9
+        for r in rows
+        for v in r.values()
+    )
+
+
+def learned_params(
+    fix: Tool, call: Step, error: str, about: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Values for `fix` that an agent refused by `call` can know without being told the fix:
+    the call's own values by parameter name (the buyer, the batch), the call's date for a date
+    (the fix happens the day of the change it unblocks), and for a number a figure the refusal
+    states that a record it is about holds (the balance it names; never a rule's threshold,
+    which says what is allowed, not what to write). One dict per figure; the rest is filled."""
+    base: dict[str, Any] = {}
+    dates = [v for k, v in call.params.items() if _dated(k) and isinstance(v, str)]
+    numeric = []
+    for p in fix.params:
+        if p.name in call.params and not isinstance(call.params[p.name], dict | list):
+            base[p.name] = call.params[p.name]
+        elif _dated(p.name) and p.type == "string" and dates:
+            base[p.name] = dates[0]
+        elif p.type in ("number", "integer"):
+            numeric.append(p)
+    if not numeric:
+        return [base]
+    figures = [x for x in dict.fromkeys(float(m) for m in NUMBER.findall(error)) if _held(x, about)]
+    out = []
+    for x in figures:
+        if all(p.type == "number" or x == int(x) for p in numeric):
+            out.append({**base, **{p.name: x if p.type == "number" else int(x) for p in numeric}})
+    return out
+
+
+def _fixes(
+    domain: Domain, ix: Index, call: Step, records: list[tuple[str, dict[str, Any]]]
+) -> list[tuple[Tool, tuple[str, dict[str, Any]]]]:
+    """(write tool, the record it would fix) for every write other than the refused call's own
+    that takes one of these records' keys."""
+    return [
+        (f, (t, row))
+        for t, row in records
+        for f in _writes(domain)
+        if f.name != call.tool and any(tt == t for _, tt, _ in key_params(f, ix))
+    ]
+
+
 def recovery_candidates(
     domain: Domain, tables: Tables, refused: list[tuple[Step, str]], rng: random.Random,
     per_call: int = RECOVERY_TRIES,
 ) -> list[Recovery]:  # fmt: skip
     """For each refused call (and its error text): fixes to try, each another write on a record
-    the refusal is about, followed by the same call again."""
+    the refusal is about, followed by the same call again. Each fix is tried with values drawn
+    as usual and with values the refusal teaches (learned_params), so the instruction need not
+    give the fix away; execution keeps those that work."""
     ix = Index.of(tables, domain.keys)
     out: list[Recovery] = []
     for call, error in refused:
-        fixes = [
-            (f, (t, row))
-            for t, row in mentioned(ix, error, call.params)
-            for f in _writes(domain)
-            if f.name != call.tool and any(tt == t for _, tt, _ in key_params(f, ix))
-        ]
-        for f, entity in rng.sample(fixes, min(per_call, len(fixes))):
-            params = fill(f, ix, rng, entity=entity)
-            if params is not None:
-                out.append((call, Step(f.name, params), Step(call.tool, call.params)))
+        # Fixes on the records the call passes first (most often the cause), then on those only
+        # the refusal's text names. The extra draws (those records, the taught values) come from
+        # a second generator, so a seed still draws the fixes it always did.
+        extra = random.Random(f"{call.tool}:{sorted(call.params.items())}:{error}")
+        passed = _fixes(domain, ix, call, mentioned(ix, "", call.params))
+        named = [x for x in _fixes(domain, ix, call, mentioned(ix, error, call.params))
+                 if x not in passed]  # fmt: skip
+        picked = rng.sample(passed, min(per_call, len(passed)))
+        picked += extra.sample(named, min(per_call - len(picked), len(named)))
+        first = replace(call, refusal=error)
+        about = [row for _, row in mentioned(ix, error, call.params)]
+        for f, entity in picked:
+            keys = {p.name for p, t, _ in key_params(f, ix) if t == entity[0]}
+            tries = [fill(f, ix, rng, entity=entity)]
+            for learned in learned_params(f, call, error, about):
+                fixed = {k: v for k, v in learned.items() if k not in keys}  # the entity's key
+                tries.append(fill(f, ix, extra, fixed=fixed, entity=entity))
+            made: list[dict[str, Any]] = []
+            for params in tries:
+                if params is not None and params not in made:
+                    made.append(params)
+                    out.append((first, Step(f.name, params), Step(call.tool, call.params)))
     return out
 
 
-def _recover(node: Node, rng: random.Random, verified: list[Recovery]) -> list[Step]:
-    """One of the recoveries execution confirmed (refused, fixed, then accepted), for `node`."""
+def learnable(recovery: Recovery, ix: Index) -> bool:
+    """Does the refusal teach the fix: is each value the fix passes one the refused call passes
+    too, a word the refusal's text states, or a figure it states that a record it is about
+    holds (learned_params' reading)?"""
+    call, fix, _ = recovery
+    text = call.refusal
+    about = [row for _, row in mentioned(ix, text, call.params)]
+    figures = [x for x in (float(m) for m in NUMBER.findall(text)) if _held(x, about)]
+
+    def taught(v: Any) -> bool:
+        if any(type(v) is type(g) and v == g for g in call.params.values()):
+            return True
+        if isinstance(v, int | float) and not isinstance(v, bool):
+            return any(abs(x - v) < 1e-9 for x in figures)
+        return isinstance(v, str) and bool(v) and re.search(rf"(?<!\w){re.escape(v)}(?!\w)", text)
+
+    return all(taught(v) for v in fix.params.values())
+
+
+LEARNED = 0.75  # how often a recover node takes a fix the refusal teaches, where one ran
+
+
+def _recover(node: Node, rng: random.Random, verified: list[Recovery], ix: Index) -> list[Step]:
+    """One of the recoveries execution confirmed (refused, fixed, then accepted), for `node`:
+    most often one whose fix the refusal teaches (the instruction then need not state it)."""
     if not verified:
         return []
-    return [replace(s, node=node.id) for s in rng.choice(verified)]
+    taught = [r for r in verified if learnable(r, ix)]
+    pool = taught if taught and rng.random() < LEARNED else verified
+    return [replace(s, node=node.id) for s in rng.choice(pool)]
 
 
 def _condition(ix: Index, step: Step, domain: Domain, rng: random.Random) -> dict[str, Any] | None:
@@ -398,43 +617,72 @@ def _condition(ix: Index, step: Step, domain: Domain, rng: random.Random) -> dic
     return None
 
 
+CHAIN = 0.75  # how often a graph that wants long range takes a chained lookup where one fits
+
+
+def _place(g: Grounded, order: list[int], steps: list[Step]) -> list[Step]:
+    """Number the lookups (each lookup node's reads run first: the chained ones, then the rest,
+    each in graph order; reads are independent, and a value reached through a chain is then
+    carried the furthest) and turn every grounding-time `$ref` (a lookup node and read) into
+    the step index it now has."""
+    at: dict[tuple[int, int], int] = {}
+    reads: list[Step] = []
+    for lookup_id in sorted(order, key=lambda i: len(g.lookups[i]) == 1):  # stable
+        for hop, (step, ref) in enumerate(g.lookups[lookup_id]):
+            at[(lookup_id, hop)] = len(reads)
+            g.references[len(reads)] = ref
+            reads.append(step)
+
+    def placed(s: Step) -> Step:
+        params = {}
+        for k, v in s.params.items():
+            if isinstance(v, dict) and "$ref" in v and isinstance(v["$ref"][0], tuple):
+                _, lookup_id, hop = v["$ref"][0]
+                if (lookup_id, hop) not in at:
+                    raise GroundingError(f"an act reads lookup {lookup_id} that was not grounded")
+                v = {"$ref": [at[(lookup_id, hop)], v["$ref"][1]]}
+            params[k] = v
+        return replace(s, params=params)
+
+    return [placed(s) for s in reads + steps]
+
+
 def ground_once(
     domain: Domain, graph: TaskGraph, ix: Index, rng: random.Random, recoveries: list[Recovery]
 ) -> Grounded:
     g = Grounded(graph=graph, steps=[])
-    lookups = [n for n in graph.nodes if n.kind == "lookup"]
-    pos = {n.id: i for i, n in enumerate(lookups)}  # lookups run first, in graph order
+    lookups = [n.id for n in graph.nodes if n.kind == "lookup"]  # they run first, in graph order
+    chain = CHAIN if "long_range" in graph.wanted else 0.0
     acts: list[Step] = []
     arms: dict[str, Step] = {}
     for node in graph.nodes:
         if node.kind in ("lookup", "branch"):
             continue
         if node.kind == "recover":
-            steps = _recover(node, rng, recoveries)
+            steps = _recover(node, rng, recoveries, ix)
             if not steps:
                 raise GroundingError("no error-recovery path (refused, fixed, accepted) ran")
             acts += steps
             continue
-        step = _act(domain, node, ix, rng, g, pos)
+        step = _act(domain, node, ix, rng, g, chain)
         if step is None:
             raise GroundingError(f"no write tool fits node {node.id} ({len(node.inputs)} inputs)")
         if node.arm:
             arms[node.arm] = step
         else:
             acts.append(step)
-    if len(g.lookups) != len(lookups):
+    if set(g.lookups) != set(lookups):
         raise GroundingError("a lookup found no producer")
-    base = [g.lookups[i] for i in range(len(lookups))]
-    g.steps = base + acts
-    if arms:
-        cond = _condition(ix, arms["then"], domain, rng)
-        if cond is None:
-            raise GroundingError("no categorical field on the then-arm's record to branch on")
-        g.condition = cond
-        taken, other = (
-            (arms["then"], arms["else"]) if cond["holds"] else (arms["else"], arms["then"])
-        )
-        g.steps, g.alt_steps = base + [taken] + acts, base + [other] + acts
+    if not arms:
+        g.steps = _place(g, lookups, acts)
+        return g
+    cond = _condition(ix, arms["then"], domain, rng)
+    if cond is None:
+        raise GroundingError("no categorical field on the then-arm's record to branch on")
+    g.condition = cond
+    taken, other = (arms["then"], arms["else"]) if cond["holds"] else (arms["else"], arms["then"])
+    g.steps = _place(g, lookups, [taken, *acts])
+    g.alt_steps = _place(g, lookups, [other, *acts])
     return g
 
 

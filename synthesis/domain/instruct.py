@@ -34,6 +34,8 @@ def _value(v: Any) -> str:
 
 def _entity(d: dict[str, Any]) -> str:
     via = d.get("via")
+    if via and d.get("key_field") in (None, "_key"):  # keyed by its object key: no field
+        return f"the `{d['table']}` record keyed by {_ref(via)}"
     if via:
         return f"the `{d['table']}` record whose `{d['key_field']}` is {_ref(via)}"
     if d.get("key_field") in (None, "_key"):
@@ -46,7 +48,16 @@ def _entity(d: dict[str, Any]) -> str:
 
 
 def _ref(r: dict[str, Any]) -> str:
-    return f"the `{r['field']}` recorded on `{r['table']}` {_value(r['key'])}"
+    """Where a value comes from: a field of a record named by key, or of a record reached
+    through another's reference field (never named: the agent follows the chain)."""
+    via = r.get("via")
+    if not via:
+        return f"the `{r['field']}` recorded on `{r['table']}` {_value(r['key'])}"
+    if r["field"] == r["key_field"]:  # the reached record's key is the link's own value
+        return _ref(via)
+    return (
+        f"the `{r['field']}` of the `{r['table']}` record whose `{r['key_field']}` is {_ref(via)}"
+    )
 
 
 def change_line(d: dict[str, Any]) -> str:
@@ -87,7 +98,16 @@ def write_instruction(goal: Goal) -> str:
         other = "; ".join(change_line(d) for d in goal.else_changes) or "nothing more changes"
         items.append(f"if the {cond} (check it first): {then}. Otherwise: {other}")
     lines += [f"{i}. {t}" for i, t in enumerate(items, 1)]
-    if goal.recovery:
+    if goal.recovery and goal.taught:
+        day = " (date what you record for it on the day of the refused change)"
+        lines += [
+            "",
+            "Some of this the domain's rules will refuse at first, and what fixes it is not "
+            "listed above: the refusal says what is wrong. Fix that cause as the policy allows"
+            + (day if goal.same_day else "")
+            + ", then finish; the records the fix changes are checked too.",
+        ]
+    elif goal.recovery:
         lines += [
             "",
             "Some of this the domain's rules may refuse at first: find out why, fix the cause as "

@@ -20,7 +20,7 @@ required, the branch condition, the constraints; never the steps or the tools th
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from clawloop.harness.taskfolder.state_predicates import key_ident, kind_of, record_digest
@@ -246,6 +246,8 @@ class Goal:
     then_changes: list[dict[str, Any]] = field(default_factory=list)
     else_changes: list[dict[str, Any]] = field(default_factory=list)
     recovery: bool = False  # a rule refuses a step until its cause is fixed
+    taught: bool = False  # the fix is left out: the refusal teaches it (Taught)
+    same_day: bool = False  # the fix is dated the day of the change it unblocks
     constraints: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -259,6 +261,14 @@ def _describe(
     record they come from), and fields the tools derive (named, never valued). Where a value
     came from is the plan's argument that names its field; else a literal or lookup equal to it."""
     by_value = {_ident(r["value"]): r for r in refs}
+
+    def told(ref: dict[str, Any]) -> dict[str, Any]:
+        """The record a value is read from: by its key, or (reached through a chain) by the
+        chain alone, so that no writer sees the key of a record the instruction must not name."""
+        if ref.get("via"):
+            return {**{k: ref[k] for k in ("table", "key_field", "field")}, "via": ref["via"]}
+        return {k: ref[k] for k in ("table", "key_field", "key", "field")}
+
     values = c.new if c.kind != "deleted" else {}
     fields = [f for f in values if f not in (c.key_field, KEY_FIELD)]
     stated: dict[str, Any] = {}
@@ -270,7 +280,7 @@ def _describe(
         if how == "stated":
             stated[f] = values[f]
         elif how == "referenced" and ref is not None:
-            referenced[f] = {k: ref[k] for k in ("table", "key_field", "key", "field")}
+            referenced[f] = told(ref)
     derived = sorted(f for f in fields if f not in stated and f not in referenced)
     d: dict[str, Any] = {
         "kind": c.kind,
@@ -282,9 +292,39 @@ def _describe(
     if c.kind != "created":
         d["key_field"], d["key"] = c.key_field, c.key
         if not _stated(c.key, given) and _ident(c.key) in by_value:
-            via = by_value[_ident(c.key)]
-            d["via"] = {k: via[k] for k in ("table", "key_field", "key", "field")}
+            d["via"] = told(by_value[_ident(c.key)])
     return d
+
+
+@dataclass(frozen=True)
+class Taught:
+    """Fix steps whose every value the refusal teaches (ground.learnable): the instruction
+    leaves out what they alone change, so the agent meets the refusal and learns the fix."""
+
+    steps: frozenset[int]  # plan indices of those fixes
+    tables: frozenset[str]  # tables only they write: a record there is theirs alone
+    same_day: bool = False  # a fix's date is the refused call's date
+
+
+def _untaught(c: Change, g: Grounded, taught: Taught) -> Change | None:
+    """The change less what a taught fix alone wrote: None when nothing else is left."""
+    if c.table in taught.tables:
+        return None
+    if c.kind != "changed":
+        return c
+
+    def passed(steps: list[int], f: str, v: Any) -> bool:
+        return any(
+            names_field(p, f, c.table) and same_value(a, v)
+            for i in steps
+            for p, a in g.steps[i].params.items()
+            if not isinstance(a, dict | list)
+        )
+
+    fixes = sorted(taught.steps)
+    rest = [i for i in range(len(g.steps)) if i not in taught.steps]
+    new = {f: v for f, v in c.new.items() if not (passed(fixes, f, v) and not passed(rest, f, v))}
+    return replace(c, new=new) if new else None
 
 
 def goal(
@@ -293,7 +333,11 @@ def goal(
     g: Grounded,
     taken: list[Change],
     other: list[Change] | None,
+    taught: Taught | None = None,
 ) -> Goal:
+    if taught is not None and taught.steps:
+        taken = [k for c in taken if (k := _untaught(c, g, taught)) is not None]
+        other = None if other is None else [k for c in other if (k := _untaught(c, g, taught))]
     given = literals(g.steps + (g.alt_steps or []))
     refs = list(g.references.values())
     args = arguments(g)
@@ -316,6 +360,8 @@ def goal(
         then_changes=[_describe(c, given, refs, args) for c in then_c],
         else_changes=[_describe(c, given, refs, args) for c in else_c],
         recovery=any(s.expect == "error" for s in g.steps),
+        taught=bool(taught and taught.steps),
+        same_day=bool(taught and taught.same_day),
         constraints=[
             "change the state only through the skill CLIs in skills/, which apply policy.md",
             "every record the task does not ask to change must stay exactly as it is",

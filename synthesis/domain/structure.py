@@ -219,9 +219,12 @@ def measure(
     final: Tables,
     instruction: str,
     ablated: dict[frozenset[int], Any],
+    fix_left_out: bool = False,
 ) -> Structure:
     """The structure one task really has. `ablated` maps removed step indices to that ablation's
-    PlanRun (ok, trace, final); a missing or failed ablation counts as "changes the state"."""
+    PlanRun (ok, trace, final); a missing or failed ablation counts as "changes the state".
+    `fix_left_out`: the instruction omits what the fix changes (the refusal teaches it), so the
+    fix is not told even where its values (the call's own buyer and day) are stated."""
     goal = _goal_of(g)
     out = Structure(claimed=sorted(features_of(g.graph)))
     out.long_range_hops = _long_range(g, trace, instruction)
@@ -230,7 +233,7 @@ def measure(
     used = {j for st in g.steps for j, _ in _refs(st)}
     out.unnamed_lookups = sorted(j for j in used if not named[j] and not reached[j])
     out.error_recovery = _recovery(g, trace, ablated)
-    out.fix_told = out.error_recovery and _fix_told(g, instruction)
+    out.fix_told = out.error_recovery and not fix_left_out and _fix_told(g, instruction)
     writes = _writes(g)
     by_goal: dict[int, set[int]] = {}
     for i in writes:

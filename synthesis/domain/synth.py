@@ -15,6 +15,7 @@ import hashlib
 import json
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,12 +28,15 @@ from clawloop.harness.taskfolder.state_predicates import check_predicate, schema
 from clawloop.synthesis.domain import execute
 from clawloop.synthesis.domain.derivable import Underivable, underivable, unstated_inputs
 from clawloop.synthesis.domain.ground import (
+    ISO_DATE,
     Grounded,
+    Index,
     Recovery,
     Step,
     coverage_problems,
     every_write_plan,
     ground,
+    learnable,
     recovery_candidates,
     refusal_candidates,
 )
@@ -40,7 +44,14 @@ from clawloop.synthesis.domain.instruct import llm_instruction, write_instructio
 from clawloop.synthesis.domain.llm_analysis import refine_with_llm
 from clawloop.synthesis.domain.load import load_domain
 from clawloop.synthesis.domain.model import Domain, Skill
-from clawloop.synthesis.domain.predicates import arguments, diff, goal, literals, predicates
+from clawloop.synthesis.domain.predicates import (
+    Taught,
+    arguments,
+    diff,
+    goal,
+    literals,
+    predicates,
+)
 from clawloop.synthesis.domain.render import TOLERANCE, contract, render_generator
 from clawloop.synthesis.domain.skills import cluster_skills
 from clawloop.synthesis.domain.state import load_tables
@@ -57,6 +68,11 @@ from clawloop.synthesis.domain.workspace import skill_of, snapshot_file, workspa
 CAPABILITY = "domain_grounded"
 GRAPH_DRAWS = 5  # abstract graphs drawn per task asked for (some find no grounding)
 MIN_GRAPHS = 8
+ATTEMPTS = 3  # tasks made (kept or dropped afterwards) per task asked for, at most
+ROUNDS = 3  # sampling rounds (each draws fresh graphs and runs them in one sandbox call)
+Told = tuple[str, bool]  # a task's instruction, and whether its fix is left to the refusal
+# A task made, asked whether it stays (the CLI forges and verifies it): (kept, reason if not).
+Accept = Callable[[dict[str, Any]], tuple[bool, str]]
 DECISIONS = [
     "Records are identified by their business keys (codes, emails), as the instruction names them.",
     "A record the instruction does not ask to change, create or remove must stay exactly as it is.",
@@ -74,6 +90,10 @@ class DomainSynth:
     plan_memory_mb: int = 0  # what one reference plan may use beyond the snapshot (execute.py)
     plan_peak_mb: float = 0.0  # the largest peak resident memory a reference plan's process had
     structure: list[Structure] = field(default_factory=list)  # measured, one per kept task
+    asked: int = 0  # the n asked for
+    attempts: int = 0  # tasks made, kept or dropped after
+    rounds: int = 0  # sampling rounds run
+    short: str = ""  # why fewer than `asked` tasks were kept ("" when none short)
 
     @property
     def dropped(self) -> list[dict[str, Any]]:
@@ -94,6 +114,10 @@ class DomainSynth:
             "plan_memory_mb": self.plan_memory_mb,
             "plan_peak_mb": self.plan_peak_mb,
             "structure": shares(self.structure),  # measured (structure.py), not the labels
+            "asked": self.asked,
+            "attempts": self.attempts,
+            "rounds": self.rounds,
+            **({"short": self.short} if self.short else {}),
             **({"llm_added_edges": sum(len(r["added_reads"]) + len(r["added_writes"])
                                        for r in self.analysis)} if self.analysis else {}),
         }  # fmt: skip
@@ -126,10 +150,13 @@ def _graph_row(domain: str, i: int, g: TaskGraph, seed: int) -> dict[str, Any]:
 
 
 def _plan_steps(g: Grounded, skills: dict[str, str]) -> list[dict[str, Any]]:
+    """The reference plan as a task stores it; a refused step keeps the refusal's text (what
+    the agent meets at run time: derivable.py reads a taught fix's values there)."""
     return [
-        {"skill": skills[s.tool], "tool": s.tool, "params": s.params, "expect": s.expect}
+        {"skill": skills[s.tool], "tool": s.tool, "params": s.params, "expect": s.expect,
+         **({"refusal": s.refusal} if s.refusal else {})}
         for s in g.steps
-    ]
+    ]  # fmt: skip
 
 
 def _verified_recoveries(
@@ -143,8 +170,8 @@ def _verified_recoveries(
     if not calls:
         return []
     _, runs = execute.run_plans(files, [_plan(c) for c in calls], sandbox)
-    refused = [(c, str(r.trace[0].get("result", ""))) for c, r in zip(calls, runs, strict=True)
-               if r.ok and r.trace]  # fmt: skip
+    refused = [(c, str(r.trace[0].get("error") or r.trace[0].get("result") or ""))
+               for c, r in zip(calls, runs, strict=True) if r.ok and r.trace]  # fmt: skip
     guesses = recovery_candidates(domain, tables, refused, rng)
     if not guesses:
         return []
@@ -181,11 +208,13 @@ def make_task(
     skills: dict[str, str],
     chat: ChatFn | None,
     all_writes: execute.PlanRun | None = None,
-    told: list[str] | None = None,
+    told: list[Told] | None = None,
 ) -> tuple[str, str]:
     """(generator code, note) for one grounded plan whose reference run went as expected;
     ValueError when the run changed nothing or its tests pass the "every write tool" state.
-    The instruction is appended to `told` when given (structure.py measures against it)."""
+    (instruction, fix left to the refusal) is appended to `told` when given (structure.py
+    measures against it). A fix the refusal teaches (taught_fixes) is left out of the goal,
+    unless that would leave a value the agent cannot know: then it is stated as before."""
     taken, alt = runs
     changes = diff(initial, taken.final, domain.keys)
     if not changes:
@@ -201,13 +230,19 @@ def make_task(
     )
     if all_writes is not None and all_writes.final and passes(preds, all_writes.final):
         raise ValueError("applying every write tool once passes the tests")
-    aim = goal(domain.name, domain.description, g, changes, other)
-    note = "deterministic instruction"
+    plan = _plan_steps(g, skills)
+    taught = taught_fixes(domain, g, initial)
+    aim = goal(domain.name, domain.description, g, changes, other, taught)
+    if taught.steps and underivable(plan, preds, write_instruction(aim)):
+        taught = Taught(frozenset(), frozenset())  # leaving the fix out loses a value: state it
+        aim = goal(domain.name, domain.description, g, changes, other)
+    note = "deterministic instruction" + (
+        "; the fix is left to the refusal" if taught.steps else ""
+    )
     if chat is not None:
         instruction, note = llm_instruction(aim, chat, [t.name for t in domain.tools])
     else:
         instruction = write_instruction(aim)
-    plan = _plan_steps(g, skills)
     lost = underivable(plan, preds, instruction)
     if lost and chat is not None:  # the rewrite lost a value: the deterministic text states it
         instruction, note = (
@@ -220,7 +255,7 @@ def make_task(
     if unsure := unstated_inputs(plan, preds, instruction):
         note += f"; warning: arguments the instruction does not state: {', '.join(unsure[:3])}"
     if told is not None:
-        told.append(instruction)
+        told.append((instruction, bool(taught.steps)))
     schema: dict[str, Any] = {"store": domain.state_format}
     if domain.state_format == "sqlite":
         schema["file"] = Path(snapshot_file(domain)).name
@@ -243,6 +278,28 @@ def make_task(
     return code, note
 
 
+def taught_fixes(domain: Domain, g: Grounded, initial: execute.Tables) -> Taught:
+    """The plan's fixes whose every value the refusal before them teaches (ground.learnable),
+    the tables only they write, and whether one is dated the refused call's day."""
+    ix = Index.of(initial, domain.keys)
+    steps = [
+        i + 1
+        for i, s in enumerate(g.steps[:-2])
+        if s.expect == "error" and learnable((s, g.steps[i + 1], g.steps[i + 2]), ix)
+    ]
+    others = {
+        t for i, s in enumerate(g.steps) if i not in steps for t in domain.tool(s.tool).writes
+    }
+    mine = {t for i in steps for t in domain.tool(g.steps[i].tool).writes}
+    day = any(
+        v == c and isinstance(v, str) and ISO_DATE.match(v)
+        for i in steps
+        for v in g.steps[i].params.values()
+        for c in g.steps[i - 1].params.values()
+    )
+    return Taught(frozenset(steps), frozenset(mine - others), day)
+
+
 def synthesize_domain(
     root: Path,
     n: int,
@@ -253,6 +310,7 @@ def synthesize_domain(
     split: str = "train",
     skill_weights: dict[str, float] | None = None,
     analysis_cache: Path | None = None,
+    accept: Accept | None = None,
 ) -> DomainSynth:
     """Up to n candidate rows from one domain folder; DomainError if the folder breaks the
     contract, SandboxError/ExecutionError if the reference executor cannot run at all.
@@ -261,7 +319,12 @@ def synthesize_domain(
     policy's episodes on tasks that used the skill) orders the grounded graphs before the first n
     are kept: graphs whose plans use the skills the policy fails are made first. With `chat`, the
     LLM also reads each tool's source for edges the AST missed (llm_analysis.py, cached in
-    `analysis_cache`) and writes the instructions."""
+    `analysis_cache`) and writes the instructions.
+
+    A task dropped after it was made (by the structure check, or by `accept`: the CLI forges and
+    verifies each one) is replaced: the graphs already run but not yet needed come first, then
+    fresh rounds of graphs (at most ROUNDS in all), until n are kept or ATTEMPTS x n tasks were
+    made; `short` on the result says why fewer than n came back. The same seed draws the same."""
     start = time.monotonic()
     knobs = knobs or Knobs()
     domain = load_domain(root)
@@ -270,7 +333,7 @@ def synthesize_domain(
         domain, analysis = refine_with_llm(domain, chat, analysis_cache, _model_of(chat))
     tables = load_tables(domain)
     skills = cluster_skills(domain)
-    out = DomainSynth(domain=domain.name, skills=skills, analysis=analysis,
+    out = DomainSynth(domain=domain.name, skills=skills, analysis=analysis, asked=n,
                       plan_memory_mb=execute.plan_memory_mb(sandbox))  # fmt: skip
     files = workspace_files(domain, skills)
     by_tool = skill_of(skills)
@@ -278,12 +341,92 @@ def synthesize_domain(
     recoveries = (
         _verified_recoveries(domain, tables, files, sandbox, rng) if knobs.error_recovery else []
     )
+    ctx = _Round(domain, tables, files, skills, by_tool, sandbox, knobs, seed, recoveries,
+                 dict(skill_weights or {}))  # fmt: skip
+    pending: list[tuple[dict[str, Any], list[Grounded], list[Any]]] = []  # ran, not yet made
+    initial: execute.Tables = {}
+    all_writes: execute.PlanRun | None = None
+    attempts, rounds = 0, 0
+    budget = ATTEMPTS * n
+    while len(out.candidates) < n:
+        if not pending:
+            if rounds == ROUNDS:
+                out.short = f"no graph left to try after {rounds} round(s) of sampling"
+                break
+            need = n - len(out.candidates)
+            draws = max(MIN_GRAPHS, n * GRAPH_DRAWS) if not rounds else need * GRAPH_DRAWS
+            rounds += 1
+            fresh, start_state, probe_run = _sample_round(ctx, out, rng, draws, skill_weights)
+            if fresh:  # every round runs on the same snapshot: its starting state is the same
+                initial, all_writes = start_state, probe_run
+            pending += fresh
+            if not pending:
+                continue
+        if attempts >= budget:
+            break
+        batch: list[tuple[dict[str, Any], Grounded, execute.PlanRun, Told, dict[str, Any]]] = []
+        while pending and len(out.candidates) < n and attempts < budget:
+            row, fit, runs = pending.pop(0)
+            task = _make_one(ctx, out, row, fit, runs, initial, chat, split, all_writes)
+            if task is not None:
+                attempts += 1
+                batch.append(task)
+        measured = _measure_structure(out, batch, initial, files, sandbox)
+        if accept is not None:
+            _accept(out, batch, accept, measured)
+    for row, _, _ in pending:
+        row["reason"] = f"not needed: {n} task(s) made"
+    out.attempts, out.rounds = attempts, rounds
+    if len(out.candidates) < n:
+        made_then_dropped: dict[str, int] = {}
+        for row in out.graphs:
+            stage = row["reason"].split(":")[0]
+            if not row["kept"] and row["structure"]:  # measured, so made; then dropped
+                made_then_dropped[stage] = made_then_dropped.get(stage, 0) + 1
+        after = ", ".join(f"{k} {v}" for k, v in sorted(made_then_dropped.items()))
+        out.short = (
+            f"{len(out.candidates)} of {n} kept: "
+            + (out.short or f"attempts ran out ({attempts} made, at most {ATTEMPTS} x {n})")
+            + (f"; dropped after they were made: {after}" if after else "")
+        )
+    out.seconds = time.monotonic() - start
+    return out
+
+
+@dataclass(frozen=True)
+class _Round:
+    """What every sampling round of one synthesize_domain call shares."""
+
+    domain: Domain
+    tables: execute.Tables
+    files: dict[str, str]
+    skills: list[Skill]
+    by_tool: dict[str, str]
+    sandbox: SandboxConfig
+    knobs: Knobs
+    seed: int
+    recoveries: list[Recovery]
+    weights: dict[str, float] = field(default_factory=dict)  # skill_weights
+    # the "every write tool" probe, drawn once after the first round's graphs (so a seed grounds
+    # the graphs it always did)
+    probe: list[Grounded] = field(default_factory=list)
+
+
+def _sample_round(
+    ctx: _Round, out: DomainSynth, rng: random.Random, draws: int,
+    skill_weights: dict[str, float] | None,
+) -> tuple[list[tuple[dict[str, Any], list[Grounded], list[Any]]], execute.Tables,
+           execute.PlanRun | None]:  # fmt: skip
+    """Draw `draws` abstract graphs, ground them, and run every variant's plan (one sandbox
+    call, with the "every write tool" probe): (graph row, variants, their runs) per grounded
+    graph, the starting state, and the probe's run."""
+    domain, skills = ctx.domain, ctx.skills
     tried: list[tuple[dict[str, Any], list[Grounded]]] = []
-    for i in range(max(MIN_GRAPHS, n * GRAPH_DRAWS)):
-        graph = sample_task_graph(rng, knobs)
-        row = _graph_row(domain.name, i, graph, seed)
+    for _ in range(draws):
+        graph = sample_task_graph(rng, ctx.knobs)
+        row = _graph_row(domain.name, len(out.graphs), graph, ctx.seed)
         out.graphs.append(row)
-        variants, why = ground(domain, graph, tables, rng, recoveries=recoveries)
+        variants, why = ground(domain, graph, ctx.tables, rng, recoveries=ctx.recoveries)
         fit = [v for v in variants if not coverage_problems(v, domain, skills)]
         if not fit:
             problems = [p for v in variants for p in coverage_problems(v, domain, skills)]
@@ -291,69 +434,102 @@ def synthesize_domain(
             continue
         tried.append((row, fit))
     if skill_weights:
-        tried.sort(key=lambda t: -plan_weight(t[1][0], by_tool, skill_weights))  # stable
+        tried.sort(key=lambda t: -plan_weight(t[1][0], ctx.by_tool, skill_weights))  # stable
     plans = [v.plan(s) for _, fit in tried for v in fit for s in (v.steps, v.alt_steps) if s]
-    probe = Grounded(graph=TaskGraph(nodes=()), steps=every_write_plan(domain, tables, rng))
+    if not ctx.probe:
+        steps = every_write_plan(domain, ctx.tables, rng)
+        ctx.probe.append(Grounded(graph=TaskGraph(nodes=()), steps=steps))
     if not plans:
-        out.seconds = time.monotonic() - start
-        return out
-    initial, results = execute.run_plans(files, [*plans, probe.plan()], sandbox)
+        return [], {}, None
+    initial, results = execute.run_plans(ctx.files, [*plans, ctx.probe[0].plan()], ctx.sandbox)
     all_writes = results.pop()
-    out.plan_peak_mb = max([r.peak_mb for r in results] + [all_writes.peak_mb])
+    out.plan_peak_mb = max([out.plan_peak_mb, all_writes.peak_mb] + [r.peak_mb for r in results])
     at = iter(results)
-    made: list[tuple[dict[str, Any], Grounded, execute.PlanRun, str, dict[str, Any]]] = []
+    ran = []
     for row, fit in tried:
-        runs = [(v, next(at), next(at) if v.alt_steps else None) for v in fit]
-        if len(out.candidates) >= n:
-            row["reason"] = f"not needed: {n} task(s) made"
-            continue
-        good = [(v, a, b) for v, a, b in runs if a.ok and (b is None or b.ok)]
-        if not good:
-            row["reason"] = "execution: " + next(
-                x.why for _, a, b in runs for x in (a, b) if x and not x.ok
-            )
-            continue
-        v, a, b = good[0]
-        told: list[str] = []
-        try:
-            code, note = make_task(
-                domain, v, initial, (a, b), files, by_tool, chat, all_writes, told
-            )
-        except ValueError as exc:
-            stage = "derivability" if isinstance(exc, Underivable) else "end state"
-            row["reason"] = f"{stage}: {exc}"
-            continue
-        cand = candidate_row(code, seed, origin=f"domain:{domain.name}", split=split)
-        row.update(
-            kept=True,
-            reason=note,
-            task_id=cand["task_id"],
-            features=json.dumps(sorted(features_of(v.graph))),
-            plan=json.dumps(_plan_steps(v, by_tool), default=str),
+        ran.append((row, fit, [(v, next(at), next(at) if v.alt_steps else None) for v in fit]))
+    if skill_weights:  # by the heaviest variant that ran as expected: that one makes the task
+
+        def heaviest(runs: list[Any]) -> float:
+            ok = [v for v, a, b in runs if a.ok and (b is None or b.ok)]
+            return max((plan_weight(v, ctx.by_tool, skill_weights) for v in ok), default=0.0)
+
+        ran.sort(key=lambda r: -heaviest(r[2]))  # stable
+    return ran, initial, all_writes
+
+
+def _make_one(
+    ctx: _Round, out: DomainSynth, row: dict[str, Any], fit: list[Grounded], runs: list[Any],
+    initial: execute.Tables, chat: ChatFn | None, split: str,
+    all_writes: execute.PlanRun | None,
+) -> tuple[dict[str, Any], Grounded, execute.PlanRun, Told, dict[str, Any]] | None:  # fmt: skip
+    """The task of one executed graph (its first variant that ran as expected), appended to
+    `out.candidates`; None with the reason on the row when none makes a task."""
+    good = [(v, a, b) for v, a, b in runs if a.ok and (b is None or b.ok)]
+    if not good:
+        row["reason"] = "execution: " + next(
+            x.why for _, a, b in runs for x in (a, b) if x and not x.ok
         )
-        out.candidates.append(cand)
-        made.append((row, v, a, told[0], cand))
-    _measure_structure(out, made, initial, files, sandbox)
-    out.seconds = time.monotonic() - start
-    return out
+        return None
+    if ctx.weights:  # of the variants that ran, the one heaviest on the skills the policy fails
+        good.sort(key=lambda t: -plan_weight(t[0], ctx.by_tool, ctx.weights))  # stable
+    v, a, b = good[0]
+    told: list[Told] = []
+    try:
+        code, note = make_task(ctx.domain, v, initial, (a, b), ctx.files, ctx.by_tool, chat,
+                               all_writes, told)  # fmt: skip
+    except ValueError as exc:
+        stage = "derivability" if isinstance(exc, Underivable) else "end state"
+        row["reason"] = f"{stage}: {exc}"
+        return None
+    cand = candidate_row(code, ctx.seed, origin=f"domain:{ctx.domain.name}", split=split)
+    row.update(
+        kept=True,
+        reason=note,
+        task_id=cand["task_id"],
+        features=json.dumps(sorted(features_of(v.graph))),
+        plan=json.dumps(_plan_steps(v, ctx.by_tool), default=str),
+    )
+    out.candidates.append(cand)
+    return row, v, a, told[0], cand
+
+
+def _accept(
+    out: DomainSynth,
+    batch: list[tuple[dict[str, Any], Grounded, execute.PlanRun, Told, dict[str, Any]]],
+    accept: Accept,
+    measured: dict[str, Structure],
+) -> None:
+    """Ask `accept` (the CLI forges and verifies) about each task of the batch still kept; a
+    refused one is dropped with its reason, so the next round tops the count back up."""
+    for row, _, _, _, cand in batch:
+        if cand not in out.candidates:
+            continue
+        ok, why = accept(cand)
+        if not ok:
+            row.update(kept=False, task_id="", reason=why)
+            out.candidates.remove(cand)
+            gone = measured.get(cand["task_id"])
+            out.structure = [s for s in out.structure if s is not gone]
 
 
 def _measure_structure(
     out: DomainSynth,
-    made: list[tuple[dict[str, Any], Grounded, execute.PlanRun, str, dict[str, Any]]],
+    made: list[tuple[dict[str, Any], Grounded, execute.PlanRun, Told, dict[str, Any]]],
     initial: execute.Tables,
     files: dict[str, str],
     sandbox: SandboxConfig,
-) -> None:
+) -> dict[str, Structure]:
     """Measure each kept task's structure (one sandbox call runs every ablation plan), record it
     on its graph row, warn where a claimed structure is not measured, and drop a task where
-    execution proves a sub-goal or step changes nothing."""
+    execution proves a sub-goal or step changes nothing. Returns task id -> its measurement."""
+    kept: dict[str, Structure] = {}
     cuts = [ablations(v) for _, v, _, _, _ in made]
     plans = [plan for c in cuts for _, plan in c]
     runs = iter(execute.run_plans(files, plans, sandbox)[1] if plans else [])
-    for (row, v, a, instruction, cand), c in zip(made, cuts, strict=True):
+    for (row, v, a, (instruction, left_out), cand), c in zip(made, cuts, strict=True):
         ablated = {drop: next(runs) for drop, _ in c}
-        s = measure(v, a.trace, initial, a.final, instruction, ablated)
+        s = measure(v, a.trace, initial, a.final, instruction, ablated, left_out)
         row["structure"] = json.dumps(s.to_dict())
         if problems := certain_problems(s):
             row.update(kept=False, task_id="", reason="structure: " + "; ".join(problems[:3]))
@@ -365,3 +541,5 @@ def _measure_structure(
             steps = ", ".join(map(str, s.unnamed_lookups))
             row["reason"] += f"; warning: step(s) {steps} read a record the instruction never names"
         out.structure.append(s)
+        kept[cand["task_id"]] = s
+    return kept

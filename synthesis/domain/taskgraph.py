@@ -99,6 +99,8 @@ def sample_task_graph(rng: random.Random, knobs: Knobs = Knobs()) -> TaskGraph:
     lookups: list[list[int]] = []
     for g in range(goals):  # every goal's lookups first
         n_in = 2 if "convergence" in wanted and g == 0 else 1 if "long_range" in wanted else 0
+        if "error_recovery" in wanted and g == goals - 1 and not ("branching" in wanted and g == 0):
+            n_in = 0  # a recover node replays a refusal execution found: it consumes no lookup
         mine = []
         for _ in range(n_in):
             if len(nodes) < budget - goals:

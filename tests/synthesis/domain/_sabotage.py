@@ -39,6 +39,7 @@ class Made:
     final: Tables  # the reference end state
     final_sql: str = ""  # a sqlite store's reference end state, as its dump
     note: str = ""  # how the instruction was written
+    code: str = ""  # the rendered generator (its TASK holds the stored reference plan)
 
     @property
     def snapshot(self) -> str:
@@ -114,7 +115,7 @@ def make(
     code, note = make_task(domain, g, initial, (run, None), files, skill_of(skills), chat)
     ns: dict[str, Any] = {}
     exec(compile(code, "generator.py", "exec"), ns)  # our own rendered generator: data only
-    return Made(domain, files, ns["build"](0), final, final_sql, note)
+    return Made(domain, files, ns["build"](0), final, final_sql, note, code)
 
 
 def reward(made: Made, state_files: dict[str, str], ws: Path, extra: dict[str, str] | None = None):

@@ -178,3 +178,95 @@ def test_apiary_synthesis_states_every_boolean_its_plans_pass():
     for g in made.dropped:
         if g["reason"].startswith("derivability"):
             assert " = " in g["reason"] and "--" in g["reason"], g["reason"]
+
+
+# Issue 24, item 4: a chain. The instruction names order ORD-0004; its `buyer` leads to the buyer
+# (never named: the agent reads the order, then that buyer); the payment is that buyer's.
+HARTLEY = "orders.hartley-farm@shop.example"
+CHAINED = [
+    Step("get_order", {"order_code": "ORD-0004"}),
+    Step("get_buyer", {"buyer_email": {"$ref": [0, "buyer"]}}),
+    Step("record_payment", {"buyer_email": {"$ref": [1, "email"]}, "amount": 50.0,
+                            "date": "2025-07-03"}),
+]  # fmt: skip
+CHAIN_REFS = {
+    0: {"table": "orders", "key_field": "code", "key": "ORD-0004", "field": "buyer",
+        "value": HARTLEY},
+    1: {"table": "buyers", "key_field": "email", "key": HARTLEY, "field": "email",
+        "value": HARTLEY,
+        "via": {"table": "orders", "key_field": "code", "key": "ORD-0004", "field": "buyer"}},
+}  # fmt: skip
+
+
+def _paid(t):
+    row(t, "buyers", email=HARTLEY)["balance"] = 166.0
+    t["payments"].append({"code": "PY-0010", "buyer": HARTLEY, "amount": 50.0,
+                          "date": "2025-07-03"})  # fmt: skip
+
+
+def test_a_value_read_from_a_record_reached_through_a_chain_is_derivable_and_never_named(tmp_path):
+    made = make("apiary_coop", CHAINED, _paid, tmp_path, references=CHAIN_REFS)
+    text = made.built["instruction"]
+    assert HARTLEY not in text, text  # the reached record is not named: the chain leads there
+    assert "`buyer` = the `buyer` recorded on `orders` `ORD-0004`" in text, text
+    assert (
+        "the `buyers` record whose `email` is the `buyer` recorded on `orders` `ORD-0004`" in text
+    )
+    plan = [{"tool": s.tool, "params": s.params, "expect": "ok"} for s in CHAINED]
+    preds = made.built["answer"]["state"]["predicates"]
+    assert underivable(plan, preds, text) == []
+    # The chain's start unnamed: no chain reaches the buyer, and the value is named.
+    lost = underivable(plan, preds, text.replace("`ORD-0004`", "an order"))
+    assert any(x.startswith(f"payments.buyer = {HARTLEY} (read by step") for x in lost), lost
+    assert any("the buyers record email=" + HARTLEY in x for x in lost), lost
+
+
+def test_identified_follows_refs_from_a_stated_key_and_nothing_else():
+    from clawloop.synthesis.domain.derivable import identified, plan_args
+
+    plan = [
+        {"tool": "get_order", "params": {"order_code": "ORD-0004"}},
+        {"tool": "get_buyer", "params": {"buyer_email": {"$ref": [0, "buyer"]}}},
+        {"tool": "get_order", "params": {"order_code": "ORD-0009"}},
+        {"tool": "get_buyer", "params": {"buyer_email": {"$ref": [2, "buyer"]}}},
+    ]
+    assert identified(plan_args(plan), "Settle what order ORD-0004's buyer owes.") == {0, 1}
+    assert identified(plan_args(plan), "Orders ORD-0004 and ORD-0009.") == {0, 1, 2, 3}
+
+
+def test_the_verify_check_follows_the_chain_in_a_stored_task(tmp_path, monkeypatch):
+    import _sabotage
+
+    from clawloop.generators.verify.derivable import derivable_verdict
+
+    codes = []
+    real = _sabotage.make_task
+    monkeypatch.setattr(_sabotage, "make_task",
+                        lambda *a, **k: codes.append(real(*a, **k)[0]) or (codes[-1], ""))  # fmt: skip
+    made = make("apiary_coop", CHAINED, _paid, tmp_path, references=CHAIN_REFS)
+    answer, text = made.built["answer"], made.built["instruction"]
+    assert HARTLEY not in text, text
+    ok, reason = derivable_verdict(codes[0], answer, text)
+    assert ok, reason
+    ok, reason = derivable_verdict(codes[0], answer, text.replace("`ORD-0004`", "an order"))
+    assert not ok and f"payments.buyer = {HARTLEY}" in reason, reason
+
+
+def test_a_record_keyed_by_its_json_object_key_is_reached_by_the_table_id_parameter():
+    """A JSON table without a declared key (tau-bench's users) is matched by `_key`: the
+    certificate's user, reached from a named reservation, is passed as `user_id`."""
+    plan = [
+        {"tool": "get_reservation_details", "params": {"reservation_id": "TRS3YM"}},
+        {"tool": "get_user_details", "params": {"user_id": {"$ref": [0, "user_id"]}}},
+        {"tool": "send_certificate", "params": {"user_id": {"$ref": [1, "user_id"]},
+                                                "amount": 100}},
+    ]  # fmt: skip
+    preds = [{"kind": "rest", "table": "users", "match": {"_key": "mia_li_1001"},
+              "fields": ["payment_methods"], "values": {}}]  # fmt: skip
+    text = "Send `100` to the `users` record keyed by the `user_id` recorded on `TRS3YM`."
+    assert underivable(plan, preds, text) == []
+    lost = underivable(plan, preds, text.replace("TRS3YM", "a reservation"))
+    assert lost == [
+        "the users record _key=mia_li_1001 is neither named in the instruction nor reached "
+        "from a record it names"
+    ]

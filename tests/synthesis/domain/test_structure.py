@@ -85,6 +85,10 @@ def test_error_recovery_is_measured_only_when_the_first_attempt_was_refused_and_
     assert s.error_recovery and "error_recovery" not in s.unmet
     assert s.fix_told  # "clear --code H1": every literal of the fix is in the instruction
     assert not measure(g, trace, INITIAL, AFTER_2, "harvest hive H2", ablated).fix_told
+    # The instruction left out what the fix changes (the refusal teaches it): not told, even
+    # though the fix's only value, the hive, is the goal's own.
+    left = measure(g, trace, INITIAL, AFTER_2, "harvest H1", ablated, fix_left_out=True)
+    assert left.error_recovery and not left.fix_told
     g, trace, ablated = _recovery(refused_at_run_time=False, fix_needed=True)
     s = measure(g, trace, INITIAL, AFTER_2, "harvest H1", ablated)
     assert not s.error_recovery and "error_recovery" in s.unmet
@@ -200,8 +204,9 @@ def test_synth_drops_a_task_whose_sub_goal_is_overwritten_by_the_next_one():
         {"kept": True, "reason": "note", "task_id": "t1"},
     ]
     out.candidates = [{"task_id": "t0"}, {"task_id": "t1"}]
-    made = [(rows[0], overwritten, runs[0], "x", out.candidates[0]),
-            (rows[1], sound, runs[1], "x", out.candidates[1])]  # fmt: skip
+    told = ("x", False)  # (instruction, fix left to the refusal)
+    made = [(rows[0], overwritten, runs[0], told, out.candidates[0]),
+            (rows[1], sound, runs[1], told, out.candidates[1])]  # fmt: skip
     _measure_structure(out, made, initial, files, sandbox)
     assert not rows[0]["kept"] and rows[0]["reason"].startswith(
         "structure: sub-goal 0 changes nothing"
