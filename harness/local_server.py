@@ -118,6 +118,7 @@ class LocalPolicy:
             max_model_len or getattr(self.model.config, "max_position_embeddings", 0) or 4096
         )
         self.generator = torch.Generator().manual_seed(seed)
+        self._warned_unspliced = False
         self.lock = threading.Lock()
 
     # -- prompt ----------------------------------------------------------------------------
@@ -125,20 +126,34 @@ class LocalPolicy:
         """The chat template's rendering with the generation prompt, tokenised as training does."""
         if not isinstance(messages, list) or not messages:
             raise RequestError("'messages' must be a non-empty list")
-        from clawloop.training.sequences import SAMPLED_KEY, sampled_history_prompt
+        from clawloop.training.sequences import (
+            SAMPLED_KEY,
+            sampled_form_ids,
+            sampled_history_prompt,
+        )
 
-        if any(isinstance(m, dict) and m.get(SAMPLED_KEY) is not None for m in messages):
-            spliced = sampled_history_prompt(self.tokenizer, messages, tools)
-            if spliced is None:
-                raise RequestError(
-                    f"an assistant message's '{SAMPLED_KEY}' field cannot be rendered as sampled "
-                    "(send it back as this server returned it: token_ids, or text and stop_id; "
-                    "or leave it out to have the chat template render the reply)"
-                )
-            vocab = len(self.tokenizer)
-            if any(not 0 <= i < vocab for i in spliced):
-                raise RequestError(f"a '{SAMPLED_KEY}' token id is outside the vocabulary")
+        forms = [m.get(SAMPLED_KEY) for m in messages if isinstance(m, dict)]
+        forms = [f for f in forms if f is not None]
+        if any(sampled_form_ids(self.tokenizer, f) is None for f in forms):
+            raise RequestError(
+                f"an assistant message's '{SAMPLED_KEY}' field is malformed (send it back as "
+                "this server returned it: token_ids, or text and stop_id; or leave it out to "
+                "have the chat template render the reply)"
+            )
+        vocab = len(self.tokenizer)
+        if any(not 0 <= i < vocab for f in forms for i in f.get("token_ids") or []):
+            raise RequestError(f"a '{SAMPLED_KEY}' token id is outside the vocabulary")
+        spliced = sampled_history_prompt(self.tokenizer, messages, tools) if forms else None
+        if spliced is not None:
             return spliced
+        if forms and not self._warned_unspliced:
+            # a template whose history header differs from its generation prompt (e.g. one that
+            # opens <think> in the prompt): the template renders the history, as training does
+            self._warned_unspliced = True
+            log.warning(
+                "this chat template cannot render earlier replies as sampled; it re-renders "
+                "them, so training starts a new sequence where the history changed"
+            )
         try:
             text = self.tokenizer.apply_chat_template(
                 messages, tools=tools or None, add_generation_prompt=True, tokenize=False

@@ -30,9 +30,11 @@ tokens (`sampled_history_prompt`: the chat template renders the rest, the sample
 in where the template would have put the re-rendered reply). So a Qwen3 template's stripping of
 earlier think blocks, a tool call re-serialised from its parsed form or a non-canonical sampled
 tokenisation no longer change the next prompt, and an episode is one sequence. On the text path
-training renders the prompt the same way from the same `sampled` fields. So every sequence is a context the policy really had,
-and `action_mask` is 1 on sampled tokens only: reasoning, assistant text, tool-call text and the
-end-of-turn token, never system, user or tool-observation tokens.
+training renders the prompt the same way from the same `sampled` fields.
+
+So every sequence is a context the policy really had, and `action_mask` is 1 on sampled tokens
+only: reasoning, assistant text, tool-call text and the end-of-turn token, never system, user or
+tool-observation tokens.
 """
 
 from __future__ import annotations

@@ -172,3 +172,15 @@ def test_a_malformed_sampled_field_is_refused_with_the_fix(tiny_model_dir):
     msgs[1]["sampled"] = {"token_ids": [10**9]}
     with pytest.raises(RequestError, match="outside the vocabulary"):
         policy.prompt_ids(msgs, None)
+    # a template whose generation prompt is not its history's header (it opens <think>): the
+    # history cannot be spliced, so the template renders it, as training's text path does
+    msgs[1]["sampled"] = {"token_ids": [10, 11]}
+    gen = "{{- '<|im_start|>assistant\\n' }}"
+    assert gen in policy.tokenizer.chat_template
+    policy.tokenizer.chat_template = policy.tokenizer.chat_template.replace(
+        gen, "{{- '<|im_start|>assistant\\n<think>\\n' }}"
+    )
+    plain = policy.tokenizer.apply_chat_template(msgs, add_generation_prompt=True, tokenize=False)
+    assert plain.endswith("<think>\n")
+    want = policy.tokenizer(plain, add_special_tokens=False)["input_ids"]
+    assert policy.prompt_ids(msgs, None) == want
