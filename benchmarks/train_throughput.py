@@ -13,10 +13,15 @@ machine is shared. Target: ratio >= 0.9.
 
 `--trajectories T.parquet --band B.parquet` uses a real rollout's episodes instead (a run's
 `iter-K/rollout/` files: not a best case), encoded as the train stage encodes them (with the
-agent's tool-call parser for the template fallback).
+agent's tool-call parser for the template fallback). `--all-episodes` trains on every episode of
+the train split, passed or not, kept by the band or not (a run of the tiny model passes nothing,
+so SFT's own choice would leave nothing to time). `--pack` runs our side with `train.pack`
+(TRL's side is its default padded batches either way).
 
     .venv/bin/python benchmarks/train_throughput.py [--episodes 32] [--batch 4] [--repeats 2]
     .venv/bin/python benchmarks/train_throughput.py --trajectories T.parquet --band B.parquet
+    .venv/bin/python benchmarks/train_throughput.py --trajectories T.parquet [T2.parquet] \
+        --band B.parquet [B2.parquet] --all-episodes [--pack]
 """
 
 from __future__ import annotations
@@ -102,18 +107,25 @@ class Speed:
     episodes_s: float
 
 
-def _cfg(batch: int, max_len: int) -> TrainConfig:
+def _cfg(batch: int, max_len: int, pack: bool = False) -> TrainConfig:
     return TrainConfig(
-        phases="sft", per_device_batch_size=batch, max_seq_len=max_len, sft_learning_rate=1e-4
+        phases="sft",
+        per_device_batch_size=batch,
+        max_seq_len=max_len,
+        sft_learning_rate=1e-4,
+        pack=pack,
     )
 
 
-def run_ours(model_dir: Path, samples, work: Work, batch: int, max_len: int, out: Path) -> Speed:
+def run_ours(
+    model_dir: Path, samples, work: Work, batch: int, max_len: int, out: Path, pack: bool = False
+) -> Speed:
     from clawloop.training.stage import make_trainer
     from clawloop.training.trainer_base import PolicyRef, load_tokenizer
 
     tok = load_tokenizer(model_dir)
-    trainer = make_trainer("sft", samples, PolicyRef(model_dir), tok, _cfg(batch, max_len), out)
+    cfg = _cfg(batch, max_len, pack)
+    trainer = make_trainer("sft", samples, PolicyRef(model_dir), tok, cfg, out)
     t0 = time.perf_counter()
     trainer.train()
     wall = time.perf_counter() - t0
@@ -177,8 +189,16 @@ def main() -> int:
     parser.add_argument("--batch", type=int, default=4, help="sequences per step, both sides")
     parser.add_argument("--max-len", type=int, default=8192)
     parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--trajectories", type=Path, help="a rollout's trajectories.parquet")
-    parser.add_argument("--band", type=Path, help="the same rollout's band.parquet")
+    parser.add_argument(
+        "--trajectories", type=Path, nargs="+", help="rollouts' trajectories.parquet files"
+    )
+    parser.add_argument("--band", type=Path, nargs="+", help="the same rollouts' band.parquet")
+    parser.add_argument(
+        "--all-episodes",
+        action="store_true",
+        help="train every train-split episode of --trajectories, passed or not",
+    )
+    parser.add_argument("--pack", action="store_true", help="our side with train.pack")
     args = parser.parse_args()
     if (args.trajectories is None) != (args.band is None):
         parser.error("--trajectories and --band go together (both files of one rollout stage)")
@@ -209,7 +229,11 @@ def main() -> int:
         )
         rows, band = synthetic, pd.DataFrame({"task_id": synthetic["task_id"], "kept": True})
         if args.trajectories is not None:
-            rows, band = pd.read_parquet(args.trajectories), pd.read_parquet(args.band)
+            rows = pd.concat([pd.read_parquet(p) for p in args.trajectories], ignore_index=True)
+            band = pd.concat([pd.read_parquet(p) for p in args.band], ignore_index=True)
+            if args.all_episodes:
+                rows = rows.assign(passed=True)
+                band = pd.DataFrame({"task_id": rows["task_id"].unique(), "kept": True})
         samples, rep = sft_samples(
             rows, band, load_tokenizer(model_dir), _cfg(1, args.max_len), agent_tool_call_parser()
         )
@@ -225,7 +249,7 @@ def main() -> int:
         print(
             f"work, both sides: {work.episodes} episodes -> {work.sequences} sequences, "
             f"{work.tokens:,} tokens, {work.supervised:,} supervised; batch {args.batch} "
-            f"sequences, max length {args.max_len}; turns from ids {rep.encode.turns_from_ids}, "
+            f"sequences, max length {args.max_len}, ours packed: {args.pack}; turns from ids {rep.encode.turns_from_ids}, "
             f"text {rep.encode.turns_from_text}, template {rep.encode.turns_from_template}, "
             f"dropped {rep.encode.turns_dropped}, prefix breaks {rep.encode.prefix_breaks}"
         )
@@ -233,7 +257,9 @@ def main() -> int:
         trl: list[Speed] = []
         for r in range(args.repeats):
             ours.append(
-                run_ours(model_dir, samples, work, args.batch, args.max_len, tmpdir / f"o{r}")
+                run_ours(
+                    model_dir, samples, work, args.batch, args.max_len, tmpdir / f"o{r}", args.pack
+                )
             )
             trl.append(
                 run_trl(model_dir, samples, work, args.batch, args.max_len, tmpdir / f"t{r}")

@@ -274,6 +274,14 @@ def reply_from_response(data: dict[str, Any], latency_s: float = 0.0) -> ChatRep
     reasoning = msg.get("reasoning_content")
     if not isinstance(reasoning, str):
         reasoning = msg.get("reasoning") if isinstance(msg.get("reasoning"), str) else None
+    # Kept on the history message, so the next prompts hold the turn as it was sampled: the
+    # reasoning (templates that keep it, e.g. Qwen3 after the last user query, render it back
+    # rather than dropping it) and the local server's `sampled` form (it renders that message
+    # as exactly those tokens; only that server returns it, so only it is sent it back).
+    if reasoning:
+        message["reasoning_content"] = reasoning
+    if isinstance(msg.get("sampled"), dict):
+        message["sampled"] = msg["sampled"]
     return ChatReply(
         message=message,
         finish_reason=choice.get("finish_reason") or "",

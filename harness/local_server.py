@@ -37,6 +37,16 @@ Routes
   - reasoning: when the chat template has think blocks (`</think>`), a sampled
     `<think>...</think>` is split off into `reasoning_content` (partitioned at the tags, the
     whitespace kept, as vLLM's qwen3 reasoning parser does), the rest is the content;
+  - history as sampled: the reply's message carries `sampled` (the sampled ids, stop id
+    included, when the request asked for token ids; else `text`, the exact sampled text with its
+    reasoning, tool calls and special tokens, and `stop_id`). The agent keeps it on the history
+    message, and an assistant message that carries it is rendered as exactly those tokens
+    (`training.sequences.sampled_history_prompt`: the template renders everything else and the
+    sampled ids are spliced in where it would have re-rendered the reply), so a template that
+    strips earlier think blocks (Qwen3's) or re-serialises parsed tool calls, or a sample that
+    is not the tokenizer's own tokenisation, no longer changes the next prompt: each prompt
+    extends the previous prompt + completion, and training chains an episode into one sequence.
+    A `sampled` field the server cannot render is answered 400;
   - `usage` counts the prompt and completion ids; a prompt that with max_tokens overflows
     `max_model_len` is answered 400 "maximum context length ..." (the client's context_full);
     `stream: true` or `n` > 1 are answered 400; other fields are ignored.
@@ -108,6 +118,7 @@ class LocalPolicy:
             max_model_len or getattr(self.model.config, "max_position_embeddings", 0) or 4096
         )
         self.generator = torch.Generator().manual_seed(seed)
+        self._warned_unspliced = False
         self.lock = threading.Lock()
 
     # -- prompt ----------------------------------------------------------------------------
@@ -115,6 +126,34 @@ class LocalPolicy:
         """The chat template's rendering with the generation prompt, tokenised as training does."""
         if not isinstance(messages, list) or not messages:
             raise RequestError("'messages' must be a non-empty list")
+        from clawloop.training.sequences import (
+            SAMPLED_KEY,
+            sampled_form_ids,
+            sampled_history_prompt,
+        )
+
+        forms = [m.get(SAMPLED_KEY) for m in messages if isinstance(m, dict)]
+        forms = [f for f in forms if f is not None]
+        if any(sampled_form_ids(self.tokenizer, f) is None for f in forms):
+            raise RequestError(
+                f"an assistant message's '{SAMPLED_KEY}' field is malformed (send it back as "
+                "this server returned it: token_ids, or text and stop_id; or leave it out to "
+                "have the chat template render the reply)"
+            )
+        vocab = len(self.tokenizer)
+        if any(not 0 <= i < vocab for f in forms for i in f.get("token_ids") or []):
+            raise RequestError(f"a '{SAMPLED_KEY}' token id is outside the vocabulary")
+        spliced = sampled_history_prompt(self.tokenizer, messages, tools) if forms else None
+        if spliced is not None:
+            return spliced
+        if forms and not self._warned_unspliced:
+            # a template whose history header differs from its generation prompt (e.g. one that
+            # opens <think> in the prompt): the template renders the history, as training does
+            self._warned_unspliced = True
+            log.warning(
+                "this chat template cannot render earlier replies as sampled; it re-renders "
+                "them, so training starts a new sequence where the history changed"
+            )
         try:
             text = self.tokenizer.apply_chat_template(
                 messages, tools=tools or None, add_generation_prompt=True, tokenize=False
@@ -194,6 +233,15 @@ class LocalPolicy:
         body_ids = s.ids[:-1] if s.finish_reason == "stop" else s.ids
         text = self.tokenizer.decode(body_ids, skip_special_tokens=True)
         message = self.message(text, bool(tools))
+        # what the client sends back on this assistant message for the next turns' prompts to
+        # hold it exactly as sampled: the ids when the client asked for ids, else the exact text
+        # (special tokens kept) and the stop id sampled
+        stop = s.ids[-1] if s.finish_reason == "stop" else None
+        message["sampled"] = (
+            {"token_ids": list(s.ids)}
+            if body.get("return_token_ids")
+            else {"text": self.tokenizer.decode(body_ids), "stop_id": stop}
+        )
         choice: dict[str, Any] = {
             "index": 0,
             "message": message,
@@ -203,7 +251,7 @@ class LocalPolicy:
             "logprobs": None,
             # vLLM's field: the stop id that ended the reply (None when it was cut), so a client
             # without token ids still knows which end-of-turn id was sampled
-            "stop_reason": s.ids[-1] if s.finish_reason == "stop" else None,
+            "stop_reason": stop,
         }
         response: dict[str, Any] = {
             "id": f"chatcmpl-{uuid.uuid4().hex}",

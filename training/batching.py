@@ -38,11 +38,11 @@ class SampleCollator:
 
     pad_token_id: int
     with_rl: bool = False
-    pack: bool = False  # SFT: the micro-batch as one row, no padding (see `packed`)
+    pack: bool = False  # the micro-batch as one row, no padding (see `packed`)
 
     def __call__(self, samples: list[TokenSample]) -> dict[str, torch.Tensor]:
-        if self.pack and not self.with_rl:
-            return packed(samples)
+        if self.pack:
+            return packed(samples, self.with_rl)
         n = max(len(s.input_ids) for s in samples)
         ids = torch.full((len(samples), n), self.pad_token_id, dtype=torch.long)
         attn = torch.zeros((len(samples), n), dtype=torch.long)
@@ -77,13 +77,18 @@ class SampleCollator:
         return batch
 
 
-def packed(samples: list[TokenSample]) -> dict[str, torch.Tensor]:
+def packed(samples: list[TokenSample], with_rl: bool = False) -> dict[str, torch.Tensor]:
     """The samples concatenated into one row with `position_ids` restarting at 0 per sample and
     no attention mask: transformers then attends within each sample only (its packed-sequence
     detection, which needs the forward to run without a KV cache: `use_cache=False`). Same
     tokens, same supervised labels as the padded batch, no pad tokens computed. Each sample's
     first label is -100 (it would be predicted from the previous sample's last token; the padded
-    batch never trains position 0 either)."""
+    batch never trains position 0 either).
+
+    `with_rl` (GRPO) adds the padded batch's per-token tensors laid out the same way, each
+    sample's first position masked out: `action_mask`, `old_logprobs`, `recorded` and
+    `ref_logprobs` where any sample has them, and `advantages` per token (each token carries its
+    own sample's), so every token's ratio and advantage are the padded batch's."""
     ids: list[int] = []
     pos: list[int] = []
     labels: list[int] = []
@@ -93,8 +98,26 @@ def packed(samples: list[TokenSample]) -> dict[str, torch.Tensor]:
         labels += [-100] + [
             t if m else -100 for t, m in zip(s.input_ids[1:], s.action_mask[1:], strict=True)
         ]
-    return {
+    batch = {
         "input_ids": torch.tensor([ids], dtype=torch.long),
         "position_ids": torch.tensor([pos], dtype=torch.long),
         "labels": torch.tensor([labels], dtype=torch.long),
     }
+    if not with_rl:
+        return batch
+
+    def row(values: list[list[float]]) -> torch.Tensor:
+        return torch.tensor([[x for v in values for x in v]], dtype=torch.float32)
+
+    batch["action_mask"] = row([[0.0] + [float(m) for m in s.action_mask[1:]] for s in samples])
+    batch["old_logprobs"] = row([s.old_logprobs for s in samples])
+    batch["advantages"] = row([[s.advantage] * len(s.input_ids) for s in samples])
+    if any(s.recorded for s in samples):
+        batch["recorded"] = row(
+            [s.recorded or [int(math.isfinite(x)) for x in s.old_logprobs] for s in samples]
+        )
+    if any(s.ref_logprobs for s in samples):
+        batch["ref_logprobs"] = row(
+            [s.ref_logprobs or [math.nan] * len(s.input_ids) for s in samples]
+        )
+    return batch

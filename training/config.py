@@ -67,12 +67,14 @@ class TrainConfig:
         None,
         "DeepSpeed JSON for the Trainer (e.g. training/configs/zero3.json); or use accelerate launch",
     )
-    # --- SFT
+    # --- both phases
     pack: bool = _f(
         False,
-        "SFT: pack each micro-batch's sequences into one row (position ids restart per sequence, "
-        "attention stays within each), so no pad tokens are computed; same tokens and loss",
+        "SFT and GRPO: pack each micro-batch's sequences into one row (position ids restart per "
+        "sequence, attention stays within each), so no pad tokens are computed; same tokens, "
+        "same per-token advantages and ratios, same loss",
     )
+    # --- SFT
     sft_learning_rate: float = _f(1e-4, "SFT learning rate (GPU profile: 1e-5 full, 1e-4 LoRA)")
     sft_epochs: float = _f(1.0, "passes over the successful trajectories")
     sft_max_steps: int = _f(-1, "stop SFT after this many optimizer steps (-1: epochs decide)")

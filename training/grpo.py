@@ -94,7 +94,8 @@ def grpo_token_loss(
     """Per-token loss [B, T] (zero off the mask) and detached stats.
 
     `old_logp` holds NaN where the sampling logprob is unknown; there the ratio is taken against
-    the detached current logprob. `advantages` is one value per sequence [B]. `recorded` (1/0)
+    the detached current logprob. `advantages` is one value per sequence [B], or one per token
+    [B, T] (a packed row holds several sequences, each token its own one's). `recorded` (1/0)
     says which old logprobs the server recorded (the rest were computed before the first step):
     `offpolicy_frac` is their share of the action tokens; without it, the finite old logprobs'.
     """
@@ -102,7 +103,8 @@ def grpo_token_loss(
     known = torch.isfinite(old_logp)
     base = torch.where(known, old_logp.to(logp.dtype), logp.detach())
     ratio = torch.exp(logp - base)
-    adv = advantages.to(logp.dtype).unsqueeze(-1)
+    adv = advantages.to(logp.dtype)
+    adv = adv if adv.dim() == logp.dim() else adv.unsqueeze(-1)
     unclipped = -ratio * adv
     clipped = -torch.clamp(ratio, 1.0 - clip_eps, 1.0 + clip_eps) * adv
     per_token = torch.maximum(unclipped, clipped)
@@ -248,34 +250,9 @@ class GRPOGroupTrainer(MetricsMixin, Trainer):
         self.cfg = cfg
         self._init_metrics("grpo", kept_groups)
 
-    def _ref_logprobs(self, inputs, logp: torch.Tensor) -> torch.Tensor | None:
-        """The KL reference's logprobs: the phase's start model's, frozen before the first step."""
-        if self.cfg.kl_beta <= 0:
-            return None
-        if "ref_logprobs" not in inputs:
-            raise ValueError(
-                "kl_beta > 0 but the batch has no reference logprobs: call "
-                "freeze_old_logprobs(model, samples, device, with_ref=True) before training"
-            )
-        ref = inputs["ref_logprobs"][:, 1:].to(logp.dtype)
-        return torch.where(torch.isfinite(ref), ref, logp.detach())
-
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         self._count(inputs)
-        ids, attn = inputs["input_ids"], inputs["attention_mask"]
-        out = model(input_ids=ids, attention_mask=attn)
-        logp = next_token_logprobs(out.logits, ids)
-        mask = inputs["action_mask"][:, 1:]
-        per_token, stats = grpo_token_loss(
-            logp,
-            inputs["old_logprobs"][:, 1:],
-            inputs["advantages"],
-            mask,
-            self.cfg.clip_eps,
-            self._ref_logprobs(inputs, logp),
-            self.cfg.kl_beta,
-            inputs["recorded"][:, 1:] if "recorded" in inputs else None,
-        )
+        per_token, stats, mask, out = batch_token_loss(model, inputs, self.cfg)
         if num_items_in_batch is not None:
             # Mean over every action token of the optimizer step (all micro-batches, all ranks).
             loss = per_token.sum() / num_items_in_batch
@@ -287,3 +264,41 @@ class GRPOGroupTrainer(MetricsMixin, Trainer):
             self.loss_is_scaled_for_ga = False
         self._note(**{k: float(v) for k, v in stats.items()})
         return (loss, out) if return_outputs else loss
+
+
+def _ref_logprobs(inputs, logp: torch.Tensor, cfg: TrainConfig) -> torch.Tensor | None:
+    """The KL reference's logprobs: the phase's start model's, frozen before the first step."""
+    if cfg.kl_beta <= 0:
+        return None
+    if "ref_logprobs" not in inputs:
+        raise ValueError(
+            "kl_beta > 0 but the batch has no reference logprobs: call "
+            "freeze_old_logprobs(model, samples, device, with_ref=True) before training"
+        )
+    ref = inputs["ref_logprobs"][:, 1:].to(logp.dtype)
+    return torch.where(torch.isfinite(ref), ref, logp.detach())
+
+
+def batch_token_loss(model, inputs, cfg: TrainConfig):
+    """(per-token loss [B, T-1], stats, action mask, model output) of one collated batch, padded
+    or packed (`position_ids` and no attention mask: one row of several sequences, attention kept
+    within each, per-token advantages); the same tokens give the same values either way."""
+    ids = inputs["input_ids"]
+    if "position_ids" in inputs and "attention_mask" not in inputs:
+        out = model(input_ids=ids, position_ids=inputs["position_ids"], use_cache=False)
+    else:
+        out = model(input_ids=ids, attention_mask=inputs["attention_mask"])
+    logp = next_token_logprobs(out.logits, ids)
+    mask = inputs["action_mask"][:, 1:]
+    adv = inputs["advantages"]
+    per_token, stats = grpo_token_loss(
+        logp,
+        inputs["old_logprobs"][:, 1:],
+        adv[:, 1:] if adv.dim() == 2 else adv,
+        mask,
+        cfg.clip_eps,
+        _ref_logprobs(inputs, logp, cfg),
+        cfg.kl_beta,
+        inputs["recorded"][:, 1:] if "recorded" in inputs else None,
+    )
+    return per_token, stats, mask, out

@@ -20,9 +20,21 @@ template's re-rendering of the reply:
 Consecutive turns are chained into one sequence while the next prompt extends the previous prompt +
 completion token for token (the prefix property); where it breaks (a template that rewrites
 history, e.g. Qwen3 dropping think blocks; a re-tokenisation that differs from the sampled ids;
-context truncation) a new sequence starts. So every sequence is a context the policy really had,
-and `action_mask` is 1 on sampled tokens only: reasoning, assistant text, tool-call text and the
-end-of-turn token, never system, user or tool-observation tokens.
+context truncation) a new sequence starts.
+
+The prefix holds by construction where the history carries each earlier turn as sampled: the local
+server (harness/local_server.py) answers with a `sampled` field on its message (the turn's sampled
+ids when token ids were asked for, else its exact text and stop id), the agent keeps it on the
+history message, and the server renders every assistant message that has one as exactly those
+tokens (`sampled_history_prompt`: the chat template renders the rest, the sampled ids are spliced
+in where the template would have put the re-rendered reply). So a Qwen3 template's stripping of
+earlier think blocks, a tool call re-serialised from its parsed form or a non-canonical sampled
+tokenisation no longer change the next prompt, and an episode is one sequence. On the text path
+training renders the prompt the same way from the same `sampled` fields.
+
+So every sequence is a context the policy really had, and `action_mask` is 1 on sampled tokens
+only: reasoning, assistant text, tool-call text and the end-of-turn token, never system, user or
+tool-observation tokens.
 """
 
 from __future__ import annotations
@@ -298,6 +310,9 @@ def _text_prompt(
     if isinstance(rec.get("prompt_text"), str) and rec["prompt_text"]:
         report.prompts_from_record += 1
         return _ids(tokenizer, rec["prompt_text"]), rec["prompt_text"]
+    spliced = sampled_history_prompt(tokenizer, messages[:index], tools)
+    if spliced is not None:  # the server rendered earlier turns as sampled: so does training
+        return spliced, tokenizer.decode(spliced)
     try:
         text = _render(tokenizer, messages[:index], tools, gen=True)
     except Exception as exc:  # jinja errors, templates that refuse a role order
@@ -306,6 +321,85 @@ def _text_prompt(
     if any(n and n not in text for n in names):
         report.prompts_without_tools += 1
     return _ids(tokenizer, text), text
+
+
+SAMPLED_KEY = "sampled"  # an assistant message's sampled form, as the local server returns it
+
+
+def sampled_form_ids(tokenizer, sampled: Any) -> list[int] | None:
+    """The ids an assistant message's `sampled` field stands for, or None when it is malformed:
+    `{"token_ids": [...]}` as they are (the stop id included), or `{"text": str, "stop_id":
+    int | None}` tokenised as the server tokenises a prompt, with the stop id after it (none when
+    the reply was cut at max_tokens)."""
+    if not isinstance(sampled, dict):
+        return None
+    ids = sampled.get("token_ids")
+    if ids is not None:
+        ok = isinstance(ids, list) and ids and all(isinstance(i, int) for i in ids)
+        return [int(i) for i in ids] if ok else None
+    text, stop = sampled.get("text"), sampled.get("stop_id")
+    if not isinstance(text, str) or not (stop is None or isinstance(stop, int)):
+        return None
+    out = _ids(tokenizer, text) if text else []
+    if stop is not None:
+        out.append(int(stop))
+    return out or None
+
+
+def _marker(i: int) -> str:
+    return f"clawloop-sampled-turn-{i}-marker"
+
+
+def sampled_history_prompt(
+    tokenizer, messages: list[dict], tools: list[dict] | None
+) -> list[int] | None:
+    """The prompt ids of `messages` (with the generation prompt), every assistant message that
+    carries a `sampled` field rendered as exactly its sampled ids; None when no message carries one
+    or the template cannot be spliced (then the plain rendering is the prompt).
+
+    Each such message is rendered by the chat template as a placeholder (its content a marker, no
+    reasoning, no tool calls), so the template still writes the roles, the tools, the
+    observations and the generation prompt; the text around the markers is tokenised piece by
+    piece and the sampled ids take the markers' place. A sampled reply ends with its stop id,
+    so the template's end-of-turn right after the marker is the sampled one and is not added
+    twice; a reply cut at max_tokens keeps the template's. Refused (None) where the template
+    does not open the placeholder with its own generation prompt, or closes it otherwise."""
+    known = {
+        i: sampled_form_ids(tokenizer, m[SAMPLED_KEY])
+        for i, m in enumerate(messages)
+        if m.get("role") == "assistant" and m.get(SAMPLED_KEY) is not None
+    }
+    if not known or any(v is None for v in known.values()):
+        return None
+    eot, ends = end_of_turn_ids(tokenizer)
+    if eot is None:
+        return None
+    end_text = tokenizer.convert_ids_to_tokens(eot)
+    placeheld = [
+        {"role": "assistant", "content": _marker(i)} if i in known else m
+        for i, m in enumerate(messages)
+    ]
+    probe = [{"role": "user", "content": "x"}]
+    try:
+        text = _render(tokenizer, placeheld, tools, gen=True)
+        gen_prompt = _render(tokenizer, probe, None, gen=True)[
+            len(_render(tokenizer, probe, None, gen=False)) :
+        ]
+    except Exception:  # a template that refuses the placeholders: the plain rendering
+        return None
+    ids: list[int] = []
+    rest = text
+    for i in sorted(known):
+        before, found, rest = rest.partition(_marker(i))
+        if not found or not gen_prompt or not before.endswith(gen_prompt):
+            return None
+        sampled = known[i]
+        if sampled[-1] in ends:  # the template's end-of-turn is the sampled stop id
+            if not rest.startswith(end_text):
+                return None
+            rest = rest[len(end_text) :]
+        ids += _ids(tokenizer, before) + sampled
+    return ids + _ids(tokenizer, rest)
 
 
 UNKNOWN_SAMPLE = (
@@ -399,13 +493,24 @@ def _template_turn(
 def _text_turn(
     tokenizer, rec: dict, messages: list[dict], index: int, tools, report: EncodeReport
 ) -> Turn | str:
-    text = sampled_text(rec, messages[index])
+    sampled = messages[index].get(SAMPLED_KEY)
+    # the local server's own statement of the sampled text (reasoning, tool calls and special
+    # tokens included) and stop id: what it splices into later prompts, so the turn chains
+    stated = isinstance(sampled, dict) and "text" in sampled
+    text = "" if stated else sampled_text(rec, messages[index])
     if text is None:
         return UNKNOWN_SAMPLE
     prompt = _text_prompt(tokenizer, rec, messages, index, tools, report)
     if isinstance(prompt, str):
         return prompt
     prompt_ids, prompt_text = prompt
+    if stated:
+        completion = sampled_form_ids(tokenizer, sampled)
+        if completion is None:
+            return "the reply's `sampled` field is malformed (text and stop_id expected)"
+        if rec.get("finish_reason") in CUT_REASONS:
+            report.completions_cut += 1
+        return Turn(prompt_ids, completion, None, "text")
     reasoning = rec.get("reasoning_content")
     if isinstance(reasoning, str) and reasoning:
         text = _reasoned(reasoning, text, prompt_text)

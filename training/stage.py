@@ -252,7 +252,7 @@ def make_trainer(
         "args": args,
         "train_dataset": SampleDataset(samples),
         "data_collator": SampleCollator(
-            tokenizer.pad_token_id, with_rl=phase == "grpo", pack=cfg.pack and phase == "sft"
+            tokenizer.pad_token_id, with_rl=phase == "grpo", pack=cfg.pack
         ),
         "processing_class": tokenizer,
         "callbacks": progress_callbacks(phase),  # a bar on a terminal's stderr, else none

@@ -53,6 +53,28 @@ def test_reply_without_token_ids_needs_retokenize():
     assert r.message["content"] == ""
 
 
+def test_the_history_message_keeps_the_reasoning_and_the_sampled_form():
+    """What the next prompt needs to hold the turn as sampled: the reasoning (a Qwen3 template
+    renders it back after the last user message instead of dropping it) and the local server's
+    `sampled` form (rendered as exactly those tokens); neither is invented where absent."""
+    body = {
+        "choices": [
+            {
+                "message": {
+                    "content": "ok",
+                    "reasoning_content": "\nthink\n",
+                    "sampled": {"token_ids": [5, 6, 7]},
+                },
+                "finish_reason": "stop",
+            }
+        ]
+    }
+    m = reply_from_response(body).message
+    assert m["reasoning_content"] == "\nthink\n" and m["sampled"] == {"token_ids": [5, 6, 7]}
+    plain = reply_from_response({"choices": [{"message": {"content": "ok"}}]}).message
+    assert plain == {"role": "assistant", "content": "ok"}
+
+
 def test_reply_without_choices_is_bad_response():
     with pytest.raises(LLMError) as e:
         reply_from_response({"choices": []})
