@@ -156,6 +156,12 @@ class LLMSettings(Section):
         ),
     )
 
+    @field_validator("token_ids", mode="before")
+    @classmethod
+    def _yaml_switch(cls, value: Any) -> Any:
+        """YAML 1.1 reads a bare `off` / `on` as a boolean: take it as the word that was written."""
+        return {False: "off", True: "on"}.get(value, value) if isinstance(value, bool) else value
+
 
 def section_dump(section: Any) -> dict[str, Any]:
     """A section's values as JSON-ready data (for cache keys), whether the section is a pydantic

@@ -187,3 +187,14 @@ def test_llm_token_ids_is_a_run_config_setting():
     assert parse_config({}).llm.token_ids == "auto"
     with pytest.raises(ConfigError, match="llm.token_ids"):
         parse_config({"llm": {"token_ids": "yes"}})
+
+
+def test_llm_token_ids_off_unquoted_in_yaml_is_off():
+    """YAML reads a bare `off` as false; the setting takes it as written, not as an error."""
+    import yaml
+
+    from clawloop.tasks.config import parse_config
+
+    for text, mode in (("off", "off"), ("on", "on")):
+        data = yaml.safe_load(f"llm:\n  token_ids: {text}\n")
+        assert parse_config(data).llm.token_ids == mode
