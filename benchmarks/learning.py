@@ -5,10 +5,12 @@ rate and mean score, each with its 95 % interval, beside what train did.
     # CPU, the smallest useful scale: a GGUF (or HF folder) as the policy, LoRA, a ClawGym sample
     python benchmarks/learning.py --base-model /work/models/qwen-0.5b.gguf --lora \\
         --eval-tasks /work/clawgym-data/RL/data/clawgym_eval --iterations 2 --root /tmp/learn
-    # a GPU host: the same command with a vLLM endpoint (the policy it serves is trained and
-    # reloaded as llm.reload says) and your cluster config
+    # a GPU host: the same command with a vLLM endpoint serving --base-model, which gets each
+    # iteration's LoRA adapter at runtime (vllm serve M --enable-lora, with
+    # VLLM_ALLOW_RUNTIME_LORA_UPDATING=True; or --reload restart), and your cluster config
     python benchmarks/learning.py --config configs/cluster.yaml --base-url http://vllm:8000/v1 \\
-        --model Qwen/Qwen2.5-Coder-1.5B-Instruct --eval-tasks DIR --iterations 3
+        --model Qwen/Qwen2.5-Coder-1.5B-Instruct --base-model Qwen/Qwen2.5-Coder-1.5B-Instruct \\
+        --lora --reload lora --eval-tasks DIR --iterations 3
 
 It runs `clawloop run` (so a killed benchmark resumes with the same --run-id) and reads the run's
 figures the way `clawloop report` does; the run's report.md and report.png are written beside it.
@@ -75,10 +77,24 @@ def run_config(args: argparse.Namespace) -> dict:
         cfg.setdefault("train", {})["lora"] = True
     if args.base_url:
         cfg.setdefault("llm", {}).update({"base_url": args.base_url, "model": args.model})
+    if args.reload:
+        cfg.setdefault("llm", {})["reload"] = args.reload
+    llm = cfg.get("llm") or {}
+    if llm.get("reload") == "lora" and (cfg.get("train") or {}).get("lora"):
+        # runtime LoRA applies adapters to the base the server serves: keep them unmerged
+        cfg["train"].setdefault("merge_lora", False)
+    if llm.get("base_url") and llm.get("reload", "none") == "none":
+        raise SystemExit(
+            f"learning.py: the policy endpoint {llm['base_url']} would keep serving the base "
+            "weights (llm.reload is none), so no iteration would measure what train made: pass "
+            "--reload lora (with --lora; vLLM started with --enable-lora and "
+            "VLLM_ALLOW_RUNTIME_LORA_UPDATING=True) or --reload restart (restart vLLM on each "
+            "printed checkpoint, then rerun with the same --run-id)"
+        )
     return cfg
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--config", help="a run config YAML to start from (default: the local profile)")
     p.add_argument("--iterations", type=int, default=2, help="K")
@@ -89,19 +105,40 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--lora", action="store_true", help="train a LoRA adapter (train.lora)")
     p.add_argument("--base-url", help="an OpenAI-compatible policy endpoint (vLLM) instead")
     p.add_argument("--model", default="policy", help="the model name the endpoint serves")
+    p.add_argument(
+        "--reload",
+        choices=["lora", "restart"],
+        help="with --base-url: how the endpoint gets each checkpoint (llm.reload); lora with "
+        "--lora keeps the adapters unmerged (train.merge_lora: false)",
+    )
     p.add_argument("--root", default="runs", help="storage root")
     p.add_argument("--run-id", default=f"learning-{time.strftime('%Y%m%d-%H%M%S')}")
-    args = p.parse_args(argv)
+    p.add_argument(
+        "--no-prefect",
+        action="store_true",
+        help="run the loop without Prefect (same artifacts; no temporary API server to start, "
+        "which can time out on a loaded machine)",
+    )
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
         yaml.safe_dump(run_config(args), f)
     t0 = time.time()
-    rc = clawloop(["run", "--config", f.name, "--root", args.root, "--run-id", args.run_id])
+    run = ["run", "--config", f.name, "--root", args.root, "--run-id", args.run_id]
+    rc = clawloop(run + (["--no-prefect"] if args.no_prefect else []))
     wall = time.time() - t0
     figures = run_figures(args.root, args.run_id)
     md, png = write_report(args.root, figures)
     print(f"\nlearning: run {args.run_id}, K={args.iterations}, {wall:.0f} s wall (exit {rc})")
     print(table(figures))
     print(f"report: {md}  plot: {png}")
+    if rc:
+        print(
+            f"the loop stopped (see above); to resume it, rerun this command with --run-id {args.run_id}"
+        )
     return rc
 
 

@@ -38,6 +38,7 @@ from clawloop.tasks.stage import StageContext, StageError
 
 if TYPE_CHECKING:
     from clawloop.tasks.config import RunConfig
+    from clawloop.tasks.settings import LLMSettings
 
 log = logging.getLogger("clawloop.policy")
 MODEL_DIR = "model"  # the train stage's checkpoint folder, inside its stage folder
@@ -169,6 +170,19 @@ def _restart_hint(ctx: StageContext, path: str) -> str:
     )
 
 
+def endpoint_config(llm: LLMSettings, url: str, model: str, policy_id: str) -> PolicyConfig:
+    """The PolicyConfig of `model` at the configured endpoint `url`, recorded as `policy_id`,
+    with the llm section's key variable, token-id mode and per-request timeout."""
+    return PolicyConfig(
+        url,
+        model,
+        llm.api_key_env,
+        policy_id=policy_id,
+        token_ids=llm.token_ids,
+        request_timeout_s=llm.request_timeout_s,
+    )
+
+
 def endpoint_policy(ctx: StageContext, after_iteration: int) -> tuple[PolicyConfig, str]:
     """(PolicyConfig, note) for the configured endpoint serving the policy after `after_iteration`.
 
@@ -180,9 +194,7 @@ def endpoint_policy(ctx: StageContext, after_iteration: int) -> tuple[PolicyConf
     if found is None:
         served = ctx.config.train.base_model or llm.model
         return (
-            PolicyConfig(
-                url, llm.model, llm.api_key_env, policy_id=served, token_ids=llm.token_ids
-            ),
+            endpoint_config(llm, url, llm.model, served),
             f"policy: {llm.model} at {url} (the base model: nothing trained yet)",
         )
     k, row = found
@@ -198,9 +210,7 @@ def endpoint_policy(ctx: StageContext, after_iteration: int) -> tuple[PolicyConf
     )
     log.warning(warning)
     return (
-        PolicyConfig(
-            url, llm.model, llm.api_key_env, policy_id=f"{llm.model}@{url}", token_ids=llm.token_ids
-        ),
+        endpoint_config(llm, url, llm.model, f"{llm.model}@{url}"),
         f"policy: STALE, {llm.model} at {url} still serves the old weights, not {path} "
         "(llm.reload: none; see the log for what to do)",
     )
@@ -265,7 +275,7 @@ def _lora_policy(ctx: StageContext, k: int, row: dict[str, Any]) -> tuple[Policy
             raise StageError(str(exc)) from exc
     log.info("llm.reload lora: %s", what)
     return (
-        PolicyConfig(url, name, llm.api_key_env, policy_id=adapter, token_ids=llm.token_ids),
+        endpoint_config(llm, url, name, adapter),
         f"policy: LoRA adapter of iteration {k} ({adapter}) on {url} as model {name} ({what})",
     )
 
@@ -290,7 +300,7 @@ def _restarted_policy(ctx: StageContext, k: int, path: str) -> tuple[PolicyConfi
             + _restart_hint(ctx, path)
         )
     return (
-        PolicyConfig(url, llm.model, llm.api_key_env, policy_id=path, token_ids=llm.token_ids),
+        endpoint_config(llm, url, llm.model, path),
         f"policy: iteration {k}'s checkpoint {path}, served by {url} as {llm.model}",
     )
 
@@ -314,6 +324,7 @@ def serve_policy(ctx: StageContext, after_iteration: int) -> Iterator[tuple[Poli
                 policy_id=str(model_dir),
                 tokenizer=str(model_dir),
                 token_ids=ctx.config.llm.token_ids,
+                request_timeout_s=ctx.config.llm.request_timeout_s,
             ),
             f"policy: {model_dir}, served locally (harness.local_server: token ids + logprobs)",
         )

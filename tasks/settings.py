@@ -147,6 +147,14 @@ class LLMSettings(Section):
             "the server on the printed checkpoint, then resume the run"
         ),
     )
+    request_timeout_s: float = Field(
+        120.0,
+        gt=0,
+        description=(
+            "seconds one policy chat request may take (rollout and diagnose episodes, capped by "
+            "the episode's remaining wall time); raise it for a slow CPU-served model"
+        ),
+    )
     token_ids: Literal["auto", "on", "off"] = Field(
         "auto",
         description=(

@@ -6,6 +6,7 @@ speaks vLLM's runtime LoRA API and /v1/models `root`."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from pathlib import Path
@@ -160,3 +161,48 @@ def test_restart_waits_for_the_server_to_serve_the_checkpoint(tmp_path):
     assert (
         _probes(resumed)[0] == f"policy: iteration 1's checkpoint {ckpt}, served by {url} as policy"
     )
+
+
+def _timeout_probe(ctx):
+    """The request timeouts of the policy before this iteration's train (the base model) and
+    after it (the trained checkpoint)."""
+    timeouts = []
+    for after in (ctx.iteration - 1, ctx.iteration):
+        with ag.serve_policy(ctx, after) as (policy, note):
+            timeouts.append([policy.request_timeout_s, policy.endpoint().request_timeout_s])
+    row = {"model": policy.model, "policy_id": policy.id, "note": note}
+    return StageResult({"probe": (PROBE, [row])}, summary={"timeouts": timeouts})
+
+
+def test_llm_request_timeout_reaches_every_policy_the_stages_are_given(tmp_path, monkeypatch):
+    """llm.request_timeout_s is the policy's per-request limit whichever way it is served: the
+    base model at an endpoint, each llm.reload mode after training, and the local server."""
+
+    @contextlib.contextmanager
+    def local_server(model_dir):
+        yield "http://127.0.0.1:9/v1"
+
+    monkeypatch.setattr(ag, "local_policy_server", local_server)
+    seen = {}
+    for reload, kind in (
+        ("none", "full"),
+        ("lora", "lora"),
+        ("restart", "full"),
+        ("local", "full"),
+    ):
+        ckpt = str(tmp_path / reload / "runs/r/iter-1/train/model")
+        with FakeOpenAI("chatty", model="policy", served_root=ckpt) as fake:
+            data = _cfg(tmp_path / reload, fake, reload if reload != "local" else "none", 1)
+            data = data.model_dump(mode="json")
+            data["llm"]["request_timeout_s"] = 900.0
+            if reload == "local":
+                data["llm"]["base_url"] = None
+                data["train"]["base_model"] = None
+            stages = [
+                _train(kind),
+                StageSpec("probe", _timeout_probe, lambda c, k: {}, upstream=("train",)),
+            ]
+            out = runs.run_loop(parse_config(data), "r", stages, thread_mapper(False))
+            assert out.ok, [o.error for o in out.outcomes if o.error]
+        seen[reload] = [o.manifest.summary["timeouts"] for o in out.outcomes if o.stage == "probe"]
+    assert seen == {mode: [[[900.0, 900.0]] * 2] for mode in ("none", "lora", "restart", "local")}
