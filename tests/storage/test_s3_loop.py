@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from doubles.fake_openai import FakeOpenAI, ToolStep, first_user_text, solution_steps, wrong_steps
+from doubles.k2_loop import GENERATOR, MODEL  # the generator and model name of test_loop_trains
 
 from clawloop.flows import cli, runs
 from clawloop.flows.pipeline import STAGES
@@ -35,31 +36,6 @@ pytestmark = [
 ]
 
 RUN = "s3-loop"
-MODEL = "policy"
-GENERATOR = '''"""Sum log entries per {domain} site."""
-GENERATOR = {{"capability": "{cap}", "domain": "{domain}", "multihop": 0, "dirtiness": 0, "output_format": "json"}}
-import json, os, random
-
-def build(seed):
-    rng = random.Random(seed)
-    rows = [{{"site": rng.choice("ABCD"), "qty": rng.randint(1, 9)}} for _ in range(20)]
-    total = {{}}
-    for r in rows:
-        total[r["site"]] = total.get(r["site"], 0) + r["qty"]
-    return {{"instruction": f"Sum qty per {domain} site in log.json (batch {{seed}}); write output/totals.json mapping site to total.",
-            "files": {{"log.json": json.dumps(rows)}},
-            "answer": {{"output/totals.json": total}},
-            "contract": {{"outputs": [{{"path": "output/totals.json", "format": "json", "schema": {{"type": "object"}}}}],
-                         "tolerance": {{"abs": 0, "rel": 0}}, "decisions": ["Sum every row"]}}}}
-
-def solve(workspace):
-    rows = json.load(open(os.path.join(workspace, "log.json")))
-    total = {{}}
-    for r in rows:
-        total[r["site"]] = total.get(r["site"], 0) + r["qty"]
-    os.makedirs(os.path.join(workspace, "output"), exist_ok=True)
-    json.dump(total, open(os.path.join(workspace, "output/totals.json"), "w"))
-'''
 
 
 class HalfSolvingPolicy:
