@@ -92,13 +92,20 @@ def _etags(s3, keys: list[str]) -> dict[str, str]:
 
 @pytest.fixture
 def frozen_code(monkeypatch):
-    """Each stage's code version as first computed: the tree may be edited while this runs (a
-    stage whose code changed re-runs, by design), and this test is about storage, not that."""
-    from clawloop.tasks import engine
+    """Each module's code version as first computed: the tree may be edited while this runs (a
+    stage whose code changed re-runs, by design), and this test is about storage, not that.
+    Stage keys (tasks.stage.stage_code) and synthesize's step keys (tasks.source) read it."""
+    from clawloop.storage import cache_key
+    from clawloop.tasks import source, stage
 
-    seen: dict[str, str] = {}
-    real = engine.code_version
-    monkeypatch.setattr(engine, "code_version", lambda m: seen.setdefault(m, real(m)))
+    seen: dict[tuple[str, Path], str] = {}
+    real = cache_key.code_version
+
+    def frozen(module: str, root: Path = cache_key.PROJECT_ROOT) -> str:
+        return seen.setdefault((module, root), real(module, root))
+
+    for where in (stage, source):
+        monkeypatch.setattr(where, "code_version", frozen)
 
 
 def test_k1_loop_on_s3_then_resume_skips_and_a_one_stage_rerun_fetches_the_checkpoint(
