@@ -137,9 +137,10 @@ def demo_config(
             "capabilities": capabilities,
         },
         # One episode per task is enough for a deterministic policy; the oracle replay needs a
-        # turn per solution file, so more turns than the CPU default of 3.
+        # turn per solution file, so more turns than the CPU default of 3. Groups of one have no
+        # reward spread for GRPO (the config refuses n=1 with it), so train runs SFT alone.
         "rollout": {"n": 1, "band": [1, 1], "workers": 2, "max_turns": 16, "max_tokens": 256},
-        "train": {"sft_max_steps": 1, "grpo_max_steps": 1},
+        "train": {"phases": "sft", "sft_max_steps": 1},
         "diagnose": {"eval_n": 1, "embedder": "hashed", "summary_attempts": 1},
     }
 

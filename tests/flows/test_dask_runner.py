@@ -171,6 +171,7 @@ def test_forge_and_verify_on_a_two_worker_dask_cluster_write_the_threads_rows(
     from prefect_dask import DaskTaskRunner
 
     from clawloop.flows import pipeline
+    from clawloop.tasks.verify import batches
 
     made = []
     real = pipeline.task_runner
@@ -210,8 +211,13 @@ def test_forge_and_verify_on_a_two_worker_dask_cluster_write_the_threads_rows(
         want, got = _rows(threads, "same", stage, table), _rows(dask, "same", stage, table)
         assert want and got == want, (stage, table)
     assert any(v["kept"] for v in _rows(dask, "same", "verify", "verdicts"))
+    # verify maps batches of forged tasks (one task run each, named verify-<first id>+<more>),
+    # the same batches under both runners
+    forged = _rows(dask, "same", "forge", "tasks")
+    groups = batches(forged, parse_config({}).verify.batch, 2)
+    assert len(forged) == 4 and len(groups) == 2, [len(g) for g in groups]
     with get_client(sync_client=True) as client:  # the workers reported their task runs
         runs = client.read_task_runs(
             task_run_filter=TaskRunFilter(name=TaskRunFilterName(like_="verify-"))
         )
-    assert sum(r.state_type.value == "COMPLETED" for r in runs) == 2 * 4
+    assert sum(r.state_type.value == "COMPLETED" for r in runs) == 2 * len(groups)

@@ -1,4 +1,4 @@
-"""`clawloop report` and `clawloop export` on a real K=2 run: the loop of test_loop_trains.py (the
+"""`clawloop report` and `clawloop export` on a real K=2 run: tests/doubles/k2_loop.py's loop (the
 cheapest run that trains: user generators, bubblewrap sandboxes, a scripted policy over HTTP that
 passes one attempt in two, SFT + GRPO on the tiny model, diagnose). The report's PNG is a PNG, its
 markdown has one row per iteration with the numbers in the manifests; the run's trajectories and
@@ -7,84 +7,22 @@ tasks export and load with `datasets`. Slow: about a minute on 2 shared cores.
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import json
 import shutil
-import sys
-from pathlib import Path
 
 import pytest
+from doubles.k2_loop import run_k2
 from PIL import Image
 
-from clawloop.flows import runs
 from clawloop.flows.cli import main
 from clawloop.flows.pipeline import STAGES
 from clawloop.storage import artifacts
 from clawloop.storage.manifest import read_manifest
-from clawloop.tasks.config import parse_config
-from clawloop.tasks.mapping import thread_mapper
-from clawloop.training.tiny_model import ensure_tiny_model
 
 pytestmark = pytest.mark.slow
 
-_spec = importlib.util.spec_from_file_location(
-    "loop_trains", Path(__file__).with_name("test_loop_trains.py")
-)
-loop = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = loop  # its dataclasses look their module up there
-_spec.loader.exec_module(loop)
-
 RUN = "reported"
-
-
-def run_k2(tmp_path: Path) -> Path:
-    from doubles.fake_openai import FakeOpenAI
-
-    gens = tmp_path / "gens"
-    gens.mkdir()
-    for cap, dom in loop.GENERATORS:
-        (gens / f"{cap}_{dom}.py").write_text(loop.GENERATOR.format(cap=cap, domain=dom))
-    base = ensure_tiny_model()
-    root = tmp_path / "runs"
-    policy = loop.HalfSolvingPolicy(root / RUN, tmp_path / "policy-tasks")
-    served = lambda: loop.newest_checkpoint(root / RUN, str(base))  # noqa: E731
-    with FakeOpenAI(
-        "routed", router=policy, model=loop.MODEL, served_root=served, text_tool_calls=True
-    ) as fake:
-        cfg = parse_config(
-            {
-                "iterations": 2,
-                "storage": {"root": str(root)},
-                "sandbox": {"backend": "bwrap"},
-                "llm": {
-                    "base_url": fake.base_url,
-                    "model": loop.MODEL,
-                    "api_key_env": "",
-                    "reload": "restart",
-                },
-                "synthesize": {
-                    "builtin": False,
-                    "generator_paths": [str(gens)],
-                    "n_train": 3,
-                    "n_eval": 1,
-                    "eval_fraction": 0.25,
-                },
-                "rollout": {"n": 2, "band": [1, 1], "max_turns": 8, "workers": 2},
-                "train": {
-                    "base_model": str(base),
-                    "phases": "sft+grpo",
-                    "sft_max_steps": 1,
-                    "grpo_max_steps": 1,
-                    "max_seq_len": 4096,
-                    "per_device_batch_size": 2,
-                },
-                "diagnose": {"embedder": "hashed", "summary_attempts": 1},
-            }
-        )
-        out = runs.run_loop(cfg, RUN, STAGES, thread_mapper(False))
-    assert out.ok, [(o.iteration, o.stage, o.status, o.error[:800]) for o in out.outcomes]
-    return root
 
 
 def md_rows(md: str) -> list[list[str]]:
@@ -98,7 +36,7 @@ def md_rows(md: str) -> list[list[str]]:
 def test_report_and_exports_of_a_k2_run(tmp_path, capsys):
     from datasets import load_dataset
 
-    root = run_k2(tmp_path)
+    root = run_k2(tmp_path, RUN, text_tool_calls=True).root
     capsys.readouterr()
     assert main(["report", "--run", RUN, "--root", str(root)]) == 0
     assert "held-out pass rate per capability" in capsys.readouterr().out

@@ -12,6 +12,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 from datetime import datetime
 from pathlib import Path
@@ -170,6 +171,9 @@ def test_rerun_stage_triggered_through_the_api_runs_on_one_of_two_pool_workers(t
         "PREFECT_HOME": str(tmp_path / "prefect-home"),
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
         "PREFECT_WORKER_HEARTBEAT_SECONDS": "5",  # so "still polling" is seen within seconds
+        # the interpreter running these tests has clawloop and its dependencies; the script's
+        # default, the checkout's .venv, is absent in a git worktree or a venv kept elsewhere
+        "CLAWLOOP_PYTHON": sys.executable,
     }
     for var in ("PREFECT_API_URL", "CLAWLOOP_HOME"):
         env.pop(var, None)

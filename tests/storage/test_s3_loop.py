@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from doubles.fake_openai import FakeOpenAI, ToolStep, first_user_text, solution_steps, wrong_steps
+from doubles.k2_loop import GENERATOR, MODEL  # the generator and model name of test_loop_trains
 
 from clawloop.flows import cli, runs
 from clawloop.flows.pipeline import STAGES
@@ -35,31 +36,6 @@ pytestmark = [
 ]
 
 RUN = "s3-loop"
-MODEL = "policy"
-GENERATOR = '''"""Sum log entries per {domain} site."""
-GENERATOR = {{"capability": "{cap}", "domain": "{domain}", "multihop": 0, "dirtiness": 0, "output_format": "json"}}
-import json, os, random
-
-def build(seed):
-    rng = random.Random(seed)
-    rows = [{{"site": rng.choice("ABCD"), "qty": rng.randint(1, 9)}} for _ in range(20)]
-    total = {{}}
-    for r in rows:
-        total[r["site"]] = total.get(r["site"], 0) + r["qty"]
-    return {{"instruction": f"Sum qty per {domain} site in log.json (batch {{seed}}); write output/totals.json mapping site to total.",
-            "files": {{"log.json": json.dumps(rows)}},
-            "answer": {{"output/totals.json": total}},
-            "contract": {{"outputs": [{{"path": "output/totals.json", "format": "json", "schema": {{"type": "object"}}}}],
-                         "tolerance": {{"abs": 0, "rel": 0}}, "decisions": ["Sum every row"]}}}}
-
-def solve(workspace):
-    rows = json.load(open(os.path.join(workspace, "log.json")))
-    total = {{}}
-    for r in rows:
-        total[r["site"]] = total.get(r["site"], 0) + r["qty"]
-    os.makedirs(os.path.join(workspace, "output"), exist_ok=True)
-    json.dump(total, open(os.path.join(workspace, "output/totals.json"), "w"))
-'''
 
 
 class HalfSolvingPolicy:
@@ -116,13 +92,20 @@ def _etags(s3, keys: list[str]) -> dict[str, str]:
 
 @pytest.fixture
 def frozen_code(monkeypatch):
-    """Each stage's code version as first computed: the tree may be edited while this runs (a
-    stage whose code changed re-runs, by design), and this test is about storage, not that."""
-    from clawloop.tasks import engine
+    """Each module's code version as first computed: the tree may be edited while this runs (a
+    stage whose code changed re-runs, by design), and this test is about storage, not that.
+    Stage keys (tasks.stage.stage_code) and synthesize's step keys (tasks.source) read it."""
+    from clawloop.storage import cache_key
+    from clawloop.tasks import source, stage
 
-    seen: dict[str, str] = {}
-    real = engine.code_version
-    monkeypatch.setattr(engine, "code_version", lambda m: seen.setdefault(m, real(m)))
+    seen: dict[tuple[str, Path], str] = {}
+    real = cache_key.code_version
+
+    def frozen(module: str, root: Path = cache_key.PROJECT_ROOT) -> str:
+        return seen.setdefault((module, root), real(module, root))
+
+    for where in (stage, source):
+        monkeypatch.setattr(where, "code_version", frozen)
 
 
 def test_k1_loop_on_s3_then_resume_skips_and_a_one_stage_rerun_fetches_the_checkpoint(

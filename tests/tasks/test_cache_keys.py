@@ -239,6 +239,7 @@ def test_a_domain_setting_reruns_the_domain_step_only_and_writes_what_a_fresh_ru
         "llm": "off",
         "domain": "ran",
         "skills": "off",
+        "external": "off",
     }
     fresh = cfg(tmp_path / "b", domain_max_nodes=5)
     assert runs.run_loop(fresh, "r", stages, thread_mapper(False)).ok
