@@ -79,10 +79,13 @@ def change_line(d: dict[str, Any]) -> str:
 
 
 def _nested(d: dict[str, Any]) -> list[str]:
-    """What a derived field must hold inside it that the plan chose (a certificate's amount
-    inside `payment_methods`): "`payment_methods` holds `amount` = `100`"."""
+    """What a derived field must hold inside it that the plan chose: an argument nested in it
+    ("`payment_methods` holds `amount` = `100`", a certificate's), or the looked-up list it is
+    built from ("`flights` follows the `flights` recorded on `reservations` `S43MQ9`")."""
     out = []
     for f in d["derived"]:
+        if (src := (d.get("follows") or {}).get(f)) is not None:
+            out.append(f"`{f}` follows {_ref(src)} (the domain's rules fill in the rest)")
         pairs = [(k, _value(v)) for k, v in (d.get("inside") or {}).get(f, {}).items()]
         pairs += [(k, _ref(r)) for k, r in (d.get("inside_referenced") or {}).get(f, {}).items()]
         if pairs:

@@ -310,8 +310,11 @@ def _describe(
     # from. A value the tool generates (a new id) is no argument, so it stays unsaid.
     inside: dict[str, dict[str, Any]] = {}
     inside_referenced: dict[str, dict[str, dict[str, Any]]] = {}
+    follows: dict[str, dict[str, Any]] = {}  # a looked-up list or object the field is built from
     for f in derived:
         for p, v, ref in args:
+            if ref is not None and isinstance(v, dict | list) and names_field(p, f, c.table):
+                follows.setdefault(f, told(ref))
             key = nested_in(p, v, values[f], c.table)
             if key is None:
                 continue
@@ -327,6 +330,7 @@ def _describe(
         "derived": derived,
         **({"inside": inside} if inside else {}),
         **({"inside_referenced": inside_referenced} if inside_referenced else {}),
+        **({"follows": follows} if follows else {}),
     }
     if c.kind != "created":
         d["key_field"], d["key"] = c.key_field, c.key

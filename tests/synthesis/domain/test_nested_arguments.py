@@ -40,6 +40,39 @@ class GrantCredit:
                 "parameters": {"type": "object", "properties": {
                     "user_id": {"type": "string"}, "amount": {"type": "number"}},
                     "required": ["user_id", "amount"]}}}
+
+
+class GetUserDetails:
+    @staticmethod
+    def invoke(data, user_id):
+        return json.dumps(data["users"][user_id]) if user_id in data["users"] else "Error"
+
+    @staticmethod
+    def get_info():
+        return {"type": "function", "function": {"name": "get_user_details",
+                "description": "A user's record.",
+                "parameters": {"type": "object", "properties": {"user_id": {"type": "string"}},
+                               "required": ["user_id"]}}}
+
+
+class MatchCredits:
+    @staticmethod
+    def invoke(data, user_id, credits):
+        users = data["users"]
+        if user_id not in users:
+            return "Error: user not found"
+        users[user_id]["credits"] = [
+            {"id": "matched_" + str(i + 1), "amount": c["amount"]} for i, c in enumerate(credits)
+        ]
+        return json.dumps(users[user_id])
+
+    @staticmethod
+    def get_info():
+        return {"type": "function", "function": {"name": "match_credits",
+                "description": "Give a user credits matching the list given.",
+                "parameters": {"type": "object", "properties": {
+                    "user_id": {"type": "string"}, "credits": {"type": "array"}},
+                    "required": ["user_id", "credits"]}}}
 """
 USER, AMOUNT = "ava_kim_101", 75
 STEPS = [Step("grant_credit", {"user_id": USER, "amount": AMOUNT})]
@@ -102,3 +135,24 @@ def test_make_task_drops_a_task_whose_instruction_loses_the_amount(
     )
     with pytest.raises(Underivable, match="credits holds amount = 75"):
         make(domain_dir, STEPS, _granted, tmp_path)
+
+
+OTHER = "ben_ortiz_202"
+
+
+def test_a_list_built_from_a_looked_up_record_names_that_record(domain_dir, tmp_path):
+    """match_credits(credits=<ben's credits, looked up>) rebuilds the list (new ids): the
+    instruction says which record's list it follows, so the agent can find it."""
+    steps = [
+        Step("get_user_details", {"user_id": OTHER}),
+        Step("match_credits", {"user_id": USER, "credits": {"$ref": [0, "credits"]}}),
+    ]
+    theirs = [{"id": "credit_1", "amount": 21}]
+    refs = {0: {"table": "users", "key_field": "_key", "key": OTHER, "field": "credits",
+                "value": theirs}}  # fmt: skip
+
+    def matched(t):
+        row(t, "users", _key=USER)["credits"] = [{"id": "matched_1", "amount": 21}]
+
+    text = make(domain_dir, steps, matched, tmp_path, references=refs).built["instruction"]
+    assert f"`credits` follows the `credits` recorded on `users` `{OTHER}`" in text, text
