@@ -313,7 +313,12 @@ def _describe(
     follows: dict[str, dict[str, Any]] = {}  # a looked-up list or object the field is built from
     for f in derived:
         for p, v, ref in args:
-            if ref is not None and isinstance(v, dict | list) and names_field(p, f, c.table):
+            if (
+                ref is not None
+                and isinstance(v, dict | list)
+                and names_field(p, f, c.table)
+                and names_field(p, ref["field"], ref["table"])  # the value the lookup read
+            ):
                 follows.setdefault(f, told(ref))
             key = nested_in(p, v, values[f], c.table)
             if key is None:
