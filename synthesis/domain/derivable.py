@@ -5,7 +5,8 @@ by the domain's rules (a balance, a fee, an assigned id), the instruction states
 dates and enumerations included), or it is read from a record the instruction names by business
 key, or from a record reached from a named one by following its references (an order names its
 buyer: the buyer's record is reached, never named). The reference plan knows where each argument
-came from: a literal it passes (then the instruction must state that literal) or a lookup's
+came from: a literal it passes (then the instruction must state that literal, also where a tool
+nests it inside a field, as a certificate's amount inside `payment_methods`) or a lookup's
 result (`{"$ref": [step, field]}`: then the instruction must name the record that lookup reads,
 by the key the lookup passes, or that lookup's key must itself be a `$ref` to a step so
 identified: a chain). A written value no argument accounts for is the tools' own work and needs
@@ -27,7 +28,7 @@ from typing import Any
 
 from clawloop.synthesis.domain.ground import names_field
 from clawloop.synthesis.domain.instruct import render
-from clawloop.synthesis.domain.predicates import KEY_FIELD, same_value
+from clawloop.synthesis.domain.predicates import KEY_FIELD, leaves, nested_in, same_value
 
 ENUMERATION = re.compile(r"^\s*\d+[.)]\s+", re.MULTILINE)  # "3. ..." list numbers state nothing
 NUMBER = re.compile(r"(?<![\w.-])-?\d+(?:\.\d+)?(?![\w-]|\.\d)")
@@ -149,6 +150,29 @@ def underivable(
             and (names_field(a.param, name, table) or not isinstance(a.value, bool))
         ]
         looked = [a for a in args if a.lookup is not None and names_field(a.param, name, table)]
+        if isinstance(value, dict | list):  # each argument a tool nests in it is the plan's
+            keys = {k for k, _ in leaves(value)}
+            nested = [
+                (a, k)
+                for a in args
+                if (k := nested_in(a.param, a.value, value, table) if a.lookup is None else None)
+                is not None
+            ]
+            nested += [
+                (a, k)
+                for a in args
+                if a.lookup is not None
+                for k in sorted(keys)
+                if k and names_field(a.param, k, table)
+            ]
+            for a, k in nested:
+                if not (told(a) if a.lookup is None else named(a)):
+                    shown = render(a.value) if a.lookup is None else f"step {a.lookup}'s result"
+                    out.append(
+                        f"{table}.{name} holds {k or a.param} = {shown} (passed as {a.tool} "
+                        f"--{a.param}), neither stated in the instruction nor read from a "
+                        "record it names or reaches through one"
+                    )
         if not literal and not looked:
             continue  # no argument accounts for it: the tools derive it
         if any(map(told, literal)) or any(map(named, looked)):

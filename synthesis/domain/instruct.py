@@ -67,13 +67,30 @@ def change_line(d: dict[str, Any]) -> str:
     derived = ", ".join(f"`{f}`" for f in d["derived"])
     if d["kind"] == "deleted":
         return f"{_entity(d)} no longer exists"
+    nested = _nested(d)
     if d["kind"] == "created":
         line = f"a new `{d['table']}` record exists" + (f" with {stated}" if stated else "")
-        return line + (f"; its {derived} as the domain's rules set them" if derived else "")
+        line += f"; its {derived} as the domain's rules set them" if derived else ""
+        return line + "".join(f"; {n}" for n in nested)
     parts = [stated] if stated else []
     if derived:
         parts.append(f"{derived} updated as the domain's rules require")
-    return f"{_entity(d)}: " + ("; ".join(parts) or "updated")
+    return f"{_entity(d)}: " + ("; ".join(parts + nested) or "updated")
+
+
+def _nested(d: dict[str, Any]) -> list[str]:
+    """What a derived field must hold inside it that the plan chose: an argument nested in it
+    ("`payment_methods` holds `amount` = `100`", a certificate's), or the looked-up list it is
+    built from ("`flights` follows the `flights` recorded on `reservations` `S43MQ9`")."""
+    out = []
+    for f in d["derived"]:
+        if (src := (d.get("follows") or {}).get(f)) is not None:
+            out.append(f"`{f}` follows {_ref(src)} (the domain's rules fill in the rest)")
+        pairs = [(k, _value(v)) for k, v in (d.get("inside") or {}).get(f, {}).items()]
+        pairs += [(k, _ref(r)) for k, r in (d.get("inside_referenced") or {}).get(f, {}).items()]
+        if pairs:
+            out.append(f"`{f}` holds " + ", ".join(f"`{k}` = {v}" for k, v in sorted(pairs)))
+    return out
 
 
 def write_instruction(goal: Goal) -> str:

@@ -145,6 +145,29 @@ def source(
     return "derived", None
 
 
+def leaves(value: Any, key: str = "") -> list[tuple[str, Any]]:
+    """(the key it sits under, value) of every scalar inside a nested field (a list item takes
+    its list's key): where a tool puts the arguments it nests (a certificate's `amount` inside
+    `payment_methods`)."""
+    if isinstance(value, dict):
+        return [leaf for k, v in value.items() for leaf in leaves(v, str(k))]
+    if isinstance(value, list | tuple):
+        return [leaf for v in value for leaf in leaves(v, key)]
+    return [(key, value)]
+
+
+def nested_in(param: str, arg: Any, value: Any, table: str) -> str | None:
+    """The key under which a nested field holds the argument passed as `param` (a boolean or a
+    null only under a key the parameter names: they are everywhere); None when it holds none."""
+    if not isinstance(value, dict | list) or isinstance(arg, dict | list):
+        return None
+    for key, leaf in leaves(value):
+        loose = not isinstance(arg, bool) and arg is not None
+        if same_value(arg, leaf) and (loose or names_field(param, key, table)):
+            return key
+    return None
+
+
 def _record(rows: list[dict[str, Any]], key_field: str | None, key: Any) -> dict[str, Any] | None:
     want = _ident(key)
     return next((r for r in rows if key_field and _ident(r.get(key_field)) == want), None)
@@ -282,12 +305,37 @@ def _describe(
         elif how == "referenced" and ref is not None:
             referenced[f] = told(ref)
     derived = sorted(f for f in fields if f not in stated and f not in referenced)
+    # An argument a tool nests inside a derived field (a certificate's amount inside
+    # `payment_methods`) is still the plan's choice: stated, or named by the record it is read
+    # from. A value the tool generates (a new id) is no argument, so it stays unsaid.
+    inside: dict[str, dict[str, Any]] = {}
+    inside_referenced: dict[str, dict[str, dict[str, Any]]] = {}
+    follows: dict[str, dict[str, Any]] = {}  # a looked-up list or object the field is built from
+    for f in derived:
+        for p, v, ref in args:
+            if (
+                ref is not None
+                and isinstance(v, dict | list)
+                and names_field(p, f, c.table)
+                and names_field(p, ref["field"], ref["table"])  # the value the lookup read
+            ):
+                follows.setdefault(f, told(ref))
+            key = nested_in(p, v, values[f], c.table)
+            if key is None:
+                continue
+            if ref is None:
+                inside.setdefault(f, {}).setdefault(key or p, v)
+            else:
+                inside_referenced.setdefault(f, {}).setdefault(key or p, told(ref))
     d: dict[str, Any] = {
         "kind": c.kind,
         "table": c.table,
         "stated": stated,
         "referenced": referenced,
         "derived": derived,
+        **({"inside": inside} if inside else {}),
+        **({"inside_referenced": inside_referenced} if inside_referenced else {}),
+        **({"follows": follows} if follows else {}),
     }
     if c.kind != "created":
         d["key_field"], d["key"] = c.key_field, c.key

@@ -89,7 +89,7 @@ def json_files(made: Made, tables: Tables) -> dict[str, str]:
 
 
 def make(
-    name: str,
+    name: str | Path,
     steps: list[Step],
     change: Callable[[Tables], None] | str,
     tmp: Path,
@@ -98,8 +98,9 @@ def make(
 ) -> Made:
     """The task synth makes for a reference whose end state is `change` applied to the start (a
     function on the records, or SQL on a sqlite dump); `references` are the records the plan's
-    lookups read (Grounded.references), `chat` an instruction writer."""
-    domain = load_domain(DOMAINS[name])
+    lookups read (Grounded.references), `chat` an instruction writer. `name` is a domain of
+    DOMAINS, or the folder of one."""
+    domain = load_domain(DOMAINS[name] if isinstance(name, str) else name)
     skills = cluster_skills(domain)
     files = workspace_files(domain, skills)
     initial = records(domain, files, tmp / "initial")
