@@ -28,7 +28,7 @@ from typing import Any
 
 from clawloop.synthesis.domain.ground import names_field
 from clawloop.synthesis.domain.instruct import render
-from clawloop.synthesis.domain.predicates import KEY_FIELD, leaves, nested_in, same_value
+from clawloop.synthesis.domain.predicates import KEY_FIELD, lands, leaves, nested_in, same_value
 
 ENUMERATION = re.compile(r"^\s*\d+[.)]\s+", re.MULTILINE)  # "3. ..." list numbers state nothing
 NUMBER = re.compile(r"(?<![\w.-])-?\d+(?:\.\d+)?(?![\w-]|\.\d)")
@@ -48,21 +48,26 @@ class Arg:
 
 
 def plan_args(plan: list[dict[str, Any]]) -> list[Arg]:
-    """Every argument the plan's steps pass: a literal, or a lookup step's result."""
+    """Every argument the plan's steps pass: a literal (a whole list or object too, as an
+    airline's `passengers`), or a lookup step's result."""
     out = []
     for i, s in enumerate(plan):
         for name, v in (s.get("params") or {}).items():
             if isinstance(v, dict) and "$ref" in v:
                 out.append(Arg(i, str(s.get("tool")), name, lookup=int(v["$ref"][0])))
-            elif not isinstance(v, dict | list):
+            else:
                 out.append(Arg(i, str(s.get("tool")), name, v))
     return out
 
 
 def mentions(text: str, value: Any) -> bool:
     """Does the instruction state `value` (as the state holds it, in any case, on word
-    boundaries; a number in any common spelling of its magnitude)?"""
+    boundaries; a number in any common spelling of its magnitude; a list or object as JSON, or
+    each value inside it)?"""
     text = ENUMERATION.sub(" ", text)
+    if isinstance(value, dict | list):
+        inside = [v for _, v in leaves(value)]
+        return render(value) in text or (bool(inside) and all(mentions(text, v) for v in inside))
     if isinstance(value, bool) or value is None:
         return bool(re.search(rf"\b{render(value)}\b", text, re.IGNORECASE))
     if isinstance(value, int | float):
@@ -108,7 +113,8 @@ def identified(args: list[Arg], instruction: str) -> set[int]:
     out: set[int] = set()
     for step in sorted({a.step for a in args}):  # a $ref points back: one pass in plan order
         mine = [a for a in args if a.step == step]
-        if any(a.lookup is None and mentions(instruction, a.value) for a in mine) or any(
+        keys = [a for a in mine if a.lookup is None and not isinstance(a.value, dict | list)]
+        if any(mentions(instruction, a.value) for a in keys) or any(
             a.lookup in out for a in mine if a.lookup is not None
         ):
             out.add(step)
@@ -164,6 +170,13 @@ def underivable(
                 if a.lookup is not None
                 for k in sorted(keys)
                 if k and names_field(a.param, k, table)
+            ]
+            nested += [  # a list or object passed whole that the tool built it from
+                (a, "")
+                for a in args
+                if a.lookup is None
+                and lands(a.param, a.value, value, table)
+                and not same_value(a.value, value)  # stored as passed: `literal` covers it
             ]
             for a, k in nested:
                 if not (told(a) if a.lookup is None else named(a)):

@@ -24,8 +24,9 @@ MAX_CHARS = 4000
 
 
 def render(v: Any) -> str:
-    """A value as the state holds it: JSON's true/false/null, numbers and text as written."""
-    return json.dumps(v) if isinstance(v, bool) or v is None else str(v)
+    """A value as the state holds it: JSON's true/false/null (and a list or object as JSON),
+    numbers and text as written."""
+    return json.dumps(v) if isinstance(v, bool | dict | list) or v is None else str(v)
 
 
 def _value(v: Any) -> str:
@@ -81,11 +82,16 @@ def change_line(d: dict[str, Any]) -> str:
 def _nested(d: dict[str, Any]) -> list[str]:
     """What a derived field must hold inside it that the plan chose: an argument nested in it
     ("`payment_methods` holds `amount` = `100`", a certificate's), or the looked-up list it is
-    built from ("`flights` follows the `flights` recorded on `reservations` `S43MQ9`")."""
+    built from ("`flights` follows the `flights` recorded on `reservations` `S43MQ9`"), or the
+    list or object the plan passed whole that it is built from, as JSON."""
     out = []
     for f in d["derived"]:
         if (src := (d.get("follows") or {}).get(f)) is not None:
             out.append(f"`{f}` follows {_ref(src)} (the domain's rules fill in the rest)")
+        if f in (d.get("given") or {}):
+            out.append(
+                f"`{f}` follows {_value(d['given'][f])} (the domain's rules fill in the rest)"
+            )
         pairs = [(k, _value(v)) for k, v in (d.get("inside") or {}).get(f, {}).items()]
         pairs += [(k, _ref(r)) for k, r in (d.get("inside_referenced") or {}).get(f, {}).items()]
         if pairs:

@@ -116,7 +116,7 @@ def arguments(g: Grounded, steps: list[Step] | None = None) -> list[Argument]:
                 ref = g.references.get(v["$ref"][0])
                 if ref is not None:
                     out.append((name, ref["value"], ref))
-            elif not isinstance(v, dict | list):
+            else:  # a literal; a whole list or object too (an airline's `passengers`)
                 out.append((name, v, None))
     return out
 
@@ -166,6 +166,17 @@ def nested_in(param: str, arg: Any, value: Any, table: str) -> str | None:
         if same_value(arg, leaf) and (loose or names_field(param, key, table)):
             return key
     return None
+
+
+MAX_GIVEN = 600  # chars of JSON: a longer list or object passed as a literal is not restated
+
+
+def lands(param: str, arg: Any, value: Any, table: str) -> bool:
+    """Does a nested field hold something of a list or object passed whole as `param` (an
+    airline's `passengers`): one of its scalars, under the key the field keeps it by?"""
+    if not isinstance(arg, dict | list):
+        return False
+    return any(nested_in(k or param, x, value, table) is not None for k, x in leaves(arg, param))
 
 
 def _record(rows: list[dict[str, Any]], key_field: str | None, key: Any) -> dict[str, Any] | None:
@@ -311,6 +322,7 @@ def _describe(
     inside: dict[str, dict[str, Any]] = {}
     inside_referenced: dict[str, dict[str, dict[str, Any]]] = {}
     follows: dict[str, dict[str, Any]] = {}  # a looked-up list or object the field is built from
+    given_whole: dict[str, Any] = {}  # a list or object passed as a literal it is built from
     for f in derived:
         for p, v, ref in args:
             if (
@@ -320,6 +332,10 @@ def _describe(
                 and names_field(p, ref["field"], ref["table"])  # the value the lookup read
             ):
                 follows.setdefault(f, told(ref))
+            if ref is None and lands(p, v, values[f], c.table):  # passed whole, built on
+                if len(json.dumps(v)) <= MAX_GIVEN:  # longer: unsaid, and the check drops it
+                    given_whole.setdefault(f, v)
+                continue
             key = nested_in(p, v, values[f], c.table)
             if key is None:
                 continue
@@ -336,6 +352,7 @@ def _describe(
         **({"inside": inside} if inside else {}),
         **({"inside_referenced": inside_referenced} if inside_referenced else {}),
         **({"follows": follows} if follows else {}),
+        **({"given": given_whole} if given_whole else {}),
     }
     if c.kind != "created":
         d["key_field"], d["key"] = c.key_field, c.key

@@ -156,3 +156,60 @@ def test_a_list_built_from_a_looked_up_record_names_that_record(domain_dir, tmp_
 
     text = make(domain_dir, steps, matched, tmp_path, references=refs).built["instruction"]
     assert f"`credits` follows the `credits` recorded on `users` `{OTHER}`" in text, text
+
+
+# A list of objects passed whole as a literal (an airline's `passengers`): match_credits keeps
+# each amount and gives new ids. The amounts are the plan's choice, so the instruction states
+# the list, and an instruction that loses it is dropped with the list named.
+GIVEN = [{"amount": 43}, {"amount": 17}]
+LISTED = [Step("match_credits", {"user_id": USER, "credits": GIVEN})]
+
+
+def _listed(t):
+    row(t, "users", _key=USER)["credits"] = [
+        {"id": "matched_1", "amount": 43},
+        {"id": "matched_2", "amount": 17},
+    ]
+
+
+def test_a_list_passed_whole_is_stated_and_its_loss_named(domain_dir, tmp_path):
+    built = make(domain_dir, LISTED, _listed, tmp_path).built
+    text, preds = built["instruction"], built["answer"]["state"]["predicates"]
+    line = '`credits` follows `[{"amount": 43}, {"amount": 17}]`'
+    assert line in text, text
+    assert not mentions(text, "matched_1"), text  # the tool's own ids stay unsaid
+    plan = [{"tool": "match_credits", "params": LISTED[0].params, "expect": "ok"}]
+    assert underivable(plan, preds, text) == []
+    lost = underivable(plan, preds, f"Give `users` record `{USER}` matching credits.")
+    assert len(lost) == 1 and "users.credits holds credits = " in lost[0], lost
+    assert '[{"amount": 43}, {"amount": 17}]' in lost[0] and "match_credits --credits" in lost[0]
+
+
+def test_a_list_stored_as_passed_is_stated(domain_dir, tmp_path):
+    """A tool that stores the list as given: the field's value is the literal, stated as JSON."""
+    stored = [{"id": "credit_9", "amount": 43}]
+    steps = [Step("match_credits", {"user_id": USER, "credits": stored})]
+
+    def kept(t):
+        row(t, "users", _key=USER)["credits"] = stored
+
+    built = make(domain_dir, steps, kept, tmp_path).built
+    text, preds = built["instruction"], built["answer"]["state"]["predicates"]
+    assert '`credits` = `[{"id": "credit_9", "amount": 43}]`' in text, text
+    plan = [{"tool": "match_credits", "params": steps[0].params, "expect": "ok"}]
+    assert underivable(plan, preds, text) == []
+    lost = underivable(plan, preds, f"Give `users` record `{USER}` its credits.")
+    assert len(lost) == 1 and "users.credits = " in lost[0] and "credit_9" in lost[0], lost
+
+
+def test_a_list_too_long_to_state_drops_the_task_naming_it(domain_dir, tmp_path):
+    many = [{"amount": 100 + i} for i in range(60)]  # JSON longer than MAX_GIVEN
+    steps = [Step("match_credits", {"user_id": USER, "credits": many})]
+
+    def matched(t):
+        row(t, "users", _key=USER)["credits"] = [
+            {"id": f"matched_{i + 1}", "amount": c["amount"]} for i, c in enumerate(many)
+        ]
+
+    with pytest.raises(Underivable, match="users.credits holds credits = "):
+        make(domain_dir, steps, matched, tmp_path)
