@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         max_tokens=args.max_tokens,
         temperature=args.temperature,
         episode_timeout_s=args.episode_timeout,
-        concurrency=1,  # the local server answers one request at a time anyway
+        workers=1,  # the local server answers one request at a time anyway
     )
     out: dict[str, Any] = {"model": args.model or str(args.model_dir), "tasks": []}
     with ExitStack() as stack:
