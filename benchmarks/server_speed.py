@@ -3,7 +3,7 @@ llama.cpp's OpenAI-compatible server (llama-cpp-python, the GGUF as it is) on on
 and decode tokens/s on one identical prompt, and llama.cpp's speed as a ratio of ours.
 
     nice -n 10 .venv/bin/python benchmarks/server_speed.py --gguf /work/models/qwen-1.5b.gguf \\
-        --llama-python /work/llvenv/bin/python [--threads 2] [--max-tokens 64] [--repeat 2]
+        --llama-python /work/llvenv/bin/python [--threads 1] [--max-tokens 64] [--repeat 2]
 
 The prompt is the agent's first turn on the echo task (system prompt, instruction, the tool
 schemas). Each request opens with a different nonce, so neither server can reuse an earlier
@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--gguf", type=Path, required=True, help="the model, a .gguf file")
     p.add_argument("--llama-python", required=True, help="a python with llama-cpp-python[server]")
-    p.add_argument("--threads", type=int, default=2, help="llama.cpp threads")
+    p.add_argument("--threads", type=int, default=1, help="llama.cpp threads (README)")
     p.add_argument("--n-ctx", type=int, default=8192)
     p.add_argument("--max-tokens", type=int, default=64)
     p.add_argument("--repeat", type=int, default=2)
