@@ -41,9 +41,10 @@ import resource
 import sys
 import tempfile
 import time
+import traceback
 from collections.abc import Callable
 from contextlib import ExitStack
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -83,9 +84,13 @@ class Call:
 class Recorder:
     """A ChatFn that records each call; endpoint errors are recorded, then raised on."""
 
-    def __init__(self, chat: Callable[[list[dict[str, Any]]], str]) -> None:
+    def __init__(
+        self, chat: Callable[[list[dict[str, Any]]], str], made: list | None = None
+    ) -> None:
         self.chat = chat
         self.calls: list[Call] = []
+        if made is not None:
+            made.append(self)  # the Bench's list: a role that raises still shows its calls
         self.model = getattr(chat, "model", "")  # writer origins name the model (llm_writer)
 
     def __call__(self, messages: list[dict[str, Any]]) -> str:
@@ -190,6 +195,7 @@ class Bench:
     builtin_dir: Path | None = None
     trajectories: list[dict[str, Any]] = field(default_factory=list)
     scenarios: Any = None
+    recorders: list[Recorder] = field(default_factory=list)
 
     def endpoint(self) -> Any:
         from clawloop.harness.llm import LLMEndpoint
@@ -202,13 +208,14 @@ class Bench:
         from clawloop.harness.llm import endpoint_chat
 
         cap = self.args.json_max_tokens or max_tokens
-        return Recorder(endpoint_chat(self.endpoint(), max_tokens=cap, temperature=0.0))
+        chat = endpoint_chat(self.endpoint(), max_tokens=cap, temperature=0.0)
+        return Recorder(chat, self.recorders)
 
     def writer_chat(self) -> Recorder:
         """The writer's and SkillSynth's chat (`writer_chat`), with --max-tokens."""
         from clawloop.synthesis.llm_writer import writer_chat
 
-        return Recorder(writer_chat(self.endpoint(), self.writer_config()))
+        return Recorder(writer_chat(self.endpoint(), self.writer_config()), self.recorders)
 
     def writer_config(self) -> Any:
         from clawloop.synthesis.llm_writer import WriterConfig
@@ -370,7 +377,7 @@ def skill(bench: Bench) -> Any:
 
 
 def scenarios_role(bench: Bench) -> RoleResult:
-    from clawloop.synthesis.skillgraph.scenarios import infer_scenarios, parse_reply
+    from clawloop.synthesis.skillgraph.scenarios import infer_scenarios
 
     chat = bench.json_chat(600)  # tasks/skill_source.py's scenario chat
     scen = infer_scenarios(skill(bench), chat, None, bench.model)
@@ -380,7 +387,14 @@ def scenarios_role(bench: Bench) -> RoleResult:
         if scen.heuristic
         else f"pre {scen.pre!r} -> post {scen.post!r}"
     )
-    return tally("scenarios", chat.calls, json_check(parse_reply), outcome)
+    return tally("scenarios", chat.calls, scenario_check(), outcome)
+
+
+def scenario_check() -> Check:
+    """The scenario role's reader: JSON found, and a valid ScenarioReply."""
+    from clawloop.synthesis.skillgraph.scenarios import ScenarioReply
+
+    return json_check(ScenarioReply.model_validate)
 
 
 def one_step_path(bench: Bench) -> tuple[Any, Any]:
@@ -504,11 +518,16 @@ def run_roles(bench: Bench, roles: list[str]) -> list[RoleResult]:
         wanted = [name] if name != "constructor" else ["constructor", "judge"]
         if not set(wanted) & set(roles):
             continue
-        start = time.monotonic()
+        start, made = time.monotonic(), len(bench.recorders)
         try:
             got = step()
-        except Exception as exc:  # reported, so the other roles still run
-            got = [RoleResult(r, raised=f"{type(exc).__name__}: {str(exc)[:400]}") for r in wanted]
+        except Exception as exc:  # reported, with the calls it made, so the other roles still run
+            calls = [c for r in bench.recorders[made:] for c in r.calls]
+            where = traceback.extract_tb(exc.__traceback__)[-1]
+            why = f"{type(exc).__name__}: {str(exc)[:400]} ({Path(where.filename).name}:{where.lineno})"
+            got = [
+                replace(tally(r, calls, lambda _: (False, False), ""), raised=why) for r in wanted
+            ]
         if name == "planner" and isinstance(got, tuple):
             got, plan = got
         results = got if isinstance(got, list) else [got]

@@ -1,5 +1,6 @@
 """benchmarks/llm_roles.py at a tiny scale: every LLM role is driven once through the loop's own
-code, and what the table says is consistent, whatever the model answers. Slow.
+code, and what the table says is consistent, whatever the model answers (slow); and the readers
+that count a role's replies (fast).
 
 The endpoint: CLAWLOOP_ROLES_BASE_URL and CLAWLOOP_ROLES_MODEL when set (a real model, e.g.
 llama.cpp serving Qwen2.5-Coder-1.5B-Instruct: README, "A GGUF model on CPU"), else the tiny
@@ -19,10 +20,6 @@ from pathlib import Path
 import pytest
 
 SCRIPT = Path(__file__).parents[2] / "benchmarks" / "llm_roles.py"
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap (the sandbox)"),
-]
 ROLES = ["policy_builtin", "policy_clawgym", "writer", "summary", "scenarios", "planner",
          "constructor", "judge", "domain_analysis"]  # fmt: skip
 TINY = ["--max-tokens", "16", "--json-max-tokens", "16", "--policy-max-tokens", "16",
@@ -38,6 +35,8 @@ def _endpoint() -> list[str]:
     return ["--model-dir", str(ensure_tiny_model())]
 
 
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap (the sandbox)")
 @pytest.mark.timeout(1800)
 def test_every_role_is_called_once_and_reported(tmp_path: Path) -> None:
     clawgym = sorted((Path(__file__).parents[1] / "fixtures" / "clawgym").glob("*/data_entry.json"))
@@ -62,3 +61,26 @@ def test_every_role_is_called_once_and_reported(tmp_path: Path) -> None:
     for r in rows:
         cells = [c.strip() for c in lines[r["role"]].split("|")[2:6]]
         assert cells == [str(r["calls"]), str(r["parsed"]), str(r["valid"]), str(r["repairs"])]
+
+
+def _bench_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("llm_roles", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["llm_roles"] = mod  # dataclasses look their module up
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_a_role_reader_counts_json_and_validity_apart() -> None:
+    roles = _bench_module()
+    check = roles.scenario_check()
+    good = '```json\n{"pre": {"summary": "a folder of CSV logs", "artifacts": ["csv"]}, '
+    good += '"post": {"summary": "a markdown report with a table", "artifacts": ["md"]}}\n```'
+    assert check(good) == (True, True)
+    assert check('{"pre": {"summary": "csv"}}') == (True, False)  # JSON, but not a valid reply
+    assert check("I cannot do that.") == (False, False)
+    calls = [roles.Call(1.0, good, "", False, ""), roles.Call(2.0, None, "timeout", True, "")]
+    res = roles.tally("scenarios", calls, check, "x")
+    assert (res.calls, res.parsed, res.valid, res.repairs, res.seconds) == (2, 1, 1, 1, 3.0)
