@@ -137,9 +137,16 @@ def tally(role: str, calls: list[Call], check: Check, outcome: str) -> RoleResul
         parsed, valid = check(c.reply)
         res.parsed += parsed
         res.valid += parsed and valid
-        res.replies.append(c.reply[:600])
+        res.replies.append(clip(c.reply))
     res.seconds = round(res.seconds, 1)
     return res
+
+
+def clip(text: str, head: int = 600, tail: int = 300) -> str:
+    """A reply's start and end (where a reply cut at max_tokens shows it)."""
+    if len(text) <= head + tail:
+        return text
+    return f"{text[:head]} [... {len(text) - head - tail} chars ...] {text[-tail:]}"
 
 
 def json_check(validate: Callable[[Any], Any]) -> Check:
