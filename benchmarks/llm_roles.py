@@ -32,7 +32,7 @@ It is a measurement, not part of `make test`; `tests/benchmarks/test_llm_roles.p
 tiny scale (slow: 2.3 min with the tiny offline model, 0.6 GB peak RSS). Measured once on
 Qwen2.5-Coder-1.5B-Instruct (GGUF Q4_K_M) served by llama.cpp with one thread on two shared
 cores, `--max-tokens 1024 --policy-max-tokens 192 --max-turns 3 --attempts 1 --repairs 1`:
-43 min in all, 28 of them the writer's one reply (a 12,500-token prompt at 10-30 prompt tokens/s);
+43 min in all, 28 of them the writer's one reply (12,520 prompt tokens at 9.4/s, then 1,023 at 3.7/s);
 this script peaked at 214 MB, the server at 11.4 GB (README, "A GGUF model on CPU").
 """
 
