@@ -3,7 +3,7 @@ llama.cpp's OpenAI-compatible server (llama-cpp-python, the GGUF as it is) on on
 and decode tokens/s on one identical prompt, and llama.cpp's speed as a ratio of ours.
 
     nice -n 10 .venv/bin/python benchmarks/server_speed.py --gguf /work/models/qwen-1.5b.gguf \\
-        --llama-python /work/llvenv/bin/python [--threads 1] [--max-tokens 64] [--repeat 2]
+        --llama-python /work/llvenv/bin/python [--threads 1] [--max-tokens 64] [--repeat 2] [--log-dir D]
 
 The prompt is the agent's first turn on the echo task (system prompt, instruction, the tool
 schemas). Each request opens with a different nonce, so neither server can reuse an earlier
@@ -83,10 +83,11 @@ def measure(base_url: str, model: str, max_tokens: int, repeat: int, nonce0: int
     }
 
 
-def serve(argv: list[str], base: str, startup_s: float) -> subprocess.Popen:
+def serve(argv: list[str], base: str, startup_s: float, log: Path | None) -> subprocess.Popen:
     from clawloop.harness.serve import wait_healthy
 
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    out = open(log, "wb") if log else subprocess.DEVNULL  # noqa: SIM115 - the server's lifetime
+    proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
     try:
         wait_healthy(base, proc, startup_s)
     except Exception:
@@ -99,7 +100,8 @@ def run_server(name: str, argv: list[str], port: int, model: str, args: argparse
                nonce0: int) -> dict[str, Any]:  # fmt: skip
     base = f"http://127.0.0.1:{port}"
     start = time.monotonic()
-    proc = serve(argv, base, 1800)
+    log = args.log_dir / f"{name.split()[0]}.log" if args.log_dir else None
+    proc = serve(argv, base, 1800, log)
     try:
         load_s = round(time.monotonic() - start, 1)
         out = measure(base + "/v1", model, args.max_tokens, args.repeat, nonce0)
@@ -124,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--n-ctx", type=int, default=8192)
     p.add_argument("--max-tokens", type=int, default=64)
     p.add_argument("--repeat", type=int, default=2)
+    p.add_argument("--log-dir", type=Path, help="write each server's output here (its own timings)")
     args = p.parse_args(argv)
 
     port = free_port()
