@@ -78,6 +78,21 @@ def task_summary(task: str, rows: list[dict[str, Any]], wall_s: float) -> dict[s
     }
 
 
+def endpoint(
+    stack: ExitStack, model_dir: Path | None, base_url: str | None, model: str | None
+) -> tuple[str, str]:
+    """(base URL, model name): `model_dir` (a folder or .gguf) served by the local server for as
+    long as `stack` is open, else the running server given."""
+    if not model_dir:
+        return str(base_url), str(model)
+    from clawloop.harness.serve import local_policy_server
+    from clawloop.training.gguf import model_folder
+
+    folder = model_folder(model_dir)
+    url = stack.enter_context(local_policy_server(folder, startup_timeout_s=900))
+    return url, model or str(folder)
+
+
 def _args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model-dir", type=Path, help="model folder or .gguf file to serve locally")
@@ -114,14 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     out: dict[str, Any] = {"model": args.model or str(args.model_dir), "tasks": []}
     with ExitStack() as stack:
-        base_url, model = args.base_url, args.model
-        if args.model_dir:
-            from clawloop.harness.serve import local_policy_server
-            from clawloop.training.gguf import model_folder
-
-            folder = model_folder(args.model_dir)
-            base_url = stack.enter_context(local_policy_server(folder, startup_timeout_s=900))
-            model = model or str(folder)
+        base_url, model = endpoint(stack, args.model_dir, args.base_url, args.model)
         policy = PolicyConfig(base_url, model, "", request_timeout_s=args.request_timeout)
         for task_dir in args.tasks:
             start = time.monotonic()

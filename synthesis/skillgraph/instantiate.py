@@ -45,7 +45,7 @@ from clawloop.synthesis.skillgraph.construct import (
     declared_packages,
 )
 from clawloop.synthesis.skillgraph.model import SkillPath, SkillRecord
-from clawloop.synthesis.skillgraph.plan import Plan, PlanError, plan_path
+from clawloop.synthesis.skillgraph.plan import Plan, PlanError, check_plan, plan_path
 from clawloop.synthesis.skillgraph.prompts import EXAMPLE_GENERATOR
 from clawloop.synthesis.skillgraph.rubric import RubricError, judge_folder
 
@@ -205,14 +205,16 @@ def instantiate(
     split: str = "train",
     judge_chat: ChatFn | None = None,
     with_example: bool = True,
+    plan: Plan | None = None,
 ) -> Instantiated:
     """Plan `path` once, then construct -> static -> forge -> verify -> rubric, repairing with
     the failure fed back up to `max_repairs` times. `judge_chat` is the rubric judge's endpoint
-    (default: `chat`). Never raises for LLM, sandbox or generator faults: they are rows."""
+    (default: `chat`); `plan`, when given (checked against `path`), is used instead of asking the
+    Planner. Never raises for LLM, sandbox or generator faults: they are rows."""
     result = Instantiated(path.path_id)
     try:
-        plan = plan_path(path, skills, chat)
-    except (PlanError, LLMError) as exc:
+        plan = plan_path(path, skills, chat) if plan is None else check_plan(plan, path)
+    except (PlanError, LLMError, ValueError) as exc:  # ValueError: a given plan misfits the path
         why = _llm_fault("Planner", exc) if isinstance(exc, LLMError) else f"no plan: {exc}"
         result.attempts.append(attempt_row(path, 0, _Outcome("plan", False, why)))
         if isinstance(exc, LLMError) and _is_infra(exc):

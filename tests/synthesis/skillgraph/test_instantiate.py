@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from doubles.fake_openai import FakeOpenAI
-from doubles.skillsynth import generator, router_for, system_of
+from doubles.skillsynth import generator, plan_for, router_for, system_of
 
 from clawloop.generators.verify import verify_task
 from clawloop.harness.llm import LLMEndpoint, endpoint_chat
@@ -159,3 +159,24 @@ def test_a_planner_that_never_plans_is_one_plan_row() -> None:
     (row,) = res.attempts
     assert row["stage"] == "plan" and "no plan" in row["reason"] and "3 replies" in row["reason"]
     assert asked == 3  # the first ask and 2 re-asks
+
+
+def test_a_given_plan_is_used_without_asking_the_planner() -> None:
+    from clawloop.synthesis.skillgraph.plan import Plan
+
+    plan = Plan.model_validate(plan_for(["csv-join", "json-summary"]))
+    route = router_for(lambda n: generator(True, broken="build") + f"\nVERSION = {n}\n")
+    with FakeOpenAI("routed", router=route) as fake:
+        res = instantiate(PATH, SKILLS, chat_of(fake), SANDBOX, seed=2, max_repairs=0, plan=plan)
+        roles = [system_of(r["messages"]).split("]")[0] + "]" for r in fake.requests]
+    assert roles == [CONSTRUCTOR_MARK]  # no Planner request
+    assert res.plan is not None and res.plan.path_id == "p-rain"
+    assert res.plan.domain == "rain_gauges"
+    assert [a["stage"] for a in res.attempts] == ["forge"]
+    # a plan that does not fit the path is a plan row, and nothing is asked
+    wrong = Plan.model_validate(plan_for(["csv-join", "csv-join"]))
+    with FakeOpenAI("routed", router=route) as fake:
+        res = instantiate(PATH, SKILLS, chat_of(fake), SANDBOX, seed=2, plan=wrong)
+        asked = len(fake.requests)
+    (row,) = res.attempts
+    assert row["stage"] == "plan" and "wrong skills" in row["reason"] and asked == 0
