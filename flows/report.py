@@ -79,20 +79,40 @@ def _rows_text(rows: dict[str, int]) -> str:
     return ", ".join(f"{name.removesuffix('.parquet')}={n}" for name, n in rows.items()) or "-"
 
 
+IDLE_STATUSES = ("nothing_to_train",)  # a stage's own summary status that says it did no work
+
+
+def idle(outcome: StageOutcome) -> str:
+    """The stage's own "did no work" status (train's nothing_to_train), or ""."""
+    status = outcome.manifest.summary.get("status") if outcome.manifest else None
+    return status if status in IDLE_STATUSES else ""
+
+
+def summary_title(summary: RunSummary) -> str:
+    """'ok' only when no stage said it did nothing; else which did, so a run that trained
+    nothing does not read as a run that did its work."""
+    if not summary.ok:
+        state = "FAILED"
+    else:
+        idles = [f"{o.stage} {o.iteration}" for o in summary.outcomes if idle(o)]
+        state = f"ok, but did no work: {', '.join(idles)}" if idles else "ok"
+    return f"run {summary.run_id} — {state} in {summary.duration_s:.1f}s"
+
+
 def summary_table(summary: RunSummary) -> Table:
     """The end-of-run summary: one line per stage and iteration."""
-    t = Table(
-        title=f"run {summary.run_id} — {'ok' if summary.ok else 'FAILED'} in {summary.duration_s:.1f}s"
-    )
+    t = Table(title=summary_title(summary))
     for col in ("iter", "stage", "status", "rows", "time", "why"):
         t.add_column(col, justify="right" if col in ("iter", "time") else "left")
     for o in summary.outcomes:
         style = STATUS_STYLE.get(o.status, "")
         why = error_summary(o.error) if o.error else o.reason
+        if idle(o):
+            why = str(o.manifest.summary.get("reason") or why)
         t.add_row(
             str(o.iteration),
             o.stage,
-            Text(o.status, style=style),
+            Text(f"{o.status}: {idle(o)}" if idle(o) else o.status, style=style),
             _rows_text(o.rows),
             f"{o.duration_s:.2f}s",
             Text(why[:100]),

@@ -8,6 +8,7 @@ re-runs training.
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 from clawloop.storage import artifacts, schemas
@@ -26,6 +27,8 @@ from clawloop.training.stage import token_summary, train_stage
 if TYPE_CHECKING:
     from clawloop.harness.rollout import RolloutConfig
     from clawloop.tasks.config import RunConfig
+
+log = logging.getLogger("clawloop.train")
 
 
 def agent_tool_call_parser():
@@ -106,6 +109,13 @@ def run(ctx: StageContext) -> StageResult:
         tool_call_parser=agent_tool_call_parser(),
     )
     metrics = result.metrics_frame().to_dict("records")
+    if result.status != "trained":
+        log.warning(
+            "train iter %d trained nothing (%s): %s; the next policy is the same weights",
+            ctx.iteration,
+            result.status,
+            result.reason,
+        )
     return StageResult(
         {
             "checkpoint": (schemas.CHECKPOINT, [result.checkpoint_row()]),

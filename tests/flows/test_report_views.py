@@ -51,6 +51,33 @@ def test_stage_table_and_markdown_list_files_rows_and_figures():
     )
 
 
+def test_a_stage_that_did_no_work_is_not_a_plain_ok():
+    """A run whose train stage trained nothing says so in its title and the stage's row."""
+    idle = Manifest(
+        "train",
+        2,
+        "r",
+        "k" * 64,
+        "c" * 64,
+        {},
+        [],
+        summary={"status": "nothing_to_train", "reason": "sft: 0 passed episodes"},
+    )
+    done = Manifest("train", 1, "r", "k" * 64, "c" * 64, {}, [], summary={"status": "trained"})
+    s = RunSummary(
+        "r",
+        "runs",
+        [
+            StageOutcome("train", 1, "ran", "no manifest yet", 1.0, done),
+            StageOutcome("train", 2, "ran", "no manifest yet", 1.0, idle),
+        ],
+        2.0,
+    )
+    text = _text(summary_table(s))
+    assert "run r — ok, but did no work: train 2 in" in text
+    assert "ran: nothing_to_train" in text and "sft: 0 passed episodes" in text
+
+
 def test_summary_and_runs_tables_show_status_and_rows():
     s = RunSummary(
         "r",
