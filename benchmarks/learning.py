@@ -1,6 +1,8 @@
 """Does the loop make an agent better? K iterations with a named model, then the table the seed
 reports: per iteration the held-out pass rate and the external benchmark's (ClawGym-Bench) pass
-rate and mean score, each with its 95 % interval, beside what train did.
+rate and mean score, each with its 95 % interval, beside what train did. Row "base" is the
+untrained policy on the same tasks (diagnose.baseline); every iteration grades the same held-out
+tasks (synthesize.fixed_eval).
 
     # CPU, the smallest useful scale: a GGUF (or HF folder) as the policy, LoRA, a ClawGym sample
     python benchmarks/learning.py --base-model /work/models/qwen-0.5b.gguf --lora \\
@@ -51,7 +53,7 @@ def table(figures: RunFigures) -> str:
     for it in figures.iterations:
         sft, grpo = it.mean_loss("sft"), it.mean_loss("grpo")
         cells = [
-            str(it.iteration),
+            it.label,
             heldout_cell(it),
             *external_cells(it),
             it.train_status or "-",
@@ -67,8 +69,17 @@ def run_config(args: argparse.Namespace) -> dict:
     """The run's YAML: --config (or the embedded local profile) with the benchmark's choices."""
     cfg = yaml.safe_load(Path(args.config).read_text()) if args.config else {}
     cfg["iterations"] = args.iterations
+    # One measurement, not K: the same held-out tasks in every iteration and a row 0 of the base
+    # policy on them, so a change in the pass rate is the training's doing, not the draw's.
+    cfg.setdefault("synthesize", {})["fixed_eval"] = True
+    diagnose = cfg.setdefault("diagnose", {})
+    diagnose["baseline"] = not args.no_baseline
+    if args.heldout is not None:
+        cfg["synthesize"]["n_eval"] = args.heldout
+    if args.eval_n is not None:
+        diagnose["eval_n"] = args.eval_n
     if args.eval_tasks:
-        cfg.setdefault("diagnose", {})["eval_tasks"] = [
+        diagnose["eval_tasks"] = [
             str(Path(p).resolve()) for p in args.eval_tasks
         ]
     if args.base_model:
@@ -99,6 +110,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--config", help="a run config YAML to start from (default: the local profile)")
     p.add_argument("--iterations", type=int, default=2, help="K")
     p.add_argument("--eval-tasks", nargs="*", default=[], help="ClawGym or Harbor eval set folders")
+    p.add_argument(
+        "--heldout", type=int, help="held-out candidates (synthesize.n_eval), the same every iteration"
+    )
+    p.add_argument("--eval-n", type=int, help="episodes per held-out task (diagnose.eval_n)")
+    p.add_argument(
+        "--no-baseline",
+        action="store_true",
+        help="skip row 0 (the base policy on the same held-out tasks, before any training)",
+    )
     p.add_argument(
         "--base-model", help="the policy: a GGUF file or a model folder (train.base_model)"
     )

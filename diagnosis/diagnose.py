@@ -99,6 +99,12 @@ class DiagnoseConfig(BaseModel):
             "split and graded by their own tests; pass rates reported apart (external_pass_rates)"
         ),
     )
+    baseline: bool = Field(
+        False,
+        description="iteration 1 also rolls out the base policy (before any training) on the same "
+        "held-out and external eval tasks: the run's row 0 (baseline_trajectories, summary "
+        "`baseline`), what every later iteration is compared with",
+    )
     eval_pass_threshold: float = Field(
         1.0,
         gt=0.0,
@@ -210,6 +216,19 @@ def _eval_episodes(eval_trajectories: pd.DataFrame, notes: list[str]) -> tuple[p
             f"({', '.join(sorted(schemas.INFRA_END_REASONS))}); left out of pass rates and summaries"
         )
     return evals, infra
+
+
+def heldout_counts(rows: list[dict[str, Any]]) -> dict[str, list[int]]:
+    """{capability: [passed, episodes]} of held-out episodes; infrastructure faults not counted
+    (as in the pass rates)."""
+    out: dict[str, list[int]] = {}
+    for r in rows:
+        if r["end_reason"] in schemas.INFRA_END_REASONS:
+            continue
+        c = out.setdefault(str(r["capability"]), [0, 0])
+        c[0] += bool(r["passed"])
+        c[1] += 1
+    return dict(sorted(out.items()))
 
 
 def _pass_rate_history(

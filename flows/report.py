@@ -199,6 +199,11 @@ class IterationFigures:
     damaged: list[str] = field(default_factory=list)  # "<manifest url> is damaged: why"
 
     @property
+    def label(self) -> str:
+        """The row's name: the iteration, or "base" for row 0 (the policy before any training)."""
+        return "base" if self.iteration == 0 else str(self.iteration)
+
+    @property
     def band_yield(self) -> float | None:
         """Share of the rolled-out tasks the band filter kept."""
         if self.band_kept is None or not self.rollout_tasks:
@@ -268,7 +273,7 @@ def iteration_row(it: IterationFigures, external: bool) -> list[str]:
     passed = "-" if it.episodes is None else f"{_n(it.rollout_passed)}/{it.episodes}"
     train = it.train_status if it.train_status is None else f"{it.train_status} ({it.train_steps})"
     cells = [
-        str(it.iteration),
+        it.label,
         _n(it.candidates),
         _n(it.forged),
         _n(it.verified),
@@ -326,7 +331,7 @@ def run_report_markdown(figures: RunFigures, png_name: str = "report.png") -> st
     caps = figures.capabilities
     if caps:
         lines += ["", "## Held-out pass rate per capability", ""]
-        head = ["capability"] + [f"iter {it.iteration}" for it in its]
+        head = ["capability"] + [f"iter {it.label}" for it in its]
         lines += ["| " + " | ".join(head) + " |", "|---|" + "---:|" * len(its)]
         for c in caps:
             cells = [
@@ -339,7 +344,7 @@ def run_report_markdown(figures: RunFigures, png_name: str = "report.png") -> st
     ext = sorted({c for it in its for c in it.external})
     if ext:
         lines += ["", "## External eval pass rate per eval set and capability", ""]
-        head = ["eval set / capability"] + [f"iter {it.iteration}" for it in its]
+        head = ["eval set / capability"] + [f"iter {it.label}" for it in its]
         lines += ["| " + " | ".join(head) + " |", "|---|" + "---:|" * len(its)]
         lines += [
             "| " + " | ".join([c] + [_pct(it.external.get(c)) for it in its]) + " |" for c in ext
@@ -366,7 +371,7 @@ def capability_table(figures: RunFigures) -> Table:
     t = Table(title=title, min_width=len(title) + 4)
     t.add_column("capability")
     for it in figures.iterations:
-        t.add_column(f"iter {it.iteration}", justify="right")
+        t.add_column(f"iter {it.label}", justify="right")
     for c in figures.capabilities:
         t.add_row(c, *[_pct(it.capability_rate(c)) for it in figures.iterations])
     return t
@@ -444,6 +449,8 @@ def run_report_png(figures: RunFigures) -> bytes:
         line(d, [it.capability_rate(cap) for it in its], cap)
     d.set(title="held-out pass rate per capability", xlabel="iteration", xticks=ks)
     d.set_ylim(-0.05, 1.05)
+    for ax in (a, b, d):
+        ax.set_xticks(ks, [it.label for it in its])
     if figures.capabilities:
         d.legend(fontsize=8)
     else:

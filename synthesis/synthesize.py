@@ -11,7 +11,9 @@ near-copy of a train task. With a single (capability, domain) group (one user ge
 group can be held out while another trains, so *seeds* of the same generators are held out instead:
 `eval_fraction` of that iteration's candidates (at least one eval and one train when there are two
 or more), picked by hash in (run seed, iteration); eval and train seeds never coincide, so they are
-different tasks. The summary's `split` says which hold-out was used.
+different tasks. The summary's `split` says which hold-out was used. `fixed_eval` keeps iteration
+1's eval candidates in every iteration (the measurement `benchmarks/learning.py` wants: the same
+held-out tasks before and after each train stage), instead of fresh seeds at the guided difficulty.
 Output formats rotate round-robin across the candidates of a run.
 Guidance from the previous diagnose stage (capability weights, difficulty per capability) steers
 the train sample; without it, capabilities are uniform and difficulty comes from the config.
@@ -72,6 +74,12 @@ class SynthesizeConfig(BaseModel):
         lt=1.0,
         description="share of (capability, domain) groups held out for eval; with a single group, "
         "share of the candidates (seeds of the same generators) held out instead",
+    )
+    fixed_eval: bool = Field(
+        False,
+        description="every iteration evaluates on iteration 1's held-out candidates (same "
+        "generators, seeds and difficulty), so pass rates compare across iterations; off: each "
+        "iteration draws fresh eval seeds at the guidance's difficulty",
     )
     multihop: int = Field(0, ge=0, le=MAX_LEVEL, description="starting multi-hop level 0-3")
     dirtiness: int = Field(0, ge=0, le=MAX_LEVEL, description="starting dirtiness level 0-3")
@@ -389,6 +397,21 @@ def llm_picks(rows: list[dict[str, Any]], share: float, run_seed: int, iteration
     return sorted(ranked[:n])
 
 
+def with_fixed_eval(rows: list[dict[str, Any]], first: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """This iteration's train rows + iteration 1's eval rows (`first`: iteration 1's candidates).
+    A train row that is one of those eval tasks (same task id, or same generator and seed) is
+    dropped, so no eval task is ever trained on."""
+    evals = [r for r in first if r["split"] == "eval"]
+    ids = {r["task_id"] for r in evals}
+    seeds = {(r["origin"], r["seed"]) for r in evals}
+    train = [
+        r
+        for r in rows
+        if r["split"] == "train" and r["task_id"] not in ids and (r["origin"], r["seed"]) not in seeds
+    ]
+    return train + evals
+
+
 def synthesize(
     cfg: SynthesizeConfig,
     run_seed: int,
@@ -467,6 +490,9 @@ def synthesize(
             r for r in pool if r["split"] == "eval"
         ]
         split = "seeds of the same generators held out: only 1 (capability, domain) group"
+    if cfg.fixed_eval and iteration > 1:
+        rows = with_fixed_eval(rows, synthesize(cfg, run_seed, 1)[0])
+        split += "; the eval candidates are iteration 1's (synthesize.fixed_eval)"
     summary = {
         "families": len(families),
         "eval_groups": len(held_out),

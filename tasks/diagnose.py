@@ -11,6 +11,12 @@ and graded by its own tests. It is kept apart: its episodes are `external_trajec
 whole set, `external` true), a section of report.md and external_pass_rates.png over iterations,
 and `external_*` figures in the stage summary. It never enters the own pass rates, the failure
 summaries or the guidance.
+
+`diagnose.baseline` adds the run's row 0: in iteration 1 the base policy (no training yet) first
+attempts the same held-out and external tasks; its episodes are `baseline_trajectories` and its
+figures the summary's `baseline` ({policy, heldout: {capability: [passed, n]}, heldout_passed,
+heldout_episodes, external_*}), which `clawloop report` shows as iteration 0. With
+`synthesize.fixed_eval` every iteration then grades the very tasks row 0 was graded on.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from clawloop.diagnosis.diagnose import (
     REPORT_NAME,
     DiagnoseConfig,
     diagnose_stage,
+    heldout_counts,
 )
 from clawloop.diagnosis.external import (
     EXTERNAL_PLOT,
@@ -100,8 +107,11 @@ def eval_rollout_config(cfg: RunConfig) -> RolloutConfig:
 
 
 def config_slice(cfg: RunConfig, iteration: int) -> dict[str, Any]:
+    # baseline keys the stage only when on (and only iteration 1 runs it), so runs from before
+    # it keep their keys
+    off = {"baseline"} if not (cfg.diagnose.baseline and iteration == 1) else set()
     return {
-        "diagnose": cfg.diagnose.model_dump(mode="json"),
+        "diagnose": cfg.diagnose.model_dump(mode="json", exclude=off),
         # guidance difficulty starts where synthesis starts
         "start_levels": [cfg.synthesize.multihop, cfg.synthesize.dirtiness],
         "rollout": section_dump(cfg.rollout),
@@ -207,6 +217,39 @@ def _history(ctx: StageContext) -> pd.DataFrame | None:
     return pd.concat(frames, ignore_index=True) if frames else None
 
 
+def roll_out_baseline(
+    ctx: StageContext,
+    tasks: list[tuple[Path, dict[str, Any]]],
+    external: list[ExternalTask],
+    workers: int,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """`diagnose.baseline`: the base policy (what iteration 1's rollout used, before any train) on
+    the same held-out and external tasks -> (its episodes, the summary's `baseline` figures)."""
+    cfg = ctx.config
+    with serve_policy(ctx, 0) as (policy, served):
+        evals = roll_out(ctx, tasks, policy, eval_rollout_config(cfg), workers) if tasks else []
+        ext = roll_out_external(ctx, external, policy, eval_rollout_config(cfg), workers)
+    counts = heldout_counts(evals)
+    figures: dict[str, Any] = {
+        "policy": served,
+        "heldout": counts,
+        "heldout_passed": sum(p for p, _ in counts.values()),
+        "heldout_episodes": sum(n for _, n in counts.values()),
+    }
+    if cfg.diagnose.eval_tasks:
+        rates = external_pass_rates(ext, [row for _, row, _ in external], 0)
+        figures.update(external_summary(rates, len(external), ext))
+    log.info(
+        "baseline (the base policy): held-out %d/%d passed%s",
+        figures["heldout_passed"],
+        figures["heldout_episodes"],
+        f", external {figures['external_passed']}/{figures['external_episodes']}"
+        if cfg.diagnose.eval_tasks
+        else "",
+    )
+    return evals + ext, figures
+
+
 def run(ctx: StageContext) -> StageResult:
     cfg = ctx.config
     workers = cfg.diagnose.workers
@@ -230,6 +273,9 @@ def run(ctx: StageContext) -> StageResult:
         external = external_tasks(ctx, Path(tmp) / "external") if cfg.diagnose.eval_tasks else []
         evals: list[dict[str, Any]] = []
         ext_rows: list[dict[str, Any]] = []
+        base: tuple[list[dict[str, Any]], dict[str, Any]] | None = None
+        if cfg.diagnose.baseline and ctx.iteration == 1 and (tasks or external):
+            base = roll_out_baseline(ctx, tasks, external, workers)
         endpoint, served = None, "no policy served: no verified eval task"
         if tasks or external:
             policy, served = stack.enter_context(serve_policy(ctx, ctx.iteration))
@@ -255,6 +301,9 @@ def run(ctx: StageContext) -> StageResult:
         files = {n: (out / n).read_bytes() for n in FILES if (out / n).is_file()}
     tables = {"eval_trajectories": (with_host_column(schemas.TRAJECTORIES), evals), **res.tables()}
     summary = {"policy": served, "eval_tasks": len(tasks), **res.summary}
+    if base is not None:
+        tables["baseline_trajectories"] = (with_host_column(schemas.TRAJECTORIES), base[0])
+        summary["baseline"] = base[1]
     if cfg.diagnose.eval_tasks:
         rates = external_pass_rates(ext_rows, [row for _, row, _ in external], ctx.iteration)
         history = _external_history(ctx, rates)

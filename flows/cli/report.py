@@ -11,6 +11,8 @@ sets, with its 95 % Wilson interval `external_pass_rate_ci`), its mean score
 `external_mean_reward` with `external_mean_reward_ci`, `external_pass_rates` ({eval set: rate}),
 and per capability the stage's
 external_pass_rates.parquet (one row per iteration, eval set and capability; "*" the whole set).
+With `diagnose.baseline` the table starts at row 0 ("base"): the base policy on iteration 1's
+held-out and external tasks, from that stage's summary `baseline`.
 """
 
 from __future__ import annotations
@@ -123,6 +125,27 @@ def iteration_figures(root: str, run_id: str, k: int) -> IterationFigures:
     return it
 
 
+def baseline_figures(root: str, run_id: str) -> IterationFigures | None:
+    """Row 0, the base policy before any training (`diagnose.baseline`), from iteration 1's
+    diagnose summary; None when that stage did not run it."""
+    from clawloop.storage.manifest import check_manifest
+
+    m, _ = check_manifest(fs.stage_url(root, run_id, 1, "diagnose"))
+    base = m.summary.get("baseline") if m is not None else None
+    if not isinstance(base, dict):
+        return None
+    it = IterationFigures(iteration=0)
+    for cap, counts in (base.get("heldout") or {}).items():
+        if isinstance(counts, list | tuple) and len(counts) == 2:
+            it.heldout[str(cap)] = (int(counts[0]), int(counts[1]))
+    it.eval_episodes = _int(base.get("heldout_episodes"))
+    it.external_pass_rate, it.external = external_figures(base)
+    it.external_pass_ci = _interval(base.get("external_pass_rate_ci"))
+    it.external_mean = _rate(base.get("external_mean_reward"))
+    it.external_mean_ci = _interval(base.get("external_mean_reward_ci"))
+    return it
+
+
 def run_figures(root: str, run_id: str) -> RunFigures:
     """Every iteration of the run: 1..K from run.json, and any further iteration folder."""
     run_url = fs.join(root, check_run_id(run_id))
@@ -140,6 +163,8 @@ def run_figures(root: str, run_id: str) -> RunFigures:
     its = [iteration_figures(root, run_id, i) for i in ks]
     while its and len(its[-1].missing) == len(STAGE_NAMES) and its[-1].iteration > 1:
         its.pop()  # iterations the run has not reached: no row
+    if (base := baseline_figures(root, run_id)) is not None:
+        its.insert(0, base)
     return RunFigures(run_id=run_id, k=k, iterations=its)
 
 

@@ -45,3 +45,20 @@ def test_reload_lora_keeps_the_adapters_unmerged_so_the_config_loads():
 def test_the_local_server_path_needs_no_reload():
     run = parse_config(_config("--base-model", "/models/m.gguf", "--lora"))
     assert run.llm.base_url is None and run.train.lora and run.train.merge_lora
+
+
+def test_every_iteration_grades_the_same_held_out_tasks_and_row_0_is_the_base_policy():
+    run = parse_config(_config("--base-model", "/m.gguf", "--heldout", "6", "--eval-n", "4"))
+    assert run.synthesize.fixed_eval and run.diagnose.baseline
+    assert (run.synthesize.n_eval, run.diagnose.eval_n) == (6, 4)
+    assert not parse_config(_config("--no-baseline")).diagnose.baseline
+
+
+def test_the_table_starts_at_the_base_row():
+    from clawloop.flows.report import IterationFigures, RunFigures
+
+    bench = _benchmark()
+    base = IterationFigures(iteration=0, heldout={"tally": (1, 4)})
+    one = IterationFigures(iteration=1, heldout={"tally": (3, 4)}, train_status="trained")
+    rows = bench.table(RunFigures("r", 1, [base, one])).splitlines()[2:]
+    assert rows[0].startswith("| base | 1/4 25.0% [") and rows[1].startswith("| 1 | 3/4 75.0% [")

@@ -186,6 +186,40 @@ def test_report_one_row_per_iteration_with_the_manifests_numbers(tmp_path, capsy
     }
 
 
+def test_a_baseline_in_iteration_1s_diagnose_is_row_base(tmp_path, capsys):
+    """diagnose.baseline: the base policy on iteration 1's held-out and external tasks is the
+    report's first row ("base"), beside the iterations, in every table and in the plot."""
+    root = tmp_path / "runs"
+    write_run(root)
+    url = fs.stage_url(str(root), RUN, 1, "diagnose")
+    manifest = json.loads(fs.read_bytes(fs.join(url, "manifest.json")))
+    manifest["summary"]["baseline"] = {
+        "policy": "base",
+        "heldout": {"tally": [0, 2], "audit": [0, 1]},
+        "heldout_passed": 0,
+        "heldout_episodes": 3,
+        "external_pass_rate": 0.0,
+        "external_pass_rate_ci": [0.0, 0.49],
+        "external_mean_reward": 0.125,
+        "external_mean_reward_ci": [0.0, 0.3],
+        "external_pass_rates": {"bench": 0.0},
+    }
+    (root / RUN / "iter-1" / "diagnose" / "manifest.json").write_text(json.dumps(manifest))
+    figures = run_figures(str(root), RUN)
+    assert [it.label for it in figures.iterations] == ["base", "1", "2"]
+    assert main(["report", "--run", RUN, "--root", str(root)]) == 0
+    md = (root / RUN / "report.md").read_text()
+    base = table(md, "## Per iteration")[0]
+    assert base[0] == "base" and base[1:12] == ["-"] * 11
+    assert base[12:] == ["0.0%", "0.0% [0.0%, 49.0%]", "0.125 [0.000, 0.300]"]
+    caps = {r[0]: r[1:] for r in table(md, "## Held-out pass rate per capability")}
+    assert caps["tally"] == ["0.0% (0/2)", "50.0% (1/2)", "100.0% (2/2)"]
+    assert "| capability | iter base | iter 1 | iter 2 |" in md
+    assert (root / RUN / "report.png").read_bytes().startswith(PNG_MAGIC)
+    # iteration 1 still reads its own figures, not the baseline's
+    assert figures.iterations[1].heldout == {"tally": (1, 2), "audit": (0, 1)}
+
+
 def test_unfinished_run_shows_dashes_and_missing_stages(tmp_path, capsys):
     root = tmp_path / "runs"
     (root / RUN).mkdir(parents=True)

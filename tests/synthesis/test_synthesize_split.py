@@ -104,3 +104,56 @@ def test_several_groups_still_hold_out_whole_groups(tmp_path):
     assert (summary["train"], summary["eval"], summary["eval_groups"]) == (8, 4, 2)
     assert summary["split"] == GROUPS_SPLIT
     assert set(summary) >= SUMMARY_KEYS
+
+
+def _ids(rows, split):
+    return [r["task_id"] for r in rows if r["split"] == split]
+
+
+def _harder(rows):
+    """Guidance that raises the difficulty of every capability in rows."""
+    return {"difficulty": {r["capability"]: {"multihop": 3, "dirtiness": 3} for r in rows}}
+
+
+def test_fixed_eval_grades_iteration_1s_eval_tasks_in_every_iteration():
+    cfg = SynthesizeConfig(n_train=6, n_eval=3, fixed_eval=True)
+    first, _ = synthesize(cfg, 3, 1)
+    # guidance that would raise every capability's difficulty, and a later iteration's seeds
+    later, summary = synthesize(cfg, 3, 3, _harder(first))
+    assert _ids(later, "eval") == _ids(first, "eval") and len(_ids(first, "eval")) == 3
+    assert [r["generator_code"] for r in later if r["split"] == "eval"] == [
+        r["generator_code"] for r in first if r["split"] == "eval"
+    ]
+    assert set(_ids(later, "train")).isdisjoint(_ids(first, "train") + _ids(first, "eval"))
+    assert "iteration 1's (synthesize.fixed_eval)" in summary["split"]
+    # off (the default), a later iteration draws fresh eval seeds
+    moving = SynthesizeConfig(n_train=6, n_eval=3)
+    assert set(_ids(synthesize(moving, 3, 3, _harder(first))[0], "eval")).isdisjoint(_ids(first, "eval"))
+    # iteration 1 itself is the same with or without it
+    assert synthesize(moving, 3, 1)[0] == first
+
+
+def test_fixed_eval_with_one_group_never_trains_on_an_eval_seed(tmp_path):
+    gen = str(_one_generator(tmp_path))
+    cfg = SynthesizeConfig(builtin=False, generator_paths=[gen], n_train=4, n_eval=2, fixed_eval=True)
+    first, _ = synthesize(cfg, 0, 1)
+    for k in (2, 3):
+        rows, _ = synthesize(cfg, 0, k)
+        assert _seeds(rows, "eval") == _seeds(first, "eval")
+        assert _seeds(rows, "train").isdisjoint(_seeds(rows, "eval")) and _seeds(rows, "train")
+
+
+def test_with_fixed_eval_drops_a_train_row_that_is_an_eval_task():
+    from clawloop.synthesis.synthesize import with_fixed_eval
+
+    first = [
+        {"task_id": "e1", "origin": "builtin", "seed": 1, "split": "eval"},
+        {"task_id": "t0", "origin": "builtin", "seed": 0, "split": "train"},
+    ]
+    rows = [
+        {"task_id": "e1", "origin": "builtin", "seed": 1, "split": "train"},  # the same task
+        {"task_id": "x", "origin": "builtin", "seed": 1, "split": "train"},  # same generator seed
+        {"task_id": "t2", "origin": "builtin", "seed": 2, "split": "train"},
+        {"task_id": "e9", "origin": "builtin", "seed": 9, "split": "eval"},  # this draw's eval
+    ]
+    assert [r["task_id"] for r in with_fixed_eval(rows, first)] == ["t2", "e1"]

@@ -202,3 +202,51 @@ def test_an_external_task_bubblewrap_cannot_run_stops_diagnose_before_any_episod
     assert failed.stage == "diagnose"
     assert "diagnose.eval_tasks: 1 external task(s) cannot run here" in failed.error
     assert "task needs-build" in failed.error and "cannot run on bubblewrap" in failed.error
+
+
+@needs_bwrap
+def test_a_baseline_rolls_the_base_policy_out_on_the_same_tasks_in_iteration_1_only(tmp_path):
+    """diagnose.baseline: iteration 1's diagnose first rolls out the base policy on the same own
+    held-out and external tasks (baseline_trajectories, summary `baseline`); later iterations
+    don't repeat it. The fake policy here fails count-b, so the figures are 2/3 held-in."""
+    dataset = _dataset(tmp_path)
+    state = {"iteration": 0}
+
+    def route(messages):
+        text = first_user_text(messages)
+        if "Task count-a." in text:
+            return solution_steps(dataset / "count-a")
+        if "Task count-b." in text:
+            return wrong_steps(dataset / "count-b")
+        return solution_steps(HIVE)
+
+    with FakeOpenAI("routed", router=route) as fake:
+        cfg = _cfg(tmp_path, fake.base_url, [str(dataset)])
+        cfg = cfg.model_copy(
+            update={"diagnose": cfg.diagnose.model_copy(update={"baseline": True})}
+        )
+        out = runs.run_loop(cfg, "r", _stages(state), thread_mapper(False))
+    assert out.ok, [o.error for o in out.outcomes if o.error]
+
+    one, two = (tmp_path / f"runs/r/iter-{k}/diagnose" for k in (1, 2))
+    base = pd.read_parquet(one / "baseline_trajectories.parquet")
+    assert sorted(zip(base["split"], base["task_id"], base["passed"])) == [
+        ("eval", "fixture-hive-totals", True),
+        ("external", "count-a", True),
+        ("external", "count-b", False),
+    ]
+    assert not (two / "baseline_trajectories.parquet").exists()
+    summaries = [o.manifest.summary for o in out.outcomes if o.stage == "diagnose"]
+    figures = summaries[0]["baseline"]
+    assert figures["heldout"] == {"aggregation": [1, 1]}
+    assert (figures["heldout_passed"], figures["heldout_episodes"]) == (1, 1)
+    assert (figures["external_tasks"], figures["external_passed"]) == (2, 1)
+    assert figures["external_pass_rate"] == 0.5 and figures["external_pass_rates"] == {
+        "acme-bench": 0.5
+    }
+    assert "baseline" not in summaries[1]
+    # the iterations' own figures are untouched by it
+    assert [(s["external_tasks"], s["external_pass_rate"]) for s in summaries] == [
+        (2, 0.5),
+        (2, 0.5),
+    ]
