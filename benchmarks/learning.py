@@ -79,9 +79,7 @@ def run_config(args: argparse.Namespace) -> dict:
     if args.eval_n is not None:
         diagnose["eval_n"] = args.eval_n
     if args.eval_tasks:
-        diagnose["eval_tasks"] = [
-            str(Path(p).resolve()) for p in args.eval_tasks
-        ]
+        diagnose["eval_tasks"] = [str(Path(p).resolve()) for p in args.eval_tasks]
     if args.base_model:
         cfg.setdefault("train", {})["base_model"] = args.base_model
     if args.lora:
@@ -111,7 +109,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--iterations", type=int, default=2, help="K")
     p.add_argument("--eval-tasks", nargs="*", default=[], help="ClawGym or Harbor eval set folders")
     p.add_argument(
-        "--heldout", type=int, help="held-out candidates (synthesize.n_eval), the same every iteration"
+        "--heldout",
+        type=int,
+        help="held-out candidates (synthesize.n_eval), the same every iteration",
     )
     p.add_argument("--eval-n", type=int, help="episodes per held-out task (diagnose.eval_n)")
     p.add_argument(

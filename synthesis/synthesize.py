@@ -397,7 +397,9 @@ def llm_picks(rows: list[dict[str, Any]], share: float, run_seed: int, iteration
     return sorted(ranked[:n])
 
 
-def with_fixed_eval(rows: list[dict[str, Any]], first: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def with_fixed_eval(
+    rows: list[dict[str, Any]], first: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
     """This iteration's train rows + iteration 1's eval rows (`first`: iteration 1's candidates).
     A train row that is one of those eval tasks (same task id, or same generator and seed) is
     dropped, so no eval task is ever trained on."""
@@ -407,7 +409,9 @@ def with_fixed_eval(rows: list[dict[str, Any]], first: list[dict[str, Any]]) -> 
     train = [
         r
         for r in rows
-        if r["split"] == "train" and r["task_id"] not in ids and (r["origin"], r["seed"]) not in seeds
+        if r["split"] == "train"
+        and r["task_id"] not in ids
+        and (r["origin"], r["seed"]) not in seeds
     ]
     return train + evals
 

@@ -46,7 +46,9 @@ def config_slice(cfg: RunConfig, iteration: int) -> dict[str, Any]:
         "seed": cfg.seed,
         "iteration": iteration,
         # fixed_eval keys the sample only when on, so runs from before it keep their keys
-        "synthesize": s.model_dump(mode="json", include=FIELDS | ({"fixed_eval"} if s.fixed_eval else set())),
+        "synthesize": s.model_dump(
+            mode="json", include=FIELDS | ({"fixed_eval"} if s.fixed_eval else set())
+        ),
         "user_files": _user_files_digest(s.generator_paths),
     }
 

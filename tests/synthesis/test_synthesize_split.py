@@ -128,14 +128,18 @@ def test_fixed_eval_grades_iteration_1s_eval_tasks_in_every_iteration():
     assert "iteration 1's (synthesize.fixed_eval)" in summary["split"]
     # off (the default), a later iteration draws fresh eval seeds
     moving = SynthesizeConfig(n_train=6, n_eval=3)
-    assert set(_ids(synthesize(moving, 3, 3, _harder(first))[0], "eval")).isdisjoint(_ids(first, "eval"))
+    assert set(_ids(synthesize(moving, 3, 3, _harder(first))[0], "eval")).isdisjoint(
+        _ids(first, "eval")
+    )
     # iteration 1 itself is the same with or without it
     assert synthesize(moving, 3, 1)[0] == first
 
 
 def test_fixed_eval_with_one_group_never_trains_on_an_eval_seed(tmp_path):
     gen = str(_one_generator(tmp_path))
-    cfg = SynthesizeConfig(builtin=False, generator_paths=[gen], n_train=4, n_eval=2, fixed_eval=True)
+    cfg = SynthesizeConfig(
+        builtin=False, generator_paths=[gen], n_train=4, n_eval=2, fixed_eval=True
+    )
     first, _ = synthesize(cfg, 0, 1)
     for k in (2, 3):
         rows, _ = synthesize(cfg, 0, k)

@@ -230,7 +230,7 @@ def test_a_baseline_rolls_the_base_policy_out_on_the_same_tasks_in_iteration_1_o
 
     one, two = (tmp_path / f"runs/r/iter-{k}/diagnose" for k in (1, 2))
     base = pd.read_parquet(one / "baseline_trajectories.parquet")
-    assert sorted(zip(base["split"], base["task_id"], base["passed"])) == [
+    assert sorted(zip(base["split"], base["task_id"], base["passed"], strict=True)) == [
         ("eval", "fixture-hive-totals", True),
         ("external", "count-a", True),
         ("external", "count-b", False),
