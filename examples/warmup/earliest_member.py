@@ -1,7 +1,12 @@
 """Name the member who joined a club first."""
 
-GENERATOR = {"capability": "record_lookup", "domain": "club_members",
-             "multihop": 0, "dirtiness": 0, "output_format": "json"}
+GENERATOR = {
+    "capability": "record_lookup",
+    "domain": "club_members",
+    "multihop": 0,
+    "dirtiness": 0,
+    "output_format": "json",
+}
 
 import json
 import os
@@ -13,7 +18,7 @@ NAMES = ["Ada Brook", "Ben Ortiz", "Chen Wei", "Dana Roy", "Eli Moss", "Fay Lund
 def _members(seed):
     rng = random.Random(seed)
     years = rng.sample(range(1995, 2024), 5)
-    return [{"name": n, "joined": y} for n, y in zip(rng.sample(NAMES, 5), years)]
+    return [{"name": n, "joined": y} for n, y in zip(rng.sample(NAMES, 5), years, strict=True)]
 
 
 def _first(members):
@@ -24,12 +29,20 @@ def build(seed):
     members = _members(seed)
     return {
         "instruction": "members.json lists a club's members with the year each joined. Write the "
-                       'name of the member who joined first to output/answer.json as {"name": "<name>"}.',
+        'name of the member who joined first to output/answer.json as {"name": "<name>"}.',
         "files": {"members.json": json.dumps(members, indent=2) + "\n"},
         "answer": {"output/answer.json": _first(members)},
-        "contract": {"outputs": [{"path": "output/answer.json", "format": "json",
-                                  "schema": {"type": "object", "properties": {"name": {"type": "string"}}}}],
-                     "tolerance": {"abs": 0.0, "rel": 0.0}, "decisions": []},
+        "contract": {
+            "outputs": [
+                {
+                    "path": "output/answer.json",
+                    "format": "json",
+                    "schema": {"type": "object", "properties": {"name": {"type": "string"}}},
+                }
+            ],
+            "tolerance": {"abs": 0.0, "rel": 0.0},
+            "decisions": [],
+        },
     }
 
 

@@ -1,7 +1,12 @@
 """Find the highest temperature in a sensor log."""
 
-GENERATOR = {"capability": "extremum", "domain": "greenhouse_sensors",
-             "multihop": 0, "dirtiness": 0, "output_format": "json"}
+GENERATOR = {
+    "capability": "extremum",
+    "domain": "greenhouse_sensors",
+    "multihop": 0,
+    "dirtiness": 0,
+    "output_format": "json",
+}
 
 import csv
 import json
@@ -11,7 +16,10 @@ import random
 
 def _rows(seed):
     rng = random.Random(seed)
-    return [{"hour": f"{h:02d}:00", "celsius": f"{rng.uniform(12, 34):.1f}"} for h in range(rng.randint(6, 10))]
+    return [
+        {"hour": f"{h:02d}:00", "celsius": f"{rng.uniform(12, 34):.1f}"}
+        for h in range(rng.randint(6, 10))
+    ]
 
 
 def _max(rows):
@@ -23,12 +31,20 @@ def build(seed):
     text = "hour,celsius\n" + "".join(f"{r['hour']},{r['celsius']}\n" for r in rows)
     return {
         "instruction": "readings.csv logs a greenhouse's temperature every hour. Write the highest "
-                       'reading to output/answer.json as {"max_celsius": <number>}.',
+        'reading to output/answer.json as {"max_celsius": <number>}.',
         "files": {"readings.csv": text},
         "answer": {"output/answer.json": _max(rows)},
-        "contract": {"outputs": [{"path": "output/answer.json", "format": "json",
-                                  "schema": {"type": "object", "properties": {"max_celsius": {"type": "number"}}}}],
-                     "tolerance": {"abs": 0.01, "rel": 0.0}, "decisions": []},
+        "contract": {
+            "outputs": [
+                {
+                    "path": "output/answer.json",
+                    "format": "json",
+                    "schema": {"type": "object", "properties": {"max_celsius": {"type": "number"}}},
+                }
+            ],
+            "tolerance": {"abs": 0.01, "rel": 0.0},
+            "decisions": [],
+        },
     }
 
 

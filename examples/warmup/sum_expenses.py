@@ -1,7 +1,12 @@
 """Total the amounts of an expense list."""
 
-GENERATOR = {"capability": "column_sum", "domain": "team_expenses",
-             "multihop": 0, "dirtiness": 0, "output_format": "json"}
+GENERATOR = {
+    "capability": "column_sum",
+    "domain": "team_expenses",
+    "multihop": 0,
+    "dirtiness": 0,
+    "output_format": "json",
+}
 
 import csv
 import json
@@ -12,7 +17,10 @@ import random
 def _rows(seed):
     rng = random.Random(seed)
     items = ["taxi", "lunch", "hotel", "train", "parking", "coffee", "books"]
-    return [{"item": rng.choice(items), "amount": f"{rng.uniform(3, 120):.2f}"} for _ in range(rng.randint(4, 8))]
+    return [
+        {"item": rng.choice(items), "amount": f"{rng.uniform(3, 120):.2f}"}
+        for _ in range(rng.randint(4, 8))
+    ]
 
 
 def _total(rows):
@@ -24,12 +32,20 @@ def build(seed):
     text = "item,amount\n" + "".join(f"{r['item']},{r['amount']}\n" for r in rows)
     return {
         "instruction": "expenses.csv lists a team's expenses. Write the sum of the amount column to "
-                       'output/answer.json as {"total": <number>}.',
+        'output/answer.json as {"total": <number>}.',
         "files": {"expenses.csv": text},
         "answer": {"output/answer.json": _total(rows)},
-        "contract": {"outputs": [{"path": "output/answer.json", "format": "json",
-                                  "schema": {"type": "object", "properties": {"total": {"type": "number"}}}}],
-                     "tolerance": {"abs": 0.01, "rel": 0.0}, "decisions": []},
+        "contract": {
+            "outputs": [
+                {
+                    "path": "output/answer.json",
+                    "format": "json",
+                    "schema": {"type": "object", "properties": {"total": {"type": "number"}}},
+                }
+            ],
+            "tolerance": {"abs": 0.01, "rel": 0.0},
+            "decisions": [],
+        },
     }
 
 
