@@ -26,6 +26,7 @@ FIELDS = {
     "dirtiness",
     "capabilities",
     "domains",
+    "fixed_eval",
 }
 
 
@@ -47,7 +48,7 @@ def config_slice(cfg: RunConfig, iteration: int) -> dict[str, Any]:
         "iteration": iteration,
         # fixed_eval keys the sample only when on, so runs from before it keep their keys
         "synthesize": s.model_dump(
-            mode="json", include=FIELDS | ({"fixed_eval"} if s.fixed_eval else set())
+            mode="json", include=FIELDS if s.fixed_eval else FIELDS - {"fixed_eval"}
         ),
         "user_files": _user_files_digest(s.generator_paths),
     }
