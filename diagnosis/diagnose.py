@@ -219,16 +219,12 @@ def _eval_episodes(eval_trajectories: pd.DataFrame, notes: list[str]) -> tuple[p
 
 
 def heldout_counts(rows: list[dict[str, Any]]) -> dict[str, list[int]]:
-    """{capability: [passed, episodes]} of held-out episodes; infrastructure faults not counted
-    (as in the pass rates)."""
-    out: dict[str, list[int]] = {}
-    for r in rows:
-        if r["end_reason"] in schemas.INFRA_END_REASONS:
-            continue
-        c = out.setdefault(str(r["capability"]), [0, 0])
-        c[0] += bool(r["passed"])
-        c[1] += 1
-    return dict(sorted(out.items()))
+    """{capability: [passed, episodes]} of held-out episodes, counted as the pass rates are
+    (infrastructure faults left out)."""
+    evals, _ = _eval_episodes(pd.DataFrame(rows, columns=schemas.TRAJECTORIES.names), [])
+    return {
+        r["capability"]: [r["n_passed"], r["n_episodes"]] for r in feedback.pass_rates(evals, 0)
+    }
 
 
 def _pass_rate_history(

@@ -70,6 +70,16 @@ def _int(v: Any) -> int | None:
     return int(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
 
 
+def _read_external(
+    it: IterationFigures, summary: dict[str, Any], rows: list[dict[str, Any]] = ()
+) -> None:
+    """The external figures of a diagnose summary (or its `baseline`) into `it`."""
+    it.external_pass_rate, it.external = external_figures(summary, rows)
+    it.external_pass_ci = _interval(summary.get("external_pass_rate_ci"))
+    it.external_mean = _rate(summary.get("external_mean_reward"))
+    it.external_mean_ci = _interval(summary.get("external_mean_reward_ci"))
+
+
 def iteration_figures(root: str, run_id: str, k: int) -> IterationFigures:
     """One iteration's figures from its committed stages."""
     from clawloop.storage import artifacts
@@ -118,10 +128,7 @@ def iteration_figures(root: str, run_id: str, k: int) -> IterationFigures:
             ext = [
                 r for r in artifacts.read_rows(url, "external_pass_rates") if r["iteration"] == k
             ]
-        it.external_pass_rate, it.external = external_figures(m.summary, ext)
-        it.external_pass_ci = _interval(m.summary.get("external_pass_rate_ci"))
-        it.external_mean = _rate(m.summary.get("external_mean_reward"))
-        it.external_mean_ci = _interval(m.summary.get("external_mean_reward_ci"))
+        _read_external(it, m.summary, ext)
     return it
 
 
@@ -139,10 +146,7 @@ def baseline_figures(root: str, run_id: str) -> IterationFigures | None:
         if isinstance(counts, list | tuple) and len(counts) == 2:
             it.heldout[str(cap)] = (int(counts[0]), int(counts[1]))
     it.eval_episodes = _int(base.get("heldout_episodes"))
-    it.external_pass_rate, it.external = external_figures(base)
-    it.external_pass_ci = _interval(base.get("external_pass_rate_ci"))
-    it.external_mean = _rate(base.get("external_mean_reward"))
-    it.external_mean_ci = _interval(base.get("external_mean_reward_ci"))
+    _read_external(it, base)
     return it
 
 
