@@ -105,7 +105,7 @@ def stage_owner(run_id: str, stage: str) -> Iterator[None]:
     """Name the run and stage that own the sandboxes started in this process for the block
     (harness/sandbox/docker.py names and labels its containers from these variables; a local
     Dask cluster's workers inherit them)."""
-    from clawloop.harness.sandbox.docker import ENV_RUN, ENV_STAGE
+    from clawloop.harness.sandbox.docker_engine import ENV_RUN, ENV_STAGE
 
     before = {k: os.environ.get(k) for k in (ENV_RUN, ENV_STAGE)}
     os.environ[ENV_RUN], os.environ[ENV_STAGE] = run_id, stage

@@ -35,7 +35,7 @@ RANK = {
 ALLOWED = {
     ("harness/local_server.py", "clawloop.training.sequences"),
     ("harness/tokens.py", "clawloop.training.sequences"),
-    ("generators/verify/__init__.py", "clawloop.synthesis.library"),
+    ("generators/verify/host_checks.py", "clawloop.synthesis.library"),
     ("generators/verify/derivable.py", "clawloop.synthesis.domain.derivable"),
 }
 
