@@ -61,7 +61,7 @@ log = logging.getLogger(__name__)
 
 VLLM_COMMAND = (
     "vllm serve {model} --served-model-name {name} --enable-auto-tool-choice "
-    "--tool-call-parser hermes --logprobs-mode processed_logprobs "
+    "--tool-call-parser hermes --logprobs-mode processed_logprobs --generation-config vllm "
     "--max-model-len {context_len} --host 0.0.0.0 --port {port}"
 )
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import importlib.util
+import json
 import logging
 import os
 import signal
@@ -83,6 +84,17 @@ def vllm_python() -> str:
         f"builds the CPU venv at {DEFAULT_VENV}), pip install vllm on a GPU host, or set "
         f"${VENV_ENV} to a venv that has it; or use llm.server: local"
     )
+
+
+def model_len(model_dir: str | Path, context_len: int) -> int:
+    """The context vLLM serves: `context_len`, capped by the model's own position limit (vLLM
+    refuses a --max-model-len above it)."""
+    try:
+        cfg = json.loads((Path(model_dir) / "config.json").read_text())
+    except (OSError, ValueError):
+        return context_len
+    limit = cfg.get("max_position_embeddings")
+    return min(context_len, int(limit)) if isinstance(limit, int) and limit > 0 else context_len
 
 
 def vllm_argv(

@@ -38,7 +38,7 @@ from clawloop.harness.serve import (
     served_models,
     vllm_command,
 )
-from clawloop.harness.vllm import close_shared, shared_server
+from clawloop.harness.vllm import close_shared, model_len, shared_server
 from clawloop.storage import fs
 from clawloop.tasks.stage import StageContext, StageError
 
@@ -311,16 +311,6 @@ def vllm_log_path(ctx: StageContext) -> Path:
     return fs.local_path(fs.join(ctx.root, ctx.run_id)) / "vllm.log"
 
 
-def _model_len(model_dir: Path, context_len: int) -> int:
-    """The context vLLM serves: the rollout's, capped by the model's own position limit."""
-    try:
-        cfg = json.loads((Path(model_dir) / "config.json").read_text())
-    except (OSError, ValueError):
-        return context_len
-    limit = cfg.get("max_position_embeddings")
-    return min(context_len, int(limit)) if isinstance(limit, int) and limit > 0 else context_len
-
-
 def served_lora_rank(cfg: RunConfig) -> int | None:
     """The --max-lora-rank the managed vLLM starts with: None unless the policy is base model +
     an unmerged adapter (train.lora, not merge_lora); else the smallest vLLM rank >= lora_r."""
@@ -337,7 +327,7 @@ def managed_policy(ctx: StageContext, after_iteration: int) -> tuple[PolicyConfi
     base = base_model_dir(cfg)
     server = shared_server(
         vllm_log_path(ctx),
-        context_len=_model_len(base, cfg.rollout.context_len),
+        context_len=model_len(base, cfg.rollout.context_len),
         startup_timeout_s=llm.vllm_startup_timeout_s,
         extra_args=tuple(llm.vllm_args),
     )
