@@ -8,8 +8,14 @@ training tokens from text) and parses hermes-style tool calls for Qwen-family mo
         --logprobs-mode processed_logprobs \\
         --max-model-len 32768 --host 0.0.0.0 --port 8000
     # processed_logprobs: the returned logprobs are those of the distribution actually sampled
-    # (after temperature), which GRPO's importance ratio needs; vLLM's default is raw logprobs.
+    # (after temperature and any top-k/top-p: clawloop pins those to neutral on every request,
+    # harness/tokens.py PINNED_SAMPLING, so at T=1 they are the model's own log-softmax, what
+    # training computes); vLLM's default is raw logprobs. --generation-config vllm: the model's
+    # generation_config.json sampling defaults are not applied.
     # then: clawloop rollout TASK_DIR --base-url http://HOST:8000/v1 --model policy
+
+Managed — `llm.server: vllm` (harness/vllm.py): clawloop starts this server itself, on a free
+loopback port, restarts it on new weights or loads adapters into it, and stops it with the run.
 
 Local (CPU) — clawloop's own small server (`harness/local_server.py`) on a model folder, offline:
 

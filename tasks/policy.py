@@ -369,6 +369,14 @@ def close_policy_servers() -> None:
     close_shared()
 
 
+def release_for_training(cfg: RunConfig) -> None:
+    """Before train: stop the managed vLLM when the trained weights will need a restart anyway
+    (a full or merged checkpoint), so training has the memory it held. With an unmerged adapter
+    it stays up: the adapter is loaded into it."""
+    if cfg.llm.server == "vllm" and not cfg.llm.base_url and served_lora_rank(cfg) is None:
+        close_shared()
+
+
 @contextmanager
 def serve_policy(ctx: StageContext, after_iteration: int) -> Iterator[tuple[PolicyConfig, str]]:
     """(harness.rollout.PolicyConfig, note) for the policy after `after_iteration`: the configured

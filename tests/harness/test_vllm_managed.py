@@ -253,3 +253,18 @@ def test_sweep_kills_a_recorded_engine_group_of_a_dead_owner(tmp_path):
     swept = owned.sweep([base])
     assert str(group.pid) in swept["processes"]
     assert group.wait(timeout=10) == -9  # SIGKILLed
+
+
+def test_train_releases_the_managed_server_only_when_new_weights_restart_it(tmp_path):
+    from clawloop.tasks.config import parse_config
+    from clawloop.tasks.policy import release_for_training, served_lora_rank
+
+    restart = parse_config({"llm": {"server": "vllm"}})
+    lora = parse_config({"llm": {"server": "vllm"}, "train": {"lora": True, "merge_lora": False}})
+    assert served_lora_rank(restart) is None and served_lora_rank(lora) == 16
+    server = vllm.shared_server(tmp_path / "vllm.log")
+    release_for_training(lora)
+    assert vllm.shared_server(tmp_path / "vllm.log") is server  # kept: the adapter loads into it
+    release_for_training(restart)
+    assert vllm.shared_server(tmp_path / "vllm.log") is not server  # stopped before training
+    vllm.close_shared()
