@@ -133,9 +133,7 @@ class EncodeReport:
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "notes"}
 
 
-def chain_turns(
-    turns: list[Turn], max_len: int | None = None
-) -> tuple[list[TokenSample], int]:
+def chain_turns(turns: list[Turn], max_len: int | None = None) -> tuple[list[TokenSample], int]:
     """Chain turns into as few sequences as the prefix property allows; returns (samples, breaks).
     With `max_len`, a turn that would grow the sequence past it starts a new one (from its own
     prompt; not counted as a break)."""
@@ -150,7 +148,11 @@ def chain_turns(
         )
         if cur is not None and not extends:
             breaks += 1
-        if extends and max_len is not None and len(turn.prompt_ids) + len(turn.completion_ids) > max_len:
+        if (
+            extends
+            and max_len is not None
+            and len(turn.prompt_ids) + len(turn.completion_ids) > max_len
+        ):
             extends = False  # too long to chain: a new sequence from the turn's own prompt
         if not extends:
             cur = TokenSample(input_ids=[], action_mask=[], old_logprobs=[])
@@ -622,9 +624,7 @@ def fit_to_length(turns: list[Turn], max_len: int, report: EncodeReport) -> list
         report.action_tokens += len(t.completion_ids)
         report.longest_completion = max(report.longest_completion, len(t.completion_ids))
     chained, _ = chain_turns(turns)
-    report.longest_sequence = max(
-        [report.longest_sequence, *(len(s.input_ids) for s in chained)]
-    )
+    report.longest_sequence = max([report.longest_sequence, *(len(s.input_ids) for s in chained)])
     report.truncated += sum(len(s.input_ids) > max_len for s in chained)
     return [fit_turn(t, max_len, report) for t in turns]
 
