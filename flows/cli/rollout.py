@@ -3,7 +3,9 @@
     clawloop rollout TASK_DIR --base-url http://127.0.0.1:8000/v1 --model policy -n 8 --json
     clawloop rollout TASK_DIR --serve-tiny -n 2       # build + serve the tiny offline model
 
-TASK_DIR may be any Harbor task folder, not only one clawloop made: a foreign task whose
+TASK_DIR may be any task folder `clawloop import auto` recognises: a ClawGym one (data_entry.json
+and reward/reward.sh) runs as the Harbor folder its import writes, graded by its own reward.sh;
+any Harbor task folder, not only one clawloop made: a foreign task whose
 Dockerfile needs a build is built offline on the Docker backend first (harness/taskfolder/foreign.py)
 and refused on bubblewrap with the reason; it is graded by its own tests (reward.json or reward.txt).
 Prints the pass count (`passes`), the rewards, end reasons, and where the trajectories
@@ -81,10 +83,13 @@ def _fail(msg: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    from clawloop.harness.taskfolder.clawgym import is_clawgym_folder
+
     task_dir: Path = args.task_dir
-    if not (task_dir / "instruction.md").is_file():
+    if not is_clawgym_folder(task_dir) and not (task_dir / "instruction.md").is_file():
         return _fail(
-            f"{task_dir} is not a task folder (no instruction.md); pass a Harbor task folder"
+            f"{task_dir} is not a task folder (no instruction.md, nor data_entry.json and "
+            "reward/reward.sh); pass a Harbor or a ClawGym task folder"
         )
     if not args.serve_tiny and not (args.base_url and args.model):
         return _fail("give --base-url and --model (or --serve-tiny for the local tiny model)")
@@ -135,12 +140,19 @@ def run(args: argparse.Namespace) -> int:
 def _rollout(args: argparse.Namespace, task_dir: Path, cfg: RolloutConfig) -> list[dict]:
     """Run the episodes, first starting the tiny local model server when asked to."""
     from clawloop.harness import owned
+    from clawloop.harness.taskfolder.clawgym import (
+        is_clawgym_folder,
+        read_task,
+        write_harbor_folder,
+    )
     from clawloop.harness.taskfolder.foreign import prepare_task
 
     with ExitStack() as stack:
         # A foreign Harbor task runs from a prepared copy (its workspace laid out, its image
         # built on Docker); before the policy server starts, so a refusal costs nothing.
         work = Path(stack.enter_context(owned.temp_dir("clawloop-rollout-")))
+        if is_clawgym_folder(task_dir):  # the Harbor folder `import clawgym` makes of it
+            task_dir = write_harbor_folder(read_task(task_dir), work / "clawgym" / task_dir.name)
         prepared = prepare_task(task_dir, SandboxConfig(backend=args.backend), work)
         if prepared.note:
             print(f"clawloop rollout: {task_dir}: {prepared.note}", file=sys.stderr)
