@@ -6,7 +6,7 @@ are uploaded. Used by verify (oracle, no-op) and by rollouts (grading an agent's
 code that ran before grading is untrusted, so grading runs in a context it never wrote:
 `prepare_grading` kills what it left running and empties /tests, /logs/verifier, /solution and
 /tmp; the verifier then runs from fresh copies under the grading supervisor
-(grading_kit/supervise.py), with a fresh HOME and TMPDIR and isolated interpreters
+(harness/grading_supervisor.py), with a fresh HOME and TMPDIR and isolated interpreters
 (`grading_env`), and whatever it leaves running, or a non-zero exit, fails the grade.
 
     with open_task(task_dir, SandboxConfig(backend="bwrap")) as sb:
@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from clawloop.harness import grading_supervisor
 from clawloop.harness.sandbox.base import (
     SOLUTION,
     TESTS,
@@ -37,6 +38,7 @@ from clawloop.harness.sandbox.base import (
 )
 from clawloop.harness.sandbox.scratch import scratch
 from clawloop.harness.taskfolder.folder import read_task_header
+from clawloop.storage.cache_key import data_text
 
 REWARD_FILE = f"{VERIFIER_LOGS}/reward.json"  # {"reward": float}: numbers only (Harbor's rule)
 # Harbor's other reward file: one number as text; read only when reward.json is absent (as Harbor).
@@ -45,19 +47,16 @@ DETAILS_FILE = f"{VERIFIER_LOGS}/details.json"  # {"reward", "passed", "checks",
 MAX_REWARD_BYTES = 1024 * 1024
 MAX_DETAILS_BYTES = 8 * 1024 * 1024  # one entry per check, each detail capped by the grader
 LOG_TAIL = 4000
-# Empties the dirs the verifier reads from and writes to, whatever the graded code did to them
-# (a planted reward.json or grader module, a dir made read-only); fails if anything is left.
 # The folders emptied before grading: the verifier's, and those the episode wrote apart from
-# /workspace (/tmp is its HOME).
+# /workspace (/tmp is its HOME). reset_grading.sh says how.
 GRADING_DIRS = (TESTS, VERIFIER_LOGS, SOLUTION, "/tmp")
-KIT_DIR = Path(__file__).parent / "grading_kit"
-RESET_GRADING_SH = f"""
-for d in {" ".join(GRADING_DIRS)}; do
-    chmod -R u+rwX "$d" 2>/dev/null
-    find "$d" -mindepth 1 -delete 2>/dev/null
-    [ -z "$(ls -A "$d")" ] || {{ echo "could not empty $d" >&2; exit 1; }}
-done
-"""
+RESET_GRADING_SH = (
+    data_text(__file__, "reset_grading.sh")
+    .replace("__TESTS__", TESTS)
+    .replace("__VERIFIER_LOGS__", VERIFIER_LOGS)
+    .replace("__SOLUTION__", SOLUTION)
+    .replace("__TMP__", "/tmp")
+)
 
 
 @dataclass
@@ -254,8 +253,8 @@ def upload_kit(sb: Sandbox) -> str:
         local = Path(tmp, "kit")
         for sub in ("home", "tmp", "site"):
             (local / sub).mkdir(parents=True)
-        (local / "supervise.py").write_bytes((KIT_DIR / "supervise.py").read_bytes())
-        (local / "site/sitecustomize.py").write_bytes((KIT_DIR / "sitecustomize.py").read_bytes())
+        (local / "supervise.py").write_bytes(Path(grading_supervisor.__file__).read_bytes())
+        (local / "site/sitecustomize.py").write_text(grading_supervisor.SITECUSTOMIZE)
         sb.upload(local, kit)
     return kit
 
