@@ -256,7 +256,18 @@ def upload_kit(sb: Sandbox) -> str:
         (local / "supervise.py").write_bytes(Path(grading_supervisor.__file__).read_bytes())
         (local / "site/sitecustomize.py").write_text(grading_supervisor.SITECUSTOMIZE)
         sb.upload(local, kit)
+    _seal(sb, kit, recursive=False)
+    _seal(sb, f"{kit}/site")
+    _seal(sb, f"{kit}/supervise.py")
     return kit
+
+
+def _seal(sb: Sandbox, remote: str, recursive: bool = True) -> None:
+    """Make grading files read-only to the sandbox's commands where the backend can
+    (bubblewrap run as root: BwrapSandbox.seal); elsewhere they stay as uploaded."""
+    seal = getattr(sb, "seal", None)
+    if seal is not None:
+        seal(remote, recursive)
 
 
 def supervised_run(sb: Sandbox, argv: list[str], limit: float, cwd: str = WORKSPACE) -> Grade | str:
@@ -318,6 +329,7 @@ def run_tests(sb: Sandbox, task_dir: Path, timeout: float | None = None) -> Grad
         return Grade(0.0, False, reason=unfit)
     try:
         sb.upload(Path(task_dir, "tests"), TESTS)
+        _seal(sb, TESTS)
     except (SandboxError, OSError, ValueError) as exc:
         return Grade(0.0, False, reason=f"could not copy the task's tests/ in ({exc}); not graded")
     limit = timeout if timeout is not None else task_timeouts(task_dir)[1]

@@ -28,8 +28,6 @@ def _docker_or_skip() -> None:
 
 
 def _check_caught(trick: str, kind: str, got: dict) -> None:
-    if (trick, kind) == ("rewrite_tests_while_graded", "harbor"):
-        pytest.xfail("/tests is still writable by code the verifier runs (sealing: next)")
     assert got["end_reason"] == "finished", got
     assert got["reward"] == 0.0 and not got["passed"], (trick, kind, got["reason"], got["log"])
     assert got["reason"], (trick, kind, got)  # a grade of 0 always says why
@@ -89,6 +87,8 @@ def test_all_tricks_at_once_still_leave_a_sound_solution_at_one(tmp_path: Path) 
 @pytest.mark.parametrize("trick, kind", MATRIX)
 def test_trick_scores_zero_in_docker(trick: str, kind: str, tmp_path: Path) -> None:
     _docker_or_skip()
+    if (trick, kind) == ("rewrite_tests_while_graded", "harbor"):
+        pytest.xfail("docker: /tests is not sealed (uploads stay the exec's root's; no chown)")
     _check_caught(trick, kind, attack(TASKS[kind], TRICKS[trick], "docker", tmp_path / "out"))
 
 
