@@ -20,13 +20,12 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
+from clawloop.harness.audit import grade_files, reference_score
 from clawloop.harness.sandbox.base import SandboxConfig
 from clawloop.harness.taskfolder.clawgym import (
     clawgym_folders,
-    grade_files,
     probes,
     read_task,
-    reference_score,
     write_harbor_folder,
 )
 

@@ -30,9 +30,17 @@ from pathlib import Path
 import yaml
 
 from clawloop.diagnosis.external import wilson_interval
+from clawloop.diagnosis.paired import PairedPasses, PairedScores
 from clawloop.flows.cli import main as clawloop
 from clawloop.flows.cli.report import run_figures, write_report
-from clawloop.flows.report import EXTERNAL_COLUMNS, IterationFigures, RunFigures, external_cells
+from clawloop.flows.report import (
+    EXTERNAL_COLUMNS,
+    EXTERNAL_PAIRED_COLUMNS,
+    PAIRED_COLUMN,
+    IterationFigures,
+    RunFigures,
+    external_cells,
+)
 
 
 def heldout_cell(it: IterationFigures) -> str:
@@ -45,17 +53,28 @@ def heldout_cell(it: IterationFigures) -> str:
     return f"{passed}/{n} {passed / n:.1%} [{lo:.1%}, {hi:.1%}]"
 
 
+def _test(test: PairedPasses | PairedScores | None) -> str:
+    return "-" if test is None else test.cell()
+
+
 def table(figures: RunFigures) -> str:
-    """The learning table, one row per iteration (markdown); the external cells are the report's."""
-    head = ["iteration", "held-out pass [95% Wilson]", *EXTERNAL_COLUMNS, "train", "steps",
-            "SFT loss", "GRPO loss"]  # fmt: skip
+    """The learning table, one row per iteration (markdown); the external cells are the report's,
+    each pass rate followed by its paired test against row base (diagnosis/paired.py)."""
+    head = ["iteration", "held-out pass [95% Wilson]", PAIRED_COLUMN, EXTERNAL_COLUMNS[0],
+            EXTERNAL_PAIRED_COLUMNS[0], EXTERNAL_COLUMNS[1], EXTERNAL_PAIRED_COLUMNS[1], "train",
+            "steps", "SFT loss", "GRPO loss"]  # fmt: skip
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for it in figures.iterations:
         sft, grpo = it.mean_loss("sft"), it.mean_loss("grpo")
+        ext_pass, ext_score = external_cells(it)
         cells = [
             it.label,
             heldout_cell(it),
-            *external_cells(it),
+            _test(it.heldout_test),
+            ext_pass,
+            _test(it.external_test),
+            ext_score,
+            _test(it.score_test),
             it.train_status or "-",
             "-" if it.train_steps is None else str(it.train_steps),
             "-" if sft is None else f"{sft:.4f}",

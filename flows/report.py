@@ -17,6 +17,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
+from clawloop.diagnosis.paired import PairedPasses, PairedScores
 from clawloop.flows.runs import RunInfo, RunSummary, error_summary
 from clawloop.tasks.engine import StageOutcome
 
@@ -195,6 +196,13 @@ class IterationFigures:
     external_pass_ci: tuple[float, float] | None = None
     external_mean: float | None = None
     external_mean_ci: tuple[float, float] | None = None
+    external_passed: int | None = None  # external episodes passed / counted (all eval sets)
+    external_episodes: int | None = None
+    # paired tests against row "base" on the same tasks (diagnosis/paired.py): held-out and
+    # external pass/fail (exact McNemar), external per-task score (sign-flip); None: no base row
+    heldout_test: PairedPasses | None = None
+    external_test: PairedPasses | None = None
+    score_test: PairedScores | None = None
     missing: list[str] = field(default_factory=list)  # stages with no committed output
     damaged: list[str] = field(default_factory=list)  # "<manifest url> is damaged: why"
 
@@ -213,6 +221,14 @@ class IterationFigures:
     def mean_loss(self, phase: str) -> float | None:
         vals = [loss for p, _, loss in self.losses if p == phase and loss == loss]  # not NaN
         return sum(vals) / len(vals) if vals else None
+
+    @property
+    def heldout_passed(self) -> tuple[int, int]:
+        """(passed, n) over every capability's held-out episodes."""
+        return (
+            sum(p for p, _ in self.heldout.values()),
+            sum(n for _, n in self.heldout.values()),
+        )
 
     @property
     def heldout_pass_rate(self) -> float | None:
@@ -235,8 +251,42 @@ class RunFigures:
         return sorted({c for it in self.iterations for c in it.heldout})
 
     @property
+    def has_base(self) -> bool:
+        """Row "base" (diagnose.baseline) leads: the later rows carry paired tests against it."""
+        return bool(self.iterations) and self.iterations[0].iteration == 0
+
+    @property
     def has_external(self) -> bool:
         return any(it.external_pass_rate is not None for it in self.iterations)
+
+
+def iteration_json(it: IterationFigures) -> dict[str, Any]:
+    """One row of `clawloop report --json`: held-out (passed, n); the external eval sets' passed,
+    n and mean score (null without any); train's status and logged steps (null: no train stage,
+    as in row "base")."""
+    passed, n = it.heldout_passed
+    external = None
+    if it.external_episodes is not None:
+        external = {
+            "passed": it.external_passed or 0,
+            "n": it.external_episodes,
+            "mean_score": it.external_mean,
+        }
+    train = None
+    if it.train_status is not None:
+        train = {"status": it.train_status, "steps": it.train_steps}
+    return {"label": it.label, "heldout": {"passed": passed, "n": n}, "external": external,
+            "train": train}  # fmt: skip
+
+
+def run_report_json(figures: RunFigures) -> dict[str, Any]:
+    """`clawloop report --run ID --json`: the figures the table is made of, a stable shape:
+    {"run_id", "iterations": [{"label", "heldout": {"passed", "n"}, "external": {"passed", "n",
+    "mean_score"} | null, "train": {"status", "steps"} | null}]}."""
+    return {
+        "run_id": figures.run_id,
+        "iterations": [iteration_json(it) for it in figures.iterations],
+    }
 
 
 def _n(v: int | str | None) -> str:
@@ -266,6 +316,7 @@ REPORT_COLUMNS = (
     "grpo loss",
     "held-out pass",
 )
+PAIRED_COLUMN = "held-out vs base (McNemar)"  # when the run has row "base"
 
 
 def iteration_row(it: IterationFigures, external: bool) -> list[str]:
@@ -290,6 +341,16 @@ def iteration_row(it: IterationFigures, external: bool) -> list[str]:
     return cells + (external_cells(it) if external else [])
 
 
+def paired_cells(it: IterationFigures, external: bool) -> list[str]:
+    """The paired tests against row "base" (p-value, gained/lost pairs): held-out, and with an
+    external set its pass/fail and per-task score tests; "-" on row base itself."""
+    cells = ["-" if it.heldout_test is None else it.heldout_test.cell()]
+    if external:
+        cells.append("-" if it.external_test is None else it.external_test.cell())
+        cells.append("-" if it.score_test is None else it.score_test.cell())
+    return cells
+
+
 def _ci(ci: tuple[float, float] | None, fmt: Any) -> str:
     return "" if ci is None else f" [{fmt(ci[0])}, {fmt(ci[1])}]"
 
@@ -304,10 +365,19 @@ def external_cells(it: IterationFigures) -> list[str]:
 
 
 EXTERNAL_COLUMNS = ("external pass [95% Wilson]", "external score [95% CI]")
+EXTERNAL_PAIRED_COLUMNS = ("external pass vs base (McNemar)", "external score vs base (sign-flip)")
 
 
 def _columns(figures: RunFigures) -> list[str]:
-    return list(REPORT_COLUMNS) + (list(EXTERNAL_COLUMNS) if figures.has_external else [])
+    cols = list(REPORT_COLUMNS) + (list(EXTERNAL_COLUMNS) if figures.has_external else [])
+    if figures.has_base:
+        cols += [PAIRED_COLUMN] + (list(EXTERNAL_PAIRED_COLUMNS) if figures.has_external else [])
+    return cols
+
+
+def _row(figures: RunFigures, it: IterationFigures) -> list[str]:
+    cells = iteration_row(it, figures.has_external)
+    return cells + (paired_cells(it, figures.has_external) if figures.has_base else [])
 
 
 def run_report_markdown(figures: RunFigures, png_name: str = "report.png") -> str:
@@ -323,11 +393,17 @@ def run_report_markdown(figures: RunFigures, png_name: str = "report.png") -> st
         "Kept tasks per stage, the band filter's yield (kept / rolled out), the rollout's passed",
         "episodes, train's status (logged steps) and mean SFT / GRPO loss over its logged steps,",
         "and diagnose's held-out pass rate (passed / graded eval episodes, every capability).",
-        "",
     ]
+    if figures.has_base:
+        lines += [
+            "Against row base (the same tasks): the exact McNemar p-value over episodes paired by",
+            "(task, attempt), with +gained/-lost pairs; for an external set also the sign-flip",
+            "p-value over per-task mean score differences.",
+        ]
+    lines += [""]
     cols = _columns(figures)
     lines += ["| " + " | ".join(cols) + " |", "|" + "---:|" * len(cols)]
-    lines += ["| " + " | ".join(iteration_row(it, figures.has_external)) + " |" for it in its]
+    lines += ["| " + " | ".join(_row(figures, it)) + " |" for it in its]
     caps = figures.capabilities
     if caps:
         lines += ["", "## Held-out pass rate per capability", ""]
@@ -361,7 +437,7 @@ def run_report_table(figures: RunFigures) -> Table:
     for col in _columns(figures):
         t.add_column(col, justify="left" if col == "train" else "right")
     for it in figures.iterations:
-        t.add_row(*iteration_row(it, figures.has_external))
+        t.add_row(*_row(figures, it))
     return t
 
 

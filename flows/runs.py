@@ -33,6 +33,7 @@ from clawloop.tasks.config import (
     merge_overrides,
     parse_config,
 )
+from clawloop.tasks.policy import close_policy_servers
 from clawloop.tasks.stage import StageError, StageSpec
 
 log = logging.getLogger("clawloop.runs")
@@ -104,7 +105,7 @@ def stage_owner(run_id: str, stage: str) -> Iterator[None]:
     """Name the run and stage that own the sandboxes started in this process for the block
     (harness/sandbox/docker.py names and labels its containers from these variables; a local
     Dask cluster's workers inherit them)."""
-    from clawloop.harness.sandbox.docker import ENV_RUN, ENV_STAGE
+    from clawloop.harness.sandbox.docker_engine import ENV_RUN, ENV_STAGE
 
     before = {k: os.environ.get(k) for k in (ENV_RUN, ENV_STAGE)}
     os.environ[ENV_RUN], os.environ[ENV_STAGE] = run_id, stage
@@ -173,12 +174,15 @@ def run_loop(
         save_run_config(cfg, run_id)
         apply_environment(cfg)
         sweep_sandboxes()
-        for k in range(1, cfg.iterations + 1):
-            forced = engine.dependents(stages, force, forced)
-            outcomes = engine.run_iteration(stages, k, forced, runner)
-            summary.outcomes += outcomes
-            if not engine.iteration_ok(outcomes):
-                break
+        try:
+            for k in range(1, cfg.iterations + 1):
+                forced = engine.dependents(stages, force, forced)
+                outcomes = engine.run_iteration(stages, k, forced, runner)
+                summary.outcomes += outcomes
+                if not engine.iteration_ok(outcomes):
+                    break
+        finally:
+            close_policy_servers()  # the managed vLLM (llm.server: vllm) ends with the run
     summary.duration_s = time.time() - t0
     return summary
 

@@ -1,6 +1,6 @@
 """What the generator writer is told: the contract text, the first request, the repair follow-up.
 
-`writer_prompt(spec, example_code, patterns)` is the first request for one generator: the contract
+`WriterSpec` is one generator to write. `writer_prompt(spec, example_code, patterns)` is the first request for one generator: the contract
 (`CONTRACT_TEXT`), the metadata wanted, the recent failure patterns and a built-in generator as
 an example (`example_for`). `repair_message(stage, error)` sends a failed check, forge or verify
 back to the writer. synthesis/llm_writer.py drives the write / check / repair loop with them.
@@ -8,10 +8,25 @@ back to the writer. synthesis/llm_writer.py drives the write / check / repair lo
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
-if TYPE_CHECKING:
-    from clawloop.synthesis.llm_writer import WriterSpec
+from clawloop.synthesis import library
+from clawloop.synthesis.vocabularies import domain_names
+
+
+@dataclass(frozen=True)
+class WriterSpec:
+    """One generator to write."""
+
+    capability: str
+    domain: str
+    multihop: int = 0
+    dirtiness: int = 0
+    output_format: str = "json"
+    split: str = "train"
+    seed: int = 0  # the seed the candidate is forged and verified with
+
 
 CONTRACT_TEXT = '''A generator is ONE Python file, standard library only, that runs in an isolated sandbox
 (no network, no host files, a few seconds of CPU). It must define:
@@ -103,11 +118,6 @@ def repair_message(stage: str, error: str, max_chars: int) -> dict[str, Any]:
 
 def example_for(spec: WriterSpec) -> str:
     """A built-in generator of the same capability (another domain when possible) as the example."""
-    try:
-        from clawloop.synthesis import library
-        from clawloop.synthesis.vocabularies import domain_names
-    except ImportError:
-        return ""
     others = [d for d in domain_names() if d != spec.domain] or [spec.domain]
     for domain in (others[0], spec.domain):
         try:

@@ -33,7 +33,7 @@ from typing import Any
 
 from clawloop.generators.meta import ContractError
 from clawloop.harness.llm import ChatFn, LLMEndpoint, LLMError, circuit_breaker, endpoint_chat
-from clawloop.synthesis.llm_prompts import example_for, repair_message, writer_prompt
+from clawloop.synthesis.llm_prompts import WriterSpec, example_for, repair_message, writer_prompt
 
 REPAIR_STAGES = ("forge", "verify")
 _REPAIR_RE = re.compile(r":repair:(\d+)$")
@@ -41,19 +41,6 @@ _REPAIR_RE = re.compile(r":repair:(\d+)$")
 
 class WriterError(ValueError):
     """The writer's code fails a host-side (static) check; the message is fed back for repair."""
-
-
-@dataclass(frozen=True)
-class WriterSpec:
-    """One generator to write."""
-
-    capability: str
-    domain: str
-    multihop: int = 0
-    dirtiness: int = 0
-    output_format: str = "json"
-    split: str = "train"
-    seed: int = 0  # the seed the candidate is forged and verified with
 
 
 @dataclass(frozen=True)

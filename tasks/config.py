@@ -29,7 +29,6 @@ from clawloop.generators.forge import ForgeConfig
 from clawloop.generators.verify import VerifyConfig
 from clawloop.harness.rollout import RolloutConfig
 from clawloop.synthesis.synthesize import SynthesizeConfig
-from clawloop.tasks import diagnose, rollout, train
 from clawloop.tasks.settings import (
     ExecutionSettings,
     LLMSettings,
@@ -99,13 +98,19 @@ class RunConfig(Section):
 
     @model_validator(mode="after")
     def _local_serving_needs_merged_weights(self) -> RunConfig:
-        if not self.llm.base_url and self.train.lora and not self.train.merge_lora:
+        if (
+            not self.llm.base_url
+            and self.llm.server == "local"
+            and self.train.lora
+            and not self.train.merge_lora
+        ):
             # The policy would be base + adapter, and transformers serve only serves full weights:
             # rollout and diagnose would quietly run the base model.
             raise ValueError(
                 "train.merge_lora: false keeps the policy as base model + LoRA adapter, which the "
                 "local policy server cannot serve (llm.base_url is null): set train.merge_lora: "
-                "true, or serve the policy with vLLM (llm.base_url, llm.reload: lora)"
+                "true, or serve the policy with vLLM (llm.server: vllm, or llm.base_url with "
+                "llm.reload: lora)"
             )
         return self
 
@@ -129,25 +134,51 @@ class RunConfig(Section):
 
     @model_validator(mode="after")
     def _can_train(self) -> RunConfig:
-        problems = train.untrainable(self.rollout_config(), self.train_config())
+        problems = untrainable(self.rollout, self.train)
         if problems:
             raise ValueError("; ".join(problems))
         return self
 
-    # ---- the stage configs these sections map to: each built by its stage module (which is
-    # what the stage's cache key covers); kept here as methods for callers outside the stages.
 
-    def rollout_config(self, **overrides: Any) -> RolloutConfig:
-        return rollout.rollout_config(self, **overrides)
+def untrainable(rollout: RolloutConfig, train: TrainConfig) -> list[str]:
+    """What in this rollout + train pair can never train, each with the fix; [] when it can.
 
-    def eval_rollout_config(self) -> RolloutConfig:
-        return diagnose.eval_rollout_config(self)
-
-    def train_config(self) -> TrainConfig:
-        return train.train_config(self)
-
-    def diagnose_config(self) -> DiagnoseConfig:
-        return diagnose.diagnose_config(self)
+    Pure and self-contained: RunConfig's validator below calls it once when the file loads, so
+    a run that would report `nothing_to_train` every iteration is refused before any stage runs."""
+    n, lo, hi = rollout.n, rollout.band_lo, rollout.band_hi
+    band = f"rollout.band [{lo}, {hi}]"
+    problems: list[str] = []
+    if lo > n:
+        problems.append(
+            f"{band} keeps tasks with at least {lo} passes out of rollout.n={n}: no task can be "
+            f"kept, so nothing is ever trained; set the band within [0, {n}], e.g. [1, {max(1, n - 1)}]"
+        )
+        return problems
+    if train.run_grpo:
+        if n < 2:
+            problems.append(
+                f"GRPO (train.phases: {train.phases}) compares the rollouts of one task, but "
+                f"rollout.n={n} makes groups of one, which have no reward spread: set rollout.n to "
+                "2 or more (8 in the GRPO papers), or train.phases: sft"
+            )
+        else:
+            # Under the outcome reward a group has spread only with some but not all passed; a
+            # shaped reward can still differ among all-failed groups, never among all-passed.
+            spread_lo = 1 if train.reward == "outcome" else 0
+            if hi < spread_lo or lo > n - 1:
+                problems.append(
+                    f"GRPO (train.phases: {train.phases}, train.reward: {train.reward}) needs "
+                    f"kept groups whose rewards differ, but {band} with rollout.n={n} keeps only "
+                    f"groups that all {'passed' if lo > n - 1 else 'failed'}: set the band "
+                    f"within [{spread_lo}, {n - 1}], e.g. [1, {n - 1}]"
+                )
+    if train.run_sft and hi < 1:
+        problems.append(
+            f"SFT (train.phases: {train.phases}) trains on passed episodes of kept tasks, but "
+            f"{band} keeps only tasks that never passed: set rollout.band's high end to 1 or "
+            "more, or train.phases: grpo"
+        )
+    return problems
 
 
 def _format_errors(exc: ValidationError, source: str) -> str:

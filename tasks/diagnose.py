@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from contextlib import ExitStack
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,7 +36,6 @@ from clawloop.diagnosis.diagnose import (
     GUIDANCE_NAME,
     PLOT_NAME,
     REPORT_NAME,
-    DiagnoseConfig,
     diagnose_stage,
     heldout_counts,
 )
@@ -64,7 +64,6 @@ from clawloop.storage import artifacts, schemas
 from clawloop.storage.schemas import FailureSummary, Trajectory
 from clawloop.tasks.episodes import roll_out, verified_tasks
 from clawloop.tasks.policy import policy_slice, serve_policy
-from clawloop.tasks.rollout import rollout_config
 from clawloop.tasks.sandbox import sandbox_for
 from clawloop.tasks.settings import section_dump
 from clawloop.tasks.stage import StageContext, StageError, StageResult, StageSpec
@@ -89,11 +88,6 @@ def summarize_one(
     return summarize(row)
 
 
-def diagnose_config(cfg: RunConfig) -> DiagnoseConfig:
-    """The `diagnose:` section: diagnosis.diagnose.DiagnoseConfig itself."""
-    return cfg.diagnose
-
-
 def start_levels(cfg: RunConfig) -> tuple[int, int]:
     """Where guidance difficulty starts: where synthesis starts (synthesize.multihop/dirtiness),
     so guidance never drops below it."""
@@ -103,7 +97,7 @@ def start_levels(cfg: RunConfig) -> tuple[int, int]:
 def eval_rollout_config(cfg: RunConfig) -> RolloutConfig:
     """The held-out rollouts: `diagnose.eval_n` episodes per task, no band."""
     n = cfg.diagnose.eval_n
-    return rollout_config(cfg, n=n, band=(0, n))
+    return replace(cfg.rollout, n=n, band=(0, n))
 
 
 def config_slice(cfg: RunConfig, iteration: int) -> dict[str, Any]:
@@ -289,7 +283,7 @@ def run(ctx: StageContext) -> StageResult:
         res = diagnose_stage(
             pd.DataFrame(evals, columns=schemas.TRAJECTORIES.names),
             _history(ctx),
-            diagnose_config(cfg),
+            cfg.diagnose,
             endpoint,
             out,
             ctx.iteration,

@@ -3,12 +3,11 @@ filter keeps the tasks whose pass count is in [low, high] for training."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from clawloop.harness import owned
-from clawloop.harness.rollout import RolloutConfig, band_filter, pass_rates
+from clawloop.harness.rollout import band_filter, pass_rates
 from clawloop.harness.sandbox.pool import with_host_column
 from clawloop.storage import schemas
 from clawloop.tasks.episodes import roll_out, verified_tasks
@@ -18,11 +17,6 @@ from clawloop.tasks.stage import StageContext, StageResult, StageSpec
 
 if TYPE_CHECKING:
     from clawloop.tasks.config import RunConfig
-
-
-def rollout_config(cfg: RunConfig, **overrides: Any) -> RolloutConfig:
-    """The `rollout:` section (harness.rollout.RolloutConfig itself); `overrides` replace fields."""
-    return replace(cfg.rollout, **overrides) if overrides else cfg.rollout
 
 
 def config_slice(cfg: RunConfig, iteration: int) -> dict[str, Any]:
@@ -35,7 +29,7 @@ def config_slice(cfg: RunConfig, iteration: int) -> dict[str, Any]:
 
 def run(ctx: StageContext) -> StageResult:
     cfg = ctx.config
-    rcfg = rollout_config(cfg)  # checked when the config was loaded
+    rcfg = cfg.rollout  # checked when the config was loaded
     with owned.temp_dir("clawloop-rollout-") as tmp:
         tasks = verified_tasks(ctx, "train", Path(tmp))
         traj: list[dict[str, Any]] = []

@@ -1,5 +1,5 @@
 """`clawloop audit DIR... [--json] [--out audit.parquet]`: audit task data sets without reference
-solutions (harness/taskfolder/audit.py): per task the verifier's no-op score, the trivial probes'
+solutions (harness/audit.py): per task the verifier's no-op score, the trivial probes'
 scores and the flags (no-op passes, answer files, instruction leaks of checked values); a table
 and totals, or with --json exactly {"tasks": [{"task_id", "noop", "probes", "flags"}], "summary"}.
 
@@ -97,7 +97,7 @@ def _table(audits: list[Any], summary: dict[str, Any]) -> None:
 
 def cmd_audit(args: argparse.Namespace) -> int:
     from clawloop.flows.cli.task import CliError, _sandbox
-    from clawloop.harness.taskfolder.audit import audit_task, summarize
+    from clawloop.harness.audit import audit_task, summarize
 
     try:
         folders = audit_folders(args.dirs, args.sample, args.seed)

@@ -1,4 +1,6 @@
-"""`clawloop report --run ID [--root R]`: the whole run at a glance (registered in flows/cli.py).
+"""`clawloop report --run ID [--root R] [--json]`: the whole run at a glance (registered in
+flows/cli.py). `--json` prints the figures the table is made of (flows/report.py run_report_json)
+and writes nothing.
 
 Reads every iteration's committed stages (manifests, and the small tables: train's metrics,
 diagnose's pass rates), prints the per-iteration table and the held-out pass rate per capability,
@@ -18,6 +20,7 @@ held-out and external tasks, from that stage's summary `baseline`.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import sys
 from typing import Any
@@ -78,6 +81,8 @@ def _read_external(
     it.external_pass_ci = _interval(summary.get("external_pass_rate_ci"))
     it.external_mean = _rate(summary.get("external_mean_reward"))
     it.external_mean_ci = _interval(summary.get("external_mean_reward_ci"))
+    it.external_passed = _int(summary.get("external_passed"))
+    it.external_episodes = _int(summary.get("external_episodes"))
 
 
 def iteration_figures(root: str, run_id: str, k: int) -> IterationFigures:
@@ -169,7 +174,46 @@ def run_figures(root: str, run_id: str) -> RunFigures:
         its.pop()  # iterations the run has not reached: no row
     if (base := baseline_figures(root, run_id)) is not None:
         its.insert(0, base)
+        add_paired_tests(root, run_id, its)
     return RunFigures(run_id=run_id, k=k, iterations=its)
+
+
+EPISODE_COLUMNS = ["task_id", "attempt", "split", "passed", "reward", "end_reason"]
+
+
+def episodes(root: str, run_id: str, k: int, table: str) -> list[dict[str, Any]]:
+    """A diagnose table's episodes (only the columns a paired test reads); [] when the stage
+    did not commit it."""
+    import io
+
+    import pyarrow.parquet as pq
+
+    from clawloop.storage.manifest import check_manifest
+
+    url = fs.stage_url(root, run_id, k, "diagnose")
+    m, _ = check_manifest(url)
+    if m is None or f"{table}.parquet" not in m.rows:
+        return []
+    data = pq.read_table(io.BytesIO(fs.read_bytes(fs.join(url, f"{table}.parquet"))))
+    return data.select([c for c in EPISODE_COLUMNS if c in data.column_names]).to_pylist()
+
+
+def add_paired_tests(root: str, run_id: str, its: list[IterationFigures]) -> None:
+    """Each iteration against row base (its[0]) over the same tasks: held-out and external
+    pass/fail (McNemar) and the external per-task score (sign-flip), from iteration 1's
+    baseline_trajectories and each iteration's eval / external trajectories."""
+    from clawloop.diagnosis.external import EXTERNAL_SPLIT
+    from clawloop.diagnosis.paired import paired_passes, paired_scores
+
+    base = episodes(root, run_id, 1, "baseline_trajectories")
+    if not base:
+        return
+    for it in its[1:]:
+        held = episodes(root, run_id, it.iteration, "eval_trajectories")
+        it.heldout_test = paired_passes(base, held, "eval")
+        ext = episodes(root, run_id, it.iteration, "external_trajectories")
+        it.external_test = paired_passes(base, ext, EXTERNAL_SPLIT)
+        it.score_test = paired_scores(base, ext, EXTERNAL_SPLIT)
 
 
 STAGE_NAMES = ("synthesize", "forge", "verify", "rollout", "train", "diagnose")
@@ -189,7 +233,7 @@ def write_report(root: str, figures: RunFigures) -> tuple[str, str]:
 def _cmd_report(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from clawloop.flows.report import capability_table, run_report_table
+    from clawloop.flows.report import capability_table, run_report_json, run_report_table
 
     try:
         figures = run_figures(args.root, args.run)
@@ -199,6 +243,9 @@ def _cmd_report(args: argparse.Namespace) -> int:
     for it in figures.iterations:
         for problem in it.damaged:  # shown as "-": said once, one line each
             print(f"clawloop report: {problem}: its figures show as -", file=sys.stderr)
+    if args.json:  # the figures only, on stdout: nothing written beside the run
+        print(json.dumps(run_report_json(figures), indent=2))
+        return 0
     md, png = write_report(args.root, figures)
     console = Console(width=None if sys.stdout.isatty() else 200)  # a pipe: no 80-column wrap
     console.print(run_report_table(figures))
@@ -214,4 +261,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--run", type=run_id_arg, required=True, help="run id (see `clawloop runs`)")
     p.add_argument("--root", default="runs", help="storage root the run is under (default: runs)")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print the figures as JSON ({run_id, iterations: [{label, heldout, external, train}]}) "
+        "instead of the tables; writes nothing",
+    )
     p.set_defaults(func=_cmd_report)

@@ -25,7 +25,7 @@ def docker_available(image: str = "clawloop-base:latest") -> str | None:
         import docker.errors
     except ImportError:
         return "the docker SDK is not installed (pip install 'docker>=7.1')"
-    from .docker import client
+    from .docker_engine import client
 
     try:
         cli = client(timeout=10)
@@ -128,7 +128,7 @@ def sweep() -> dict[str, list[str]]:
     left = owned.sweep([scratch_dir(), None])
     removed: dict[str, list[str]] = {"bwrap": sweep_bwrap(), "docker": [], **left}
     if os.environ.get("DOCKER_HOST") or os.path.exists("/var/run/docker.sock"):
-        from .docker import sweep_docker
+        from .docker_engine import sweep_docker
 
         removed["docker"] = sweep_docker()
     return removed

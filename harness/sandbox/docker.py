@@ -29,16 +29,15 @@ sandbox writes count toward `memory_mb`.
 from __future__ import annotations
 
 import contextlib
-import os
 import posixpath
-import re
 import resource
-import socket
 import threading
 import time
 import uuid
 from pathlib import Path
 from typing import Any
+
+from clawloop.storage.cache_key import data_text
 
 from . import pool
 from .archive import MAX_DOWNLOAD_BYTES, pack, split_remote, unpack
@@ -54,15 +53,15 @@ from .base import (
     SandboxError,
 )
 from .command import TIMEOUT_EXIT, CappedBuffer, argv_for, env_for, wall_timeout
+from .docker_engine import (
+    LABEL,
+    LABEL_PID,
+    container_name,
+    engine_errors,
+    owner_labels,
+    shared_client,
+)
 
-LABEL = "clawloop.sandbox"
-LABEL_PID = "clawloop.owner_pid"
-LABEL_START = "clawloop.owner_start"
-LABEL_HOST = "clawloop.owner_host"
-LABEL_RUN = "clawloop.run_id"
-LABEL_STAGE = "clawloop.stage"
-# Set by the pipeline (flows/) while a stage runs: the run and stage that own new sandboxes.
-ENV_RUN, ENV_STAGE = "CLAWLOOP_RUN_ID", "CLAWLOOP_STAGE"
 # Seconds the host waits past an exec's limit before it stops trusting `timeout` (a process that
 # escaped its process group can hold the output stream open) and kills everything in the box.
 GRACE_S = 5.0
@@ -70,53 +69,8 @@ GRACE_S = 5.0
 # than /logs: the engine does not copy image content into a volume with mount options, and the
 # layout promises only /logs/verifier.
 WRITABLE = (WORKSPACE, TESTS, SOLUTION, VERIFIER_LOGS, "/tmp")
-# Kills every process in the container but PID 1 (docker-init) and its first child, the sleeper
-# the container lives on (`kill -KILL -1` would take the sleeper too, and init exits with it).
-# Orphans are re-parented to init after the sleeper, so the sleeper is the first pid of init's
-# children list. Everything is stopped first (`kill -1` reaches all at once), so a loop cannot
-# fork a new process between the scan and the kill. Exit 3: the sleeper is not where expected.
-KILL_STRAYS_SH = r"""
-read -r sleeper rest </proc/1/task/1/children
-[ -n "$sleeper" ] || exit 3
-kill -s STOP -1 2>/dev/null
-for d in /proc/[0-9]*; do
-    p=${d#/proc/}
-    case $p in 1|"$sleeper"|$$) ;; *) kill -s KILL "$p" 2>/dev/null ;; esac
-done
-kill -s CONT "$sleeper"
-"""
-
-
-def client(timeout: int = 60, base_url: str | None = None) -> Any:
-    """A pinged client for `base_url` (None: docker.from_env(), which honours DOCKER_HOST), or
-    SandboxError saying how to get an engine."""
-    try:
-        import docker
-    except ImportError as exc:
-        raise SandboxError("the docker SDK is missing: pip install 'docker>=7.1'") from exc
-    try:
-        if base_url is None:
-            cli = docker.from_env(timeout=timeout)
-        else:
-            cli = docker.DockerClient(base_url=base_url, timeout=timeout)
-        cli.ping()
-    except Exception as exc:
-        where = base_url or os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
-        raise SandboxError(
-            f"no Docker engine answers at {where} ({exc}); start one with scripts/start-dockerd.sh "
-            "or use --backend bwrap"
-        ) from exc
-    return cli
-
-
-def engine_errors() -> tuple[type[BaseException], ...]:
-    """What a call to an engine raises when the engine fails: the SDK's own errors, and the
-    connection errors of `requests` (an engine that went away mid-call raises those, not
-    docker.errors: left alone they would read as the task's own OSError)."""
-    import docker.errors
-    import requests.exceptions
-
-    return (docker.errors.DockerException, requests.exceptions.RequestException)
+# Kills every process in the container but docker-init and the sleeper (kill_strays.sh says how).
+KILL_STRAYS_SH = data_text(__file__, "kill_strays.sh")
 
 
 def _cap_to_hard(which: int, value: int) -> int:
@@ -176,56 +130,6 @@ def run_kwargs(limits: Limits, owner: dict[str, str]) -> dict[str, Any]:
         "hostname": "sandbox",
         "labels": {LABEL: "1", **owner},
     }
-
-
-_clients = threading.local()
-
-
-def shared_client(base_url: str | None = None) -> Any:
-    """This thread's client for `base_url` (None: DOCKER_HOST's engine), made (and pinged) once:
-    a sandbox start then costs no extra connection and ping, and clients are not leaked one per
-    sandbox. Per thread because the SDK's HTTP session is not documented as thread-safe."""
-    if getattr(_clients, "pid", None) != os.getpid():  # not across a fork
-        _clients.by_url = {}
-        _clients.pid = os.getpid()
-    cli = _clients.by_url.get(base_url)
-    if cli is None:
-        cli = _clients.by_url[base_url] = client(base_url=base_url)
-    return cli
-
-
-def owner_labels() -> dict[str, str]:
-    from .claim import _start_ticks
-
-    pid = os.getpid()
-    labels = {
-        LABEL_PID: str(pid),
-        LABEL_START: str(_start_ticks(pid) or 0),
-        LABEL_HOST: socket.gethostname(),
-    }
-    run, stage = os.environ.get(ENV_RUN, ""), os.environ.get(ENV_STAGE, "")
-    if run:
-        labels[LABEL_RUN] = run
-    if stage:
-        labels[LABEL_STAGE] = stage
-    return labels
-
-
-def _name_part(text: str, limit: int) -> str:
-    """`text` as a piece of a container name (Docker allows [a-zA-Z0-9_.-])."""
-    return re.sub(r"[^a-zA-Z0-9_.-]", "_", text)[:limit]
-
-
-def container_name(labels: dict[str, str], suffix: str) -> str | None:
-    """`clawloop-<run id>-<stage>-<suffix>` for a sandbox of a run (None outside a run: the
-    engine picks a name, the labels still say whose it is)."""
-    run = labels.get(LABEL_RUN)
-    if not run:
-        return None
-    parts = ["clawloop", _name_part(run, 128)]
-    if labels.get(LABEL_STAGE):
-        parts.append(_name_part(labels[LABEL_STAGE], 32))
-    return "-".join([*parts, suffix])
 
 
 class DockerSandbox(Sandbox):
@@ -479,52 +383,3 @@ def _drain(stream: Any, out: CappedBuffer, err: CappedBuffer) -> None:
                 out.write(stdout)
             if stderr:
                 err.write(stderr)
-
-
-def remove_containers(base_url: str, ids: list[str]) -> None:
-    """Remove containers by id from the engine at `base_url` (best effort)."""
-    try:
-        cli = client(timeout=30, base_url=base_url)
-    except SandboxError:
-        return
-    try:
-        for cid in ids:
-            with contextlib.suppress(Exception):
-                cli.containers.get(cid).remove(force=True, v=True)
-    finally:
-        cli.close()
-
-
-def sweep_docker(base_url: str | None = None) -> list[str]:
-    """Remove clawloop containers whose owner process on this host is gone from the engine at
-    `base_url` (None: DOCKER_HOST's); return their names (ids when unnamed). Containers owned by another host (a
-    shared remote engine) are left to that host's sweep."""
-    try:
-        cli = client(timeout=30, base_url=base_url)
-    except SandboxError:
-        return []
-    from .claim import _start_ticks
-
-    removed: list[str] = []
-    here = socket.gethostname()
-    try:
-        # sparse: the list call's own data (labels included), no per-container inspect that
-        # would fail on a container another run removes meanwhile.
-        found = cli.containers.list(all=True, filters={"label": f"{LABEL}=1"}, sparse=True)
-    except Exception:
-        return removed
-    for c in found:
-        labels = c.attrs.get("Labels") or {}
-        if labels.get(LABEL_HOST) != here:
-            continue
-        try:
-            pid, start = int(labels.get(LABEL_PID, "0")), int(labels.get(LABEL_START, "0"))
-        except ValueError:
-            pid, start = 0, 0
-        if pid and _start_ticks(pid) == start:
-            continue  # its owner is alive: a sandbox in use
-        with contextlib.suppress(Exception):
-            c.remove(force=True, v=True)
-            names = [n.lstrip("/") for n in c.attrs.get("Names") or []]
-            removed.append(names[0] if names else c.short_id)
-    return removed

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from .base import DockerHost, SandboxConfig, SandboxError
+from .docker_engine import image_missing, ping, remove_containers, sweep_docker
 
 if TYPE_CHECKING:  # imported where a stage writes its tables: a sandbox does not need it
     import pyarrow as pa
@@ -45,7 +46,6 @@ if TYPE_CHECKING:  # imported where a stage writes its tables: a sandbox does no
 log = logging.getLogger("clawloop.sandbox.pool")
 
 DEFAULT_HOST = "unix:///var/run/docker.sock"
-PING_TIMEOUT_S = 5
 # The row column naming where an item's sandboxes ran: a Docker engine URL, or "bwrap".
 HOST_COLUMN = "sandbox_host"
 FIX_HOST = (
@@ -166,71 +166,6 @@ def down_message(slots: Sequence[Slot], image: str) -> str:
     )
 
 
-# ---- talking to engines ---------------------------------------------------------------------------
-
-
-def ping(url: str, timeout: int = PING_TIMEOUT_S) -> str | None:
-    """None when the engine at `url` answers, else why not."""
-    try:
-        import docker
-    except ImportError:
-        return "the docker SDK is not installed (pip install 'docker>=7.1')"
-    try:
-        api = docker.APIClient(base_url=url, timeout=timeout)
-    except Exception as exc:  # no answer to the version query, or a malformed URL
-        return reason(exc)
-    try:
-        api.ping()
-    except Exception as exc:
-        return reason(exc)
-    finally:
-        api.close()
-    return None
-
-
-def reason(exc: BaseException) -> str:
-    """A short why for an engine call that failed: the operating system's error underneath the
-    SDK's and urllib3's wrappers when there is one ("ConnectionRefusedError: Connection refused")."""
-    seen: set[int] = set()
-    todo: list[BaseException] = [exc]
-    found: BaseException | None = None
-    while todo:
-        e = todo.pop()
-        if id(e) in seen:
-            continue
-        seen.add(id(e))
-        if isinstance(e, OSError) and type(e).__module__ == "builtins":
-            found = e
-        todo.extend(
-            x for x in (e.__cause__, e.__context__, *e.args) if isinstance(x, BaseException)
-        )
-    if found is not None:
-        return f"{type(found).__name__}: {found.strerror or found}"
-    return f"{type(exc).__name__}: {exc}"[:300]
-
-
-def image_missing(url: str, image: str) -> str | None:
-    """None when the engine at `url` answers and holds `image`; else what is wrong (a string
-    starting "down: " when the engine does not answer, "no image: " when it lacks the image)."""
-    why = ping(url)
-    if why is not None:
-        return f"down: {why}"
-    import docker.errors
-
-    import docker
-
-    cli = docker.DockerClient(base_url=url, timeout=30)
-    try:
-        cli.images.get(image)
-    except docker.errors.ImageNotFound:
-        return f"no image: {image}"
-    except Exception as exc:
-        return f"down: {reason(exc)}"
-    finally:
-        cli.close()
-    return None
-
-
 class DockerPool:
     """The hosts of one `docker_hosts` list in this process: slots, evictions, the start check."""
 
@@ -307,8 +242,6 @@ class DockerPool:
             self._sweep(url)
 
     def _sweep(self, url: str) -> None:
-        from .docker import remove_containers, sweep_docker
-
         with self._cond:
             ids = self.orphans.pop(url, [])
         if ids:

@@ -36,6 +36,7 @@ from typing import Any
 
 from clawloop.harness.sandbox.base import WORKSPACE
 from clawloop.harness.taskfolder.folder import TaskFolderError, forged_row, pack_dir
+from clawloop.storage.cache_key import data_text
 
 DATA_ENTRY = "data_entry.json"
 DEFAULT_MOUNT = "/root/.openclaw/workspace"
@@ -176,53 +177,9 @@ def missing_in_sandbox(modules: set[str], sandbox: object) -> set[str]:
 
 # ---- the Harbor folder --------------------------------------------------------------------------
 
-TEST_SH = r"""#!/usr/bin/env bash
-# Written by `clawloop import clawgym`: grades /workspace with the ClawGym task's own
-# reward/reward.sh (verbatim in /tests/reward/), as ClawGym does: the folder is copied to
-# <workspace>/reward/ and reward.sh runs; its last stdout line is the score.
-set -u
-MOUNT=__MOUNT__
-THRESHOLD=__THRESHOLD__
-LOGS=/logs/verifier
-rm -rf /workspace/reward && cp -R /tests/reward /workspace/reward
-script="$MOUNT/reward/reward.sh"
-if [ "$(readlink -f "$MOUNT" 2>/dev/null)" != /workspace ]; then
-  # No $MOUNT -> /workspace link in this image (built before it had one): run a copy of
-  # reward.sh that names /workspace instead; check.py gets the workspace as its argument.
-  script=/tmp/clawgym-reward.sh
-  python3 -c 'import sys; t = open(sys.argv[1]).read(); open(sys.argv[2], "w").write(t.replace(sys.argv[3], "/workspace"))' \
-    /workspace/reward/reward.sh "$script" "$MOUNT"
-fi
-cd /workspace
-bash "$script" >"$LOGS/reward.stdout" 2>"$LOGS/reward.stderr"
-echo $? >"$LOGS/reward.rc"
-exec python3 - "$THRESHOLD" <<'PY'
-import json, math, sys
-
-logs = "/logs/verifier"
-threshold = float(sys.argv[1])
-out = open(f"{logs}/reward.stdout", errors="replace").read()
-err = open(f"{logs}/reward.stderr", errors="replace").read()
-rc = open(f"{logs}/reward.rc").read().strip()
-lines = [line.strip() for line in out.splitlines() if line.strip()]
-score, reason = None, ""
-try:
-    score = float(lines[-1])
-except (IndexError, ValueError):
-    tail = (err.strip().splitlines() or ["no output"])[-1][:300]
-    reason = f"reward.sh printed no score (exit {rc}): {tail}"
-if score is not None and not (math.isfinite(score) and 0.0 <= score <= 1.0):
-    reason, score = f"reward.sh printed {lines[-1][:80]!r}, not a number in [0, 1]", None
-reward = 0.0 if score is None else score
-passed = score is not None and score >= threshold
-if score is not None and not passed:
-    reason = f"reward.sh scored {score:g}, below the pass threshold {threshold:g}"
-json.dump({"reward": reward, "pass_threshold": threshold}, open(f"{logs}/reward.json", "w"))
-details = {"reward": reward, "passed": passed, "checks": [], "reason": reason,
-           "reward_sh": {"exit_code": rc, "stdout_tail": out[-2000:], "stderr_tail": err[-2000:]}}
-json.dump(details, open(f"{logs}/details.json", "w"))
-PY
-"""
+# Written by `clawloop import clawgym` as a task's tests/test.sh: grades /workspace with the ClawGym
+# task's own reward/reward.sh, as ClawGym does (templates/clawgym_test.sh).
+TEST_SH = data_text(__file__, "templates/clawgym_test.sh")
 
 
 def _toml_str(value: str) -> str:
@@ -418,59 +375,3 @@ def write_files(files: dict[str, bytes], root: Path) -> None:
             raise TaskFolderError(f"probe path {rel} escapes the workspace")
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data)
-
-
-# ---- grading ------------------------------------------------------------------------------------
-
-
-def grade_files(
-    harbor_dir: Path, files: dict[str, bytes], sandbox: Any, work: Path
-) -> tuple[float, bool, str]:
-    """(reward, passed, reason) of the task's own verifier on its starting workspace with
-    `files` written over it: the Harbor folder `harbor_dir` (write_harbor_folder, or unpacked
-    from an imported row) prepared and graded as an episode is (harness.taskenv.run_tests)."""
-    from clawloop.harness.taskenv import open_task, run_tests
-    from clawloop.harness.taskfolder.foreign import prepare_task
-
-    prepared = prepare_task(Path(harbor_dir), sandbox, Path(work))
-    with open_task(prepared.task_dir, prepared.sandbox) as sb:
-        if files:
-            with tempfile.TemporaryDirectory(prefix="clawloop-probe-") as tmp:
-                write_files(files, Path(tmp))
-                sb.upload(Path(tmp), WORKSPACE)
-        grade = run_tests(sb, prepared.task_dir)
-    return grade.reward, grade.passed, grade.reason
-
-
-def reference_score(task: ClawGymTask, files: dict[str, bytes], timeout: float = 300.0) -> str:
-    """What the task's reward.sh prints as its last line when run by itself, as ClawGym runs it:
-    the starting files and `files` at the mount dir, reward/ copied there, `bash reward.sh`,
-    in a bare bubblewrap box over the same system (no clawloop harness, no test.sh). For
-    checking that our grading equals the task's own ("" when it printed nothing)."""
-    import subprocess
-
-    from clawloop.harness.sandbox.bwrap_layout import find_rootfs, system_binds
-
-    with tempfile.TemporaryDirectory(prefix="clawloop-clawgym-ref-") as tmp:
-        ws = Path(tmp, "ws")
-        if (task.task_dir / "input_files").is_dir():
-            shutil.copytree(task.task_dir / "input_files", ws)
-        ws.mkdir(exist_ok=True)
-        write_files(files, ws)
-        shutil.copytree(task.task_dir / "reward", ws / "reward", dirs_exist_ok=True)
-        Path(tmp, "tmp").mkdir()
-        # a fresh tmpfs over the mount dir's top folder (/root): the system stays read-only
-        top = "/" + task.mount_dir.strip("/").split("/")[0]
-        over = ["--tmpfs", top] if top != task.mount_dir else []
-        argv = [
-            "bwrap", *system_binds(find_rootfs()), "--proc", "/proc", "--dev", "/dev",
-            "--bind", str(Path(tmp, "tmp")), "/tmp", *over,
-            "--bind", str(ws), task.mount_dir,
-            "--unshare-all", "--die-with-parent", "--new-session", "--clearenv",
-            "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin", "--setenv", "LANG", "C.UTF-8",
-            "--chdir", task.mount_dir,
-            "bash", f"{task.mount_dir}/reward/reward.sh",
-        ]  # fmt: skip
-        res = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
-    lines = [line.strip() for line in res.stdout.splitlines() if line.strip()]
-    return lines[-1] if lines else ""

@@ -463,7 +463,7 @@ class _BuildLog:
 
 
 def _docker():
-    from clawloop.harness.sandbox.docker import client
+    from clawloop.harness.sandbox.docker_engine import client
 
     return client(timeout=600)
 
@@ -479,7 +479,7 @@ def _image_exists(cli: Any, ref: str) -> bool:
 
 
 def _build(cli: Any, log: _BuildLog, **kwargs: Any) -> None:
-    from clawloop.harness.sandbox.docker import engine_errors
+    from clawloop.harness.sandbox.docker_engine import engine_errors
 
     try:
         for chunk in cli.api.build(
@@ -564,7 +564,7 @@ def copy_out(image: str, path: str, dest: Path) -> int:
     started; returns the bytes copied (0 when the image has no such folder)."""
     import docker.errors
 
-    from clawloop.harness.sandbox.docker import LABEL, owner_labels
+    from clawloop.harness.sandbox.docker_engine import LABEL, owner_labels
 
     cli = _docker()
     container = cli.containers.create(

@@ -24,7 +24,8 @@ import re
 from typing import Any
 
 from clawloop.harness.llm import ChatFn
-from clawloop.synthesis.llm_writer import WriterError, WriterSpec, extract_code, static_check
+from clawloop.synthesis.llm_prompts import WriterSpec
+from clawloop.synthesis.llm_writer import WriterError, extract_code, static_check
 from clawloop.synthesis.skillgraph.model import SkillPath
 from clawloop.synthesis.skillgraph.plan import Plan
 from clawloop.synthesis.skillgraph.prompts import (

@@ -6,6 +6,7 @@ progress bar (the one long stage without one)."""
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import json
 import math
@@ -211,7 +212,8 @@ def test_a_baseline_in_iteration_1s_diagnose_is_row_base(tmp_path, capsys):
     md = (root / RUN / "report.md").read_text()
     base = table(md, "## Per iteration")[0]
     assert base[0] == "base" and base[1:12] == ["-"] * 11
-    assert base[12:] == ["0.0%", "0.0% [0.0%, 49.0%]", "0.125 [0.000, 0.300]"]
+    assert base[12:15] == ["0.0%", "0.0% [0.0%, 49.0%]", "0.125 [0.000, 0.300]"]
+    assert base[15:] == ["-", "-", "-"]  # paired tests: none on row base (nor without episodes)
     caps = {r[0]: r[1:] for r in table(md, "## Held-out pass rate per capability")}
     assert caps["tally"] == ["0.0% (0/2)", "50.0% (1/2)", "100.0% (2/2)"]
     assert "| capability | iter base | iter 1 | iter 2 |" in md
@@ -281,3 +283,108 @@ def test_train_progress_bar_counts_steps_and_shows_the_loss():
     other.on_step_end(None, state, None)
     other.on_train_end(None, state, None)
     assert quiet.getvalue() == ""
+
+
+def test_report_json_is_the_tables_figures_in_a_stable_shape(tmp_path, capsys):
+    """`clawloop report --run ID --json`: run_id and one object per row (base first) with the
+    held-out passed/n, the external passed/n/mean score (null without an eval set) and train's
+    status and steps (null for base); nothing is written beside the run."""
+    root = tmp_path / "runs"
+    write_run(root)
+    for k, summary in (
+        (1, {"baseline": {"heldout": {"tally": [0, 2], "audit": [1, 1]}, "heldout_episodes": 3,
+                          "external_passed": 1, "external_episodes": 8,
+                          "external_mean_reward": 0.25}}),
+        (2, {"external_passed": 3, "external_episodes": 8, "external_mean_reward": 0.5}),
+    ):  # fmt: skip
+        path = root / RUN / f"iter-{k}" / "diagnose" / "manifest.json"
+        manifest = json.loads(path.read_text())
+        manifest["summary"].update(summary)
+        path.write_text(json.dumps(manifest))
+    assert main(["report", "--run", RUN, "--root", str(root), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {
+        "run_id": RUN,
+        "iterations": [
+            {
+                "label": "base",
+                "heldout": {"passed": 1, "n": 3},
+                "external": {"passed": 1, "n": 8, "mean_score": 0.25},
+                "train": None,
+            },
+            {
+                "label": "1",
+                "heldout": {"passed": 1, "n": 3},
+                "external": None,
+                "train": {"status": "trained", "steps": 3},
+            },
+            {
+                "label": "2",
+                "heldout": {"passed": 3, "n": 4},
+                "external": {"passed": 3, "n": 8, "mean_score": 0.5},
+                "train": {"status": "trained", "steps": 3},
+            },
+        ],
+    }
+    assert not (root / RUN / "report.md").exists() and not (root / RUN / "report.png").exists()
+    # a run not yet diagnosed: held-out 0/0, no train row yet
+    (root / "fresh").mkdir()
+    (root / "fresh" / "run.json").write_text(
+        json.dumps({"run_id": "fresh", "config": {"iterations": 1}})
+    )
+    assert main(["report", "--run", "fresh", "--root", str(root), "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got == {
+        "run_id": "fresh",
+        "iterations": [
+            {"label": "1", "heldout": {"passed": 0, "n": 0}, "external": None, "train": None}
+        ],
+    }
+
+
+def episode(task: str, attempt: int, passed: bool, split: str = "eval") -> dict:
+    return artifacts.empty_row(
+        schemas.TRAJECTORIES, task_id=task, capability="tally", split=split, attempt=attempt,
+        passed=passed, reward=float(passed), end_reason="finished",
+    )  # fmt: skip
+
+
+def test_each_iteration_is_tested_against_base_on_the_same_episodes(tmp_path, capsys):
+    """With row base, every later row carries the exact McNemar p-value over held-out episodes
+    paired by (task, attempt), in report.md, the terminal table and benchmarks/learning.py's."""
+    root = tmp_path / "runs"
+    (root / RUN).mkdir(parents=True)
+    (root / RUN / "run.json").write_text(json.dumps({"run_id": RUN, "config": {"iterations": 2}}))
+    keys = [(t, a) for t in "abcd" for a in range(2)]  # 4 tasks x 2 episodes
+    base = [episode(t, a, t == "a" and a == 0) for t, a in keys]  # 1/8
+    # iteration 1: a0 lost, b0 b1 gained -> +2/-1; iteration 2: 6 gained, none lost -> +6/-0
+    now = {1: {("b", 0), ("b", 1)}, 2: {("a", 0)} | {(t, a) for t in "bcd" for a in range(2)}}
+    for k, passing in now.items():
+        rows = [episode(t, a, (t, a) in passing) for t, a in keys]
+        tables = {
+            "pass_rates": (schemas.PASS_RATES, [rate(k, "tally", len(passing), 8)]),
+            "eval_trajectories": (schemas.TRAJECTORIES, rows),
+        }
+        summary = {}
+        if k == 1:
+            tables["baseline_trajectories"] = (schemas.TRAJECTORIES, base)
+            summary["baseline"] = {"heldout": {"tally": [1, 8]}, "heldout_episodes": 8}
+        commit(root, k, "diagnose", tables, summary)
+    figures = run_figures(str(root), RUN)
+    tests = [it.heldout_test for it in figures.iterations]
+    assert tests[0] is None
+    assert (tests[1].pairs, tests[1].gained, tests[1].lost) == (8, 2, 1)
+    assert tests[1].p_value == 1.0  # 2 * (1 + 3) / 8 > 1
+    assert (tests[2].gained, tests[2].lost, tests[2].p_value) == (6, 0, 2 / 64)
+    assert main(["report", "--run", RUN, "--root", str(root)]) == 0
+    rows = table((root / RUN / "report.md").read_text(), "## Per iteration")
+    assert [r[-1] for r in rows] == ["-", "p=1 (+2/-1 of 8)", "p=0.0312 (+6/-0 of 8)"]
+    assert "held-out vs base (McNemar)" in capsys.readouterr().out
+
+    spec = importlib.util.spec_from_file_location(
+        "learning_benchmark", Path(__file__).resolve().parents[2] / "benchmarks" / "learning.py"
+    )
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    lines = bench.table(figures).splitlines()
+    assert "held-out vs base (McNemar)" in lines[0]
+    assert lines[4].startswith("| 2 | 7/8 87.5% [") and "| p=0.0312 (+6/-0 of 8) |" in lines[4]

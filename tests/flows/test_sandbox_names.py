@@ -15,23 +15,26 @@ import pytest
 from clawloop.flows import runs
 from clawloop.flows.cli import main
 from clawloop.harness.sandbox import docker as docker_mod
+from clawloop.harness.sandbox import docker_engine
 
 
 def test_a_run_stage_names_and_labels_its_sandboxes(monkeypatch):
-    monkeypatch.delenv(docker_mod.ENV_RUN, raising=False)
-    outside = docker_mod.owner_labels()
-    assert docker_mod.LABEL_RUN not in outside
-    assert docker_mod.container_name(outside, "abcd1234") is None  # the engine names it
+    monkeypatch.delenv(docker_engine.ENV_RUN, raising=False)
+    outside = docker_engine.owner_labels()
+    assert docker_engine.LABEL_RUN not in outside
+    assert docker_engine.container_name(outside, "abcd1234") is None  # the engine names it
     with runs.stage_owner("run-7", "verify"):
-        labels = docker_mod.owner_labels()
-    assert labels[docker_mod.LABEL_RUN] == "run-7" and labels[docker_mod.LABEL_STAGE] == "verify"
-    assert docker_mod.container_name(labels, "abcd1234") == "clawloop-run-7-verify-abcd1234"
-    assert docker_mod.ENV_RUN not in os.environ, "stage_owner left its variables behind"
+        labels = docker_engine.owner_labels()
+    assert (
+        labels[docker_engine.LABEL_RUN] == "run-7" and labels[docker_engine.LABEL_STAGE] == "verify"
+    )
+    assert docker_engine.container_name(labels, "abcd1234") == "clawloop-run-7-verify-abcd1234"
+    assert docker_engine.ENV_RUN not in os.environ, "stage_owner left its variables behind"
 
 
 def _engine() -> bool:
     try:
-        docker_mod.client(timeout=10).close()
+        docker_engine.client(timeout=10).close()
     except Exception:
         return False
     return True
@@ -67,10 +70,10 @@ def test_sweep_removes_a_dead_runs_sandboxes_and_keeps_a_live_ones(tmp_path, cap
     )
     name = done.stdout.strip()
     assert re.fullmatch(r"clawloop-dead-run-verify-[0-9a-f]{8}", name), done.stderr
-    cli = docker_mod.client()
+    cli = docker_engine.client()
     try:
         left = cli.containers.get(name)
-        assert left.labels[docker_mod.LABEL_RUN] == "dead-run"
+        assert left.labels[docker_engine.LABEL_RUN] == "dead-run"
         with runs.stage_owner("live-run", "rollout"):
             live = docker_mod.DockerSandbox(SandboxConfig(backend="docker"))
             live.start()

@@ -13,16 +13,15 @@ import pyarrow.parquet as pq
 import pytest
 
 from clawloop.flows.cli import main
+from clawloop.harness.audit import grade_files, reference_score
 from clawloop.harness.sandbox.base import SandboxConfig
 from clawloop.harness.taskenv import parse_reward
 from clawloop.harness.taskfolder.clawgym import (
     checker_modules,
     clawgym_folders,
     expected_outputs,
-    grade_files,
     probes,
     read_task,
-    reference_score,
     write_harbor_folder,
 )
 from clawloop.harness.taskfolder.folder import TaskFolderError, read_task_header

@@ -11,16 +11,17 @@ from pathlib import Path
 import pytest
 
 from clawloop.flows.cli import main
-from clawloop.harness.sandbox.base import SandboxConfig
-from clawloop.harness.taskfolder.audit import (
+from clawloop.harness.audit import (
     TaskAudit,
     answer_like,
     audit_clawgym,
     compared_values,
+    grade_files,
     leaks,
     summarize,
 )
-from clawloop.harness.taskfolder.clawgym import grade_files, probes, read_task, write_harbor_folder
+from clawloop.harness.sandbox.base import SandboxConfig
+from clawloop.harness.taskfolder.clawgym import probes, read_task, write_harbor_folder
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "clawgym"
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")

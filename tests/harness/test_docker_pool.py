@@ -249,6 +249,7 @@ def test_a_stage_on_a_pool_where_no_host_answers_fails_naming_every_host(tmp_pat
 def test_every_host_gets_the_same_sandbox_limits(monkeypatch):
     pytest.importorskip("docker")
     from clawloop.harness.sandbox import docker as docker_mod
+    from clawloop.harness.sandbox import docker_engine
 
     cfg = SandboxConfig(backend="docker", docker_hosts=(DockerHost(A, 1), DockerHost(B, 1)))
     seen: list[tuple[str, dict]] = []
@@ -271,5 +272,7 @@ def test_every_host_gets_the_same_sandbox_limits(monkeypatch):
             docker_mod.DockerSandbox(cfg).start()
         full.in_use = 0
     assert [url for url, _ in seen] == [B, A]
-    assert seen[0][1] == seen[1][1] == docker_mod.run_kwargs(cfg.limits, docker_mod.owner_labels())
+    assert (
+        seen[0][1] == seen[1][1] == docker_mod.run_kwargs(cfg.limits, docker_engine.owner_labels())
+    )
     assert p.in_use(A) == p.in_use(B) == 0  # a failed start gives its slot back

@@ -122,7 +122,7 @@ def test_diagnose_start_levels_follow_synthesize():
 
     assert start_levels(cfg) == (2, 1)
     # the diagnose: section is the stage's own config class; where guidance starts is synthesize's
-    assert type(cfg.diagnose_config()) is DiagnoseConfig and cfg.diagnose_config().workers == 3
+    assert type(cfg.diagnose) is DiagnoseConfig and cfg.diagnose.workers == 3
     with pytest.raises(ConfigError, match=r"diagnose\.start_multihop: unknown field"):
         parse_config({"diagnose": {"start_multihop": 1}})
 
@@ -135,11 +135,13 @@ def test_stage_configs_come_from_their_sections():
             "diagnose": {"eval_n": 3},
         }
     )
-    r = cfg.rollout_config()
+    from clawloop.tasks.diagnose import eval_rollout_config
+
+    r = cfg.rollout
     assert (r.n, r.band_lo, r.band_hi, r.concurrency, r.temperature) == (4, 1, 3, 5, 0.7)
-    e = cfg.eval_rollout_config()
+    e = eval_rollout_config(cfg)
     assert (e.n, e.band_lo, e.band_hi, e.temperature) == (3, 0, 3, 0.7)
-    assert cfg.train_config().lora is True
+    assert cfg.train.lora is True
 
 
 def test_serve_schedules_nightly_with_the_configured_cron(tmp_path, monkeypatch):
@@ -171,7 +173,7 @@ def test_an_unmerged_lora_policy_needs_a_server_that_serves_adapters():
     with pytest.raises(ConfigError, match=r"train\.merge_lora: false .* cannot serve"):
         parse_config(unmerged)
     ok = parse_config({**unmerged, "llm": {"base_url": "http://gpu:8000/v1", "reload": "lora"}})
-    assert ok.train_config().merge_lora is False
+    assert ok.train.merge_lora is False
 
 
 def test_each_stage_section_is_its_cores_config_class():

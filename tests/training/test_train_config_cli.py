@@ -54,9 +54,8 @@ def test_every_field_is_a_typed_flag():
 
 def test_run_config_train_section_takes_the_reward_and_refuses_a_bad_one():
     from clawloop.tasks.config import ConfigError, parse_config
-    from clawloop.tasks.train import train_config
 
-    assert train_config(parse_config({})).reward == "outcome"
-    assert train_config(parse_config({"train": {"reward": "fraction"}})).reward == "fraction"
+    assert parse_config({}).train.reward == "outcome"
+    assert parse_config({"train": {"reward": "fraction"}}).train.reward == "fraction"
     with pytest.raises(ConfigError, match="train.reward"):
         parse_config({"train": {"reward": "shaped"}})

@@ -13,27 +13,36 @@ probe (clawgym.probes: empty outputs, the query echoed, a starting file copied),
   or in an `expected*` assignment of check.py) spelled out in the instruction. A guess: a flag,
   never a drop.
 
-Every score is the task's own verifier's (harness.taskenv.run_tests over its Harbor folder).
+Every score is the task's own verifier's (harness.taskenv.run_tests over its Harbor folder:
+`grade_files`); `reference_score` runs a ClawGym task's reward.sh by itself, as ClawGym does, to
+check that our grading equals the task's own.
 """
 
 from __future__ import annotations
 
 import ast
 import re
+import shutil
+import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from clawloop.harness.sandbox.base import WORKSPACE
+from clawloop.harness.sandbox.bwrap_layout import find_rootfs, system_binds
+from clawloop.harness.taskenv import open_task, run_tests
 from clawloop.harness.taskfolder.clawgym import (
     DEFAULT_THRESHOLD,
     ClawGymTask,
-    grade_files,
     is_clawgym_folder,
     probes,
     read_task,
+    write_files,
     write_harbor_folder,
 )
+from clawloop.harness.taskfolder.folder import read_task_header
+from clawloop.harness.taskfolder.foreign import prepare_task
 
 ANSWER_NAME = re.compile(
     r"(expected|answer|solution|golden|gold|reference_output|ground_?truth)", re.I
@@ -177,10 +186,6 @@ def audit_clawgym(task_dir: Path, sandbox: Any, threshold: float = DEFAULT_THRES
 
 def audit_harbor(task_dir: Path, sandbox: Any) -> TaskAudit:
     """Audit one Harbor task folder: its verifier on the untouched workspace."""
-    from clawloop.harness.taskenv import open_task, run_tests
-    from clawloop.harness.taskfolder.folder import read_task_header
-    from clawloop.harness.taskfolder.foreign import prepare_task
-
     header = read_task_header(task_dir)
     with tempfile.TemporaryDirectory(prefix="clawloop-audit-") as tmp:
         prepared = prepare_task(Path(task_dir), sandbox, Path(tmp))
@@ -192,6 +197,55 @@ def audit_harbor(task_dir: Path, sandbox: Any) -> TaskAudit:
     elif grade.reward > 0:
         res.flags.append("noop_scores")
     return res
+
+
+# ---- grading: the task's own verifier, ours and ClawGym's ------------------------------------------------------------------------------------
+
+
+def grade_files(
+    harbor_dir: Path, files: dict[str, bytes], sandbox: Any, work: Path
+) -> tuple[float, bool, str]:
+    """(reward, passed, reason) of the task's own verifier on its starting workspace with
+    `files` written over it: the Harbor folder `harbor_dir` (write_harbor_folder, or unpacked
+    from an imported row) prepared and graded as an episode is (harness.taskenv.run_tests)."""
+    prepared = prepare_task(Path(harbor_dir), sandbox, Path(work))
+    with open_task(prepared.task_dir, prepared.sandbox) as sb:
+        if files:
+            with tempfile.TemporaryDirectory(prefix="clawloop-probe-") as tmp:
+                write_files(files, Path(tmp))
+                sb.upload(Path(tmp), WORKSPACE)
+        grade = run_tests(sb, prepared.task_dir)
+    return grade.reward, grade.passed, grade.reason
+
+
+def reference_score(task: ClawGymTask, files: dict[str, bytes], timeout: float = 300.0) -> str:
+    """What the task's reward.sh prints as its last line when run by itself, as ClawGym runs it:
+    the starting files and `files` at the mount dir, reward/ copied there, `bash reward.sh`,
+    in a bare bubblewrap box over the same system (no clawloop harness, no test.sh). For
+    checking that our grading equals the task's own ("" when it printed nothing)."""
+    with tempfile.TemporaryDirectory(prefix="clawloop-clawgym-ref-") as tmp:
+        ws = Path(tmp, "ws")
+        if (task.task_dir / "input_files").is_dir():
+            shutil.copytree(task.task_dir / "input_files", ws)
+        ws.mkdir(exist_ok=True)
+        write_files(files, ws)
+        shutil.copytree(task.task_dir / "reward", ws / "reward", dirs_exist_ok=True)
+        Path(tmp, "tmp").mkdir()
+        # a fresh tmpfs over the mount dir's top folder (/root): the system stays read-only
+        top = "/" + task.mount_dir.strip("/").split("/")[0]
+        over = ["--tmpfs", top] if top != task.mount_dir else []
+        argv = [
+            "bwrap", *system_binds(find_rootfs()), "--proc", "/proc", "--dev", "/dev",
+            "--bind", str(Path(tmp, "tmp")), "/tmp", *over,
+            "--bind", str(ws), task.mount_dir,
+            "--unshare-all", "--die-with-parent", "--new-session", "--clearenv",
+            "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin", "--setenv", "LANG", "C.UTF-8",
+            "--chdir", task.mount_dir,
+            "bash", f"{task.mount_dir}/reward/reward.sh",
+        ]  # fmt: skip
+        res = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+    lines = [line.strip() for line in res.stdout.splitlines() if line.strip()]
+    return lines[-1] if lines else ""
 
 
 def audit_task(task_dir: Path, sandbox: Any, threshold: float = DEFAULT_THRESHOLD) -> TaskAudit:
