@@ -33,6 +33,7 @@ from clawloop.tasks.config import (
     merge_overrides,
     parse_config,
 )
+from clawloop.tasks.policy import close_policy_servers
 from clawloop.tasks.stage import StageError, StageSpec
 
 log = logging.getLogger("clawloop.runs")
@@ -173,12 +174,15 @@ def run_loop(
         save_run_config(cfg, run_id)
         apply_environment(cfg)
         sweep_sandboxes()
-        for k in range(1, cfg.iterations + 1):
-            forced = engine.dependents(stages, force, forced)
-            outcomes = engine.run_iteration(stages, k, forced, runner)
-            summary.outcomes += outcomes
-            if not engine.iteration_ok(outcomes):
-                break
+        try:
+            for k in range(1, cfg.iterations + 1):
+                forced = engine.dependents(stages, force, forced)
+                outcomes = engine.run_iteration(stages, k, forced, runner)
+                summary.outcomes += outcomes
+                if not engine.iteration_ok(outcomes):
+                    break
+        finally:
+            close_policy_servers()  # the managed vLLM (llm.server: vllm) ends with the run
     summary.duration_s = time.time() - t0
     return summary
 

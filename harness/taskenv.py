@@ -33,6 +33,7 @@ from clawloop.harness.sandbox.base import (
 )
 from clawloop.harness.sandbox.scratch import scratch
 from clawloop.harness.taskfolder.folder import read_task_header
+from clawloop.storage.cache_key import data_text
 
 REWARD_FILE = f"{VERIFIER_LOGS}/reward.json"  # {"reward": float}: numbers only (Harbor's rule)
 # Harbor's other reward file: one number as text; read only when reward.json is absent (as Harbor).
@@ -41,15 +42,12 @@ DETAILS_FILE = f"{VERIFIER_LOGS}/details.json"  # {"reward", "passed", "checks",
 MAX_REWARD_BYTES = 1024 * 1024
 MAX_DETAILS_BYTES = 8 * 1024 * 1024  # one entry per check, each detail capped by the grader
 LOG_TAIL = 4000
-# Empties the dirs the verifier reads from and writes to, whatever the graded code did to them
-# (a planted reward.json or grader module, a dir made read-only); fails if anything is left.
-RESET_GRADING_SH = f"""
-for d in {TESTS} {VERIFIER_LOGS}; do
-    chmod -R u+rwX "$d" 2>/dev/null
-    find "$d" -mindepth 1 -delete 2>/dev/null
-    [ -z "$(ls -A "$d")" ] || {{ echo "could not empty $d" >&2; exit 1; }}
-done
-"""
+# Empties the dirs the verifier reads from and writes to (reset_grading.sh says how).
+RESET_GRADING_SH = (
+    data_text(__file__, "reset_grading.sh")
+    .replace("__TESTS__", TESTS)
+    .replace("__VERIFIER_LOGS__", VERIFIER_LOGS)
+)
 
 
 @dataclass

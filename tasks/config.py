@@ -98,13 +98,19 @@ class RunConfig(Section):
 
     @model_validator(mode="after")
     def _local_serving_needs_merged_weights(self) -> RunConfig:
-        if not self.llm.base_url and self.train.lora and not self.train.merge_lora:
+        if (
+            not self.llm.base_url
+            and self.llm.server == "local"
+            and self.train.lora
+            and not self.train.merge_lora
+        ):
             # The policy would be base + adapter, and transformers serve only serves full weights:
             # rollout and diagnose would quietly run the base model.
             raise ValueError(
                 "train.merge_lora: false keeps the policy as base model + LoRA adapter, which the "
                 "local policy server cannot serve (llm.base_url is null): set train.merge_lora: "
-                "true, or serve the policy with vLLM (llm.base_url, llm.reload: lora)"
+                "true, or serve the policy with vLLM (llm.server: vllm, or llm.base_url with "
+                "llm.reload: lora)"
             )
         return self
 

@@ -13,7 +13,9 @@ the task really has the structure:
 - `subgoals`: at least two sub-goals, each of which changes the final state (the plan without
   that sub-goal's writes ends elsewhere); a write step whose removal changes nothing is `idle`;
 - `branch_from_state`: the branch's condition value is one the state holds for that field, and
-  the condition evaluated on the starting state picks the arm the plan took.
+  the condition evaluated on the starting state picks the arm the plan took;
+- `convergence`: one write step takes values that two or more distinct earlier steps produced
+  (`$ref`s to different steps, each of which the run's trace resolved): two lines of work meet.
 
 Ablation plans (the plan with some writes removed, every step "any") run in the sandbox like any
 plan; `measure` is pure: it reads the runs. A claim the measurement lacks is `unmet` (a warning);
@@ -31,13 +33,15 @@ from clawloop.synthesis.domain.ground import Grounded, Step
 from clawloop.synthesis.domain.taskgraph import features_of
 
 Tables = dict[str, list[dict[str, Any]]]
-MEASURED = ("long_range", "error_recovery", "subgoals", "branch_from_state")
+MEASURED = ("long_range", "convergence", "error_recovery", "subgoals", "branch_from_state")
 
 
 @dataclass
 class Structure:
     long_range: bool = False
     long_range_hops: list[list[int]] = field(default_factory=list)  # [j, k] pairs that qualify
+    convergence: bool = False
+    converging: list[int] = field(default_factory=list)  # write steps fed by >= 2 earlier steps
     error_recovery: bool = False
     # The instruction states every literal the fix passes: the fix is then a listed goal, and an
     # agent doing the goals in their listed order may never meet the refusal (issue 24).
@@ -193,6 +197,21 @@ def _long_range(g: Grounded, trace: list[dict[str, Any]], instruction: str) -> l
     return hops
 
 
+def _converging(g: Grounded, trace: list[dict[str, Any]]) -> list[int]:
+    """Write steps that take values from two or more distinct earlier steps, each value one
+    the run produced (the producer's result holds it)."""
+    out = []
+    for k in _writes(g):
+        fed = {
+            j
+            for j, name in _refs(g.steps[k])
+            if j < k and (j in g.references or _result_field(trace, j, name) is not None)
+        }
+        if len(fed) >= 2:
+            out.append(k)
+    return out
+
+
 def _branch(g: Grounded, initial: Tables) -> bool:
     c = g.condition
     if not c:
@@ -229,6 +248,8 @@ def measure(
     out = Structure(claimed=sorted(features_of(g.graph)))
     out.long_range_hops = _long_range(g, trace, instruction)
     out.long_range = bool(out.long_range_hops)
+    out.converging = _converging(g, trace)
+    out.convergence = bool(out.converging)
     named, reached = _chains(g, instruction)
     used = {j for st in g.steps for j, _ in _refs(st)}
     out.unnamed_lookups = sorted(j for j in used if not named[j] and not reached[j])
@@ -252,6 +273,7 @@ def measure(
     out.branch_from_state = _branch(g, initial)
     checks = {
         "long_range": out.long_range,
+        "convergence": out.convergence,
         "error_recovery": out.error_recovery,
         "subgoals": out.subgoals,
         "branching": out.branch_from_state,
@@ -280,12 +302,13 @@ def shares(rows: list[Structure]) -> dict[str, Any]:
     return {
         "tasks": n,
         "long_range": share(sum(r.long_range for r in rows), n),
+        "convergence": share(sum(r.convergence for r in rows), n),
         "error_recovery": share(sum(r.error_recovery for r in rows), n),
         "error_recovery_fix_told": share(sum(r.fix_told for r in rows), n),
         "subgoals": share(sum(r.subgoals for r in rows), n),
         "branch_from_state": share(sum(r.branch_from_state for r in branched), len(branched)),
         "claimed_unmet": {
             f: sum(f in r.unmet for r in rows)
-            for f in ("long_range", "error_recovery", "subgoals", "branching")
+            for f in ("long_range", "convergence", "error_recovery", "subgoals", "branching")
         },
     }

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from clawloop.generators import runner, runner_driver, verify
-from clawloop.generators.verify import probe_driver
+from clawloop.generators.verify import orchestrate, probe_driver
 from clawloop.storage.cache_key import import_closure
 
 
@@ -45,6 +45,6 @@ def test_the_stage_cache_keys_follow_the_drivers():
 
 
 def test_a_task_without_a_folder_in_the_sandbox_half_is_an_error_not_an_assert():
-    state = verify._Verifying({}, None, [], {"task_id": "t1"})
+    state = orchestrate._Verifying({}, None, [], {"task_id": "t1"})
     with pytest.raises(RuntimeError, match="'t1' reached the sandbox checks"):
-        verify._task_of(state)
+        orchestrate._task_of(state)

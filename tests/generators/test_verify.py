@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from clawloop.generators.contract import validate_build
-from clawloop.generators.verify import _probe_verdict, hidden_answer
+from clawloop.generators.verify import hidden_answer
+from clawloop.generators.verify.grading import probe_verdict
 from clawloop.generators.verify.leaks import (
     decision_fields,
     find_leaks,
@@ -168,11 +169,11 @@ def test_a_decision_defining_a_field_no_output_holds_is_found() -> None:
 
 
 def test_probe_verdicts() -> None:
-    assert _probe_verdict({"reward": 0.0}, "probe")[0]
-    assert _probe_verdict({"reward": 0.5}, "probe")[0]
-    ok, reason = _probe_verdict({"reward": 1.0}, "probe 'empty'")
+    assert probe_verdict({"reward": 0.0}, "probe")[0]
+    assert probe_verdict({"reward": 0.5}, "probe")[0]
+    ok, reason = probe_verdict({"reward": 1.0}, "probe 'empty'")
     assert not ok and "accepts" in reason
-    assert _probe_verdict({"reward": 0.0, "error": "boom"}, "probe")[0]
+    assert probe_verdict({"reward": 0.0, "error": "boom"}, "probe")[0]
 
 
 # ---- sandbox checks on planted generators, both backends -------------------------------------

@@ -63,9 +63,9 @@ def test_a_second_build_that_fails_or_hangs_fails_determinism(
 ) -> None:
     # solve() leaves a marker in /tmp; the second build, in the same interpreter after it,
     # sees it and fails or hangs (forge's build, in a sandbox of its own, never does).
-    import clawloop.generators.verify as verify
+    from clawloop.generators.verify import sandboxed
 
-    monkeypatch.setattr(verify, "REBUILD_TIMEOUT_S", 6.0)  # sleep(60) outlasts it
+    monkeypatch.setattr(sandboxed, "REBUILD_TIMEOUT_S", 6.0)  # sleep(60) outlasts it
     for action, needle in [
         ("raise RuntimeError('second')", "crash"),
         ("time.sleep(60)", "timeout"),
@@ -333,9 +333,10 @@ def test_a_grading_past_its_alarm_costs_only_its_own_results(
     # stand, the last job (never reached) is graded again alone, and so is the slow one, which
     # again leaves none: its grading is the one that failed.
     import clawloop.generators.verify as verify
+    from clawloop.generators.verify import grading
 
     monkeypatch.setattr(
-        verify, "canonical_test_side", lambda: {"grader.py": (SLOW_GRADER.encode(), False)}
+        grading, "canonical_test_side", lambda: {"grader.py": (SLOW_GRADER.encode(), False)}
     )
     probes = {"probes.json": (b"{}", False), "workspace": None}
     keys = {"contract.json": (b"{}", False), "answer.json": (b"{}", False)}

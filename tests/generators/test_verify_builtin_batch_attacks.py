@@ -25,12 +25,12 @@ from pathlib import Path
 import pytest
 from doubles.batches import batch_sizes, by_check, edited, kept
 
-import clawloop.generators.verify as verify
 import clawloop.generators.verify.leaks as leaks
 from clawloop.generators.candidates import candidate_row, parse_meta
 from clawloop.generators.forge import forge_candidate
 from clawloop.generators.runner import SolveJob, solve_each, solve_then_rebuild, stage_generator
 from clawloop.generators.verify import TaskFiles, verify_task, verify_tasks
+from clawloop.generators.verify.taskfiles import under
 from clawloop.harness.sandbox.base import SandboxConfig
 from clawloop.harness.sandbox.bwrap import BwrapSandbox
 from clawloop.harness.taskfolder import state_predicates
@@ -160,7 +160,7 @@ def test_solve_batch_jobs_share_no_state(
     def run(order: list[int]) -> dict[int, tuple]:
         with BwrapSandbox(SB) as sb:
             for slot, i in enumerate(order):
-                files = verify._under(tasks[i].entries, "environment/workspace/")
+                files = under(tasks[i].entries, "environment/workspace/")
                 sb.write_files(f"/workspace/{slot}", files)
             out = solve_each(sb, [job(i, f"/workspace/{slot}") for slot, i in enumerate(order)])
             got = {}
@@ -180,7 +180,7 @@ def test_solve_batch_jobs_share_no_state(
         i: rows[i]["task_sha256"] for i in (0, 2, 3, 4)
     }
     with BwrapSandbox(SB) as sb:  # task 2 alone, at /workspace
-        sb.write_files("/workspace", verify._under(tasks[2].entries, "environment/workspace/"))
+        sb.write_files("/workspace", under(tasks[2].entries, "environment/workspace/"))
         one = job(2, "/workspace")
         stage_generator(sb, one.code)
         solved = solve_then_rebuild(sb, one.gen, "/workspace", 20.0, one.seed)

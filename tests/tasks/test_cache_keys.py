@@ -75,6 +75,15 @@ def _rerun_after_editing(tree: Path, module: str, cfg: Any = DEFAULT) -> set[str
         # predicates with the grader's comparison, so it follows these too
         ("harness/taskfolder/grader.py", {"synthesize", "forge", "verify", "rollout", "diagnose"}),
         ("harness/taskenv.py", {"synthesize", "verify", "rollout", "diagnose"}),
+        # a program read as data (storage.cache_key.data_text) is code of the stages that reach
+        # its reader, as the reader's source is
+        ("harness/reset_grading.sh", {"synthesize", "verify", "rollout", "diagnose"}),
+        (
+            "harness/taskfolder/templates/test.sh",
+            {"synthesize", "forge", "verify", "rollout", "diagnose"},
+        ),
+        ("harness/sandbox/launcher.c", {"synthesize", "forge", "verify", "rollout", "diagnose"}),
+        ("harness/taskfolder/templates/clawgym_test.sh", {"diagnose"}),
         ("harness/sandbox/bwrap.py", {"synthesize", "forge", "verify", "rollout", "diagnose"}),
         ("synthesis/domain/runtime.py", {"synthesize"}),
         # verify's ablation re-renders built-ins to know the generator is our own code

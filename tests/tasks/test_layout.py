@@ -30,9 +30,12 @@ RANK = {
 # trusts a generator that is exactly the built-in library's rendering, so it asks the library.
 # Verify holds a stored domain task to the derivability test synthesis made it with, by asking
 # that one function (a copy could drift, and making and verifying a task would disagree).
+# The token-in client (harness/tokens.py) renders each prompt with the function training renders
+# the same episode with, so the ids sent are the ids trained.
 ALLOWED = {
     ("harness/local_server.py", "clawloop.training.sequences"),
-    ("generators/verify/__init__.py", "clawloop.synthesis.library"),
+    ("harness/tokens.py", "clawloop.training.sequences"),
+    ("generators/verify/host_checks.py", "clawloop.synthesis.library"),
     ("generators/verify/derivable.py", "clawloop.synthesis.domain.derivable"),
 }
 

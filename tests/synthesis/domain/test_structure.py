@@ -213,3 +213,24 @@ def test_synth_drops_a_task_whose_sub_goal_is_overwritten_by_the_next_one():
     )
     assert rows[1]["kept"] and json.loads(rows[1]["structure"])["subgoals"]
     assert out.candidates == [{"task_id": "t1"}] and len(out.structure) == 1
+
+
+def test_convergence_is_a_write_fed_by_two_distinct_steps_whose_results_hold_the_values():
+    graph = TaskGraph(
+        nodes=(Node(0, "lookup", 0), Node(1, "lookup", 0), Node(2, "act", 0, inputs=(0, 1))),
+        wanted=("convergence",),
+    )
+    act = Step("pay", {"order": {"$ref": [0, "order_id"]}, "card": {"$ref": [1, "id"]}}, node=2)
+    g = Grounded(graph=graph, steps=[Step("get_order", {"o": "W1"}, node=0),
+                                     Step("get_user", {"u": "U1"}, node=1), act])  # fmt: skip
+    trace = [{"step": 0, "result": json.dumps({"order_id": "W1"})},
+             {"step": 1, "result": json.dumps({"id": "card_1"})}, {"step": 2, "error": ""}]  # fmt: skip
+    ablated = _ablated(g, {frozenset({2}): INITIAL})
+    s = measure(g, trace, INITIAL, AFTER_1, "pay W1 with the card", ablated)
+    assert s.convergence and s.converging == [2] and "convergence" not in s.unmet
+    # Both values from one step is no meeting of two lines of work: claimed, not measured.
+    same = Step("pay", {"order": {"$ref": [0, "order_id"]}, "card": {"$ref": [0, "id"]}}, node=2)
+    one = Grounded(graph=graph, steps=[*g.steps[:2], same])
+    s = measure(one, trace, INITIAL, AFTER_1, "pay W1", ablated)
+    assert not s.convergence and s.unmet == ["convergence"]
+    assert shares([s])["claimed_unmet"]["convergence"] == 1
