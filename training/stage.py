@@ -106,17 +106,17 @@ def truncation_note(phase: str, enc: EncodeReport, cfg: TrainConfig) -> str:
     if not enc.action_tokens_lost:
         return ""
     share = enc.action_tokens_lost / max(1, enc.action_tokens)
-    if share <= cfg.max_truncated_share:
-        return ""
-    turns = enc.turns_from_ids + enc.turns_from_text
+    turns = enc.turns_from_ids + enc.turns_from_text + enc.turns_from_template
     note = (
         f"{phase}: {share:.1%} of supervised tokens ({enc.action_tokens_lost} of "
         f"{enc.action_tokens}) lost to train.max_seq_len={cfg.max_seq_len}: "
-        f"{enc.turns_cut_away} of {turns} turns cut away, {enc.turns_cut_partly} cut short; "
-        f"raise train.max_seq_len to {enc.longest_sequence} (the longest sequence) to keep them"
+        f"{enc.turns_cut_away} of {turns} turns cut away, {enc.turns_cut_partly} cut short "
+        f"(completions longer than max_seq_len; prompts are cut from the left first); raise "
+        f"train.max_seq_len to {enc.longest_completion + 1} (the longest completion and one "
+        "token of context) to keep them"
     )
-    log.warning("%s", note)
-    return note
+    log.warning("%s", note)  # always said, whatever the share
+    return note if share > cfg.max_truncated_share else ""
 
 
 def template_note(counts: dict[str, int]) -> str:
@@ -168,6 +168,7 @@ TOKEN_FLAGS = (
     "logprobs_mismatched",
     "eos_missing",
     "completions_cut",
+    "prompts_cut_left",
     "turns_cut_away",
     "turns_cut_partly",
     "action_tokens_lost",
