@@ -6,7 +6,7 @@ Every section has defaults and one-line help per field; see configs/local.yaml a
 configs/cluster.yaml. A bad file gets a `ConfigError` naming each wrong field and how to fix it.
 
 Each stage's section is its stage's own config class, defined once beside the stage's core,
-defaults and all: synthesis.synthesize.SynthesizeConfig, generators.forge.ForgeConfig,
+defaults and all: synthesis.config.SynthesizeConfig, generators.forge.ForgeConfig,
 generators.verify.VerifyConfig, harness.rollout.RolloutConfig, training.config.TrainConfig and
 diagnosis.diagnose.DiagnoseConfig (rollout's and train's are dataclasses, which pydantic validates
 into). Where the run config's default differs from a stage library's (the CPU demo's small
@@ -28,7 +28,7 @@ from clawloop.diagnosis.diagnose import DiagnoseConfig
 from clawloop.generators.forge import ForgeConfig
 from clawloop.generators.verify import VerifyConfig
 from clawloop.harness.rollout import RolloutConfig
-from clawloop.synthesis.synthesize import SynthesizeConfig
+from clawloop.synthesis.config import SynthesizeConfig
 from clawloop.tasks.settings import (
     ExecutionSettings,
     LLMSettings,
@@ -196,7 +196,10 @@ def _format_errors(exc: ValidationError, source: str) -> str:
         msg = err["msg"].removeprefix("Value error, ")
         parent, _, name = field.rpartition(".")
         derived = _derived_field(parent, name)
-        if derived and err["type"] in UNKNOWN_FIELD:
+        moved = _moved_field(parent, name)
+        if moved and err["type"] in UNKNOWN_FIELD:
+            msg = moved
+        elif derived and err["type"] in UNKNOWN_FIELD:
             msg = derived
         elif err["type"] in UNKNOWN_FIELD:
             known = _known_fields(parent)
@@ -234,6 +237,13 @@ def _known_fields(dotted: str) -> list[str]:
     if model is not None and dataclasses.is_dataclass(model):
         return sorted(f.name for f in dataclasses.fields(model))
     return []
+
+
+def _moved_field(dotted: str, name: str) -> str | None:
+    """For a key of an older layout (a section class's MOVED, e.g. SynthesizeConfig's
+    `domain_share`): where it is now."""
+    moved = getattr(_section_class(dotted), "MOVED", {}).get(name)
+    return f"moved to {moved}" if moved else None
 
 
 def _derived_field(dotted: str, name: str) -> str | None:
