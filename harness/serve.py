@@ -7,11 +7,11 @@ training tokens from text) and parses hermes-style tool calls for Qwen-family mo
         --enable-auto-tool-choice --tool-call-parser hermes \\
         --logprobs-mode processed_logprobs \\
         --max-model-len 32768 --host 0.0.0.0 --port 8000
-    # processed_logprobs: the returned logprobs are those of the distribution actually sampled
-    # (after temperature and any top-k/top-p: clawloop pins those to neutral on every request,
-    # harness/tokens.py PINNED_SAMPLING, so at T=1 they are the model's own log-softmax, what
-    # training computes); vLLM's default is raw logprobs. --generation-config vllm: the model's
-    # generation_config.json sampling defaults are not applied.
+    # processed_logprobs: the logprobs of the distribution actually sampled (after temperature,
+    # top-k/top-p/min-p). GRPO's trainer computes the model's plain log-softmax, so it refuses
+    # rollout.temperature != 1 and the client pins the other knobs neutral: the two then agree
+    # (as the local server's untempered logprobs do); train.tis_cap corrects what still differs.
+    # --generation-config vllm: the model's generation_config.json defaults are not applied.
     # then: clawloop rollout TASK_DIR --base-url http://HOST:8000/v1 --model policy
 
 Managed — `llm.server: vllm` (harness/vllm.py): clawloop starts this server itself, on a free

@@ -9,7 +9,9 @@ prompt's ids, rendered here with the served model's tokenizer: --tokenizer, or t
 so each episode is one exact token sequence; `--api chat` asks the chat endpoint, whose template
 re-renders the history. `--tool-choice required` forces a tool call on every reply.
 
-TASK_DIR may be any Harbor task folder, not only one clawloop made: a foreign task whose
+TASK_DIR may be any task folder `clawloop import auto` recognises: a ClawGym one (data_entry.json
+and reward/reward.sh) runs as the Harbor folder its import writes, graded by its own reward.sh;
+any Harbor task folder, not only one clawloop made: a foreign task whose
 Dockerfile needs a build is built offline on the Docker backend first (harness/taskfolder/foreign.py)
 and refused on bubblewrap with the reason; it is graded by its own tests (reward.json or reward.txt).
 Prints the pass count (`passes`), the rewards, end reasons, and where the trajectories
@@ -103,10 +105,13 @@ def _fail(msg: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    from clawloop.harness.taskfolder.clawgym import is_clawgym_folder
+
     task_dir: Path = args.task_dir
-    if not (task_dir / "instruction.md").is_file():
+    if not is_clawgym_folder(task_dir) and not (task_dir / "instruction.md").is_file():
         return _fail(
-            f"{task_dir} is not a task folder (no instruction.md); pass a Harbor task folder"
+            f"{task_dir} is not a task folder (no instruction.md, nor data_entry.json and "
+            "reward/reward.sh); pass a Harbor or a ClawGym task folder"
         )
     if not (args.serve_tiny or args.vllm) and not (args.base_url and args.model):
         return _fail(
@@ -165,12 +170,19 @@ def run(args: argparse.Namespace) -> int:
 def _rollout(args: argparse.Namespace, task_dir: Path, cfg: RolloutConfig, out: Path) -> list[dict]:
     """Run the episodes, first starting the tiny local model server when asked to."""
     from clawloop.harness import owned
+    from clawloop.harness.taskfolder.clawgym import (
+        is_clawgym_folder,
+        read_task,
+        write_harbor_folder,
+    )
     from clawloop.harness.taskfolder.foreign import prepare_task
 
     with ExitStack() as stack:
         # A foreign Harbor task runs from a prepared copy (its workspace laid out, its image
         # built on Docker); before the policy server starts, so a refusal costs nothing.
         work = Path(stack.enter_context(owned.temp_dir("clawloop-rollout-")))
+        if is_clawgym_folder(task_dir):  # the Harbor folder `import clawgym` makes of it
+            task_dir = write_harbor_folder(read_task(task_dir), work / "clawgym" / task_dir.name)
         prepared = prepare_task(task_dir, SandboxConfig(backend=args.backend), work)
         if prepared.note:
             print(f"clawloop rollout: {task_dir}: {prepared.note}", file=sys.stderr)

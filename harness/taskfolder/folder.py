@@ -1,7 +1,7 @@
 """Harbor-format task folders: write one from a build result, pack it to a deterministic tar for
 the Parquet blob, unpack it safely, and export/import sets of rows as plain folders.
 
-Layout (fixed, docs/design.md):
+Layout (fixed, docs/architecture.md, "The task folder"):
 
     <task>/task.toml             [task] name "<org>/<task_id>"; [metadata] + [metadata.clawloop];
                                  [agent]/[verifier] timeout_sec; [environment] cpus, memory_mb,
@@ -34,6 +34,7 @@ from typing import Any
 
 from clawloop.harness.taskfolder import grader, state_predicates
 from clawloop.harness.taskfolder.spec import BuildResult, Contract, OutputSpec
+from clawloop.storage.cache_key import data_text
 
 # Imported, not only read, so the stage cache keys (which follow imports) see grader edits.
 GRADER_PATH = Path(str(grader.__file__))
@@ -45,41 +46,11 @@ DEFAULT_ORG = "clawloop"
 # Harbor's ORG_NAME_PATTERN (harbor.constants), one side of the slash; ".." is refused too.
 NAME_PART = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9._-]*")
 
-TEST_SH = """#!/bin/bash
-# Verifier: grade /workspace against the hidden answer key in /tests; always leaves a reward.
-# reward.json holds numbers only ({"reward": float}, as Harbor requires); the per-check details
-# go beside it in details.json.
-mkdir -p /logs/verifier
-rm -f /logs/verifier/reward.* /logs/verifier/details.json
-python3 -I -S /tests/grader.py --tests-dir /tests --workspace /workspace \\
-    --out /logs/verifier/reward.json --details /logs/verifier/details.json
-status=$?
-if [ ! -s /logs/verifier/reward.json ]; then
-    reason="grader exited $status without writing a reward"
-    echo "{\\"reward\\": 0.0, \\"passed\\": false, \\"checks\\": [], \\"reason\\": \\"$reason\\"}" \\
-        > /logs/verifier/details.json
-    echo '{"reward": 0.0}' > /logs/verifier/reward.json
-fi
-exit 0
-"""
-
-SOLVE_SH = """#!/bin/bash
-# Reference solution: the generator's own solve(), run against the task's workspace.
-set -euo pipefail
-cd /workspace
-python3 -I -S -c '
-import importlib.util as u
-spec = u.spec_from_file_location("generator", "/solution/generator.py")
-mod = u.module_from_spec(spec)
-spec.loader.exec_module(mod)
-mod.solve("/workspace")
-'
-"""
-
-DOCKERFILE = f"""FROM {BASE_IMAGE}
-COPY workspace/ /workspace/
-WORKDIR /workspace
-"""
+# The programs every forged task folder holds (templates/, shipped as package data): the canonical
+# verifier and reference solution, and the environment's Dockerfile.
+TEST_SH = data_text(__file__, "templates/test.sh")
+SOLVE_SH = data_text(__file__, "templates/solve.sh")
+DOCKERFILE = data_text(__file__, "templates/Dockerfile").replace("__BASE_IMAGE__", BASE_IMAGE)
 
 
 class TaskFolderError(ValueError):
