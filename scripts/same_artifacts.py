@@ -20,6 +20,14 @@ import sys
 from pathlib import Path
 
 RUN_ID = "same"
+# The run: the local profile, one iteration, with the policy server's requests in one order (its
+# sampler is one seeded stream: two workers' requests interleave in whatever order the threads
+# reach it) and a request timeout no slow, shared machine reaches.
+CONFIG = """\
+rollout: {workers: 1}
+diagnose: {workers: 1}
+llm: {request_timeout_s: 1800}
+"""
 # What each run writes of its own whatever its code: the manifest's code version, timings and
 # stage summaries (hosts, seconds), and the run's records of itself.
 OWN_PER_RUN = ("manifest.json", "run.json", "events.jsonl", "lease.json")
@@ -31,15 +39,29 @@ def step_cache(a: Path, b: Path) -> str:
     import gzip
     import json
 
-    pa, pb = (json.loads(gzip.decompress(p.read_bytes())) for p in (a, b))
-    same = pa.get("product") == pb.get("product")
-    return f"step cache: key differs (code version), product {'same' if same else 'DIFFERS'}"
+    pa, pb = (json.loads(gzip.decompress(p.read_bytes())).get("product") or {} for p in (a, b))
+    if pa == pb:
+        return "step cache: key differs (code version), product same"
+    rest = [k for k in set(pa) | set(pb) if k != "summary" and pa.get(k) != pb.get(k)]
+    if not rest:
+        return "step cache: key differs (code version), product's rows same, its summary differs"
+    return f"step cache: product DIFFERS in {', '.join(sorted(rest))}"
 
 
 def run_loop(tree: Path, root: Path, iterations: int, log: Path) -> int:
     """`clawloop run` of the checkout at `tree` (which holds clawloop/) into `root`."""
     env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONHASHSEED": "0"}
-    argv = [sys.executable, "-m", "clawloop.flows.cli", "run", "--no-prefect"]
+    config = log.with_suffix(".yaml")
+    config.write_text(CONFIG)
+    argv = [
+        sys.executable,
+        "-m",
+        "clawloop.flows.cli",
+        "run",
+        "--no-prefect",
+        "--config",
+        str(config),
+    ]
     argv += ["--run-id", RUN_ID, "--root", str(root), "--iterations", str(iterations)]
     with log.open("w") as out:
         return subprocess.run(
@@ -129,6 +151,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("after", type=Path)
     ap.add_argument("--iterations", type=int, default=1)
     ap.add_argument("--out", type=Path, default=Path("/tmp/same-artifacts"))
+    ap.add_argument(
+        "--only-run",
+        action="store_true",
+        help="run the loop for both (where not run yet), no compare",
+    )
     args = ap.parse_args(argv)
     for tree in (args.before, args.after):
         if not (tree / "clawloop").is_dir():
@@ -144,6 +171,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{name}: clawloop run exited {rc}; see {args.out / f'{name}.log'}")
                 return 2
         roots[name] = root / RUN_ID
+    if args.only_run:
+        return 0
     same, diff = compare(roots["before"], roots["after"])
     print(f"{len(same)} files byte-identical, {len(diff)} differ")
     for line in diff:
