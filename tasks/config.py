@@ -154,6 +154,14 @@ def untrainable(rollout: RolloutConfig, train: TrainConfig) -> list[str]:
             f"kept, so nothing is ever trained; set the band within [0, {n}], e.g. [1, {max(1, n - 1)}]"
         )
         return problems
+    if train.run_grpo and rollout.temperature != 1.0:
+        problems.append(
+            f"GRPO (train.phases: {train.phases}) ratios the trainer's log-softmax at "
+            f"temperature 1 against the sampler's logprobs, but rollout.temperature="
+            f"{rollout.temperature:g} samples from another distribution (vLLM's "
+            "processed_logprobs are tempered; a 0 is greedy and gives no spread): set "
+            "rollout.temperature: 1, or train.phases: sft"
+        )
     if train.run_grpo:
         if n < 2:
             problems.append(

@@ -90,6 +90,14 @@ class TrainConfig:
     clip_eps: float = _f(0.2, "PPO clip range: ratio is clipped to [1-clip_eps, 1+clip_eps]")
     adv_eps: float = _f(1e-4, "epsilon in (r - mean) / (std + eps)")
     min_group_std: float = _f(1e-6, "groups whose reward std is at or below this are dropped")
+    tis_cap: float | None = _f(
+        None,
+        "truncated importance sampling (TRL's vllm_importance_sampling_cap; 3.0 there): GRPO's "
+        "ratio is taken against the trainer's own logprobs of the rollout policy and each token's "
+        "loss is weighted by min(exp(trainer - sampler), tis_cap), correcting what the sampler "
+        "(vLLM's kernels, bf16) computed differently; logged per step (tis_mean, "
+        "tis_capped_frac, logp_diff_mean); None = off: the ratio is against the sampler's logprobs",
+    )
     kl_beta: float = _f(
         0.0,
         "weight of the KL penalty to the reference: the phase's start model (a continued LoRA "
@@ -131,6 +139,10 @@ class TrainConfig:
         if not 0 <= self.max_truncated_share <= 1:
             raise TrainConfigError(
                 f"TrainConfig.max_truncated_share must be in [0, 1], got {self.max_truncated_share}"
+            )
+        if self.tis_cap is not None and not self.tis_cap >= 1:
+            raise TrainConfigError(
+                f"TrainConfig.tis_cap must be >= 1 (e.g. 2 or 3) or null (off), got {self.tis_cap}"
             )
         if self.kl_beta < 0:
             raise TrainConfigError(f"TrainConfig.kl_beta must be >= 0, got {self.kl_beta}")

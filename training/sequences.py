@@ -85,6 +85,10 @@ class TokenSample:
     # 1 where the server recorded the sampling logprob, 0 where it was computed (frozen) before
     # the first step; set by the pass that fills them, empty before (then: finite = recorded)
     recorded: list[int] = field(default_factory=list)
+    # train.tis_cap: the trainer's own logprobs of the rollout policy (NaN off the action
+    # tokens), filled once before the first step; the ratio's reference where they exist and,
+    # against the recorded ones, the truncated importance weight. Empty when tis_cap is off.
+    trainer_logprobs: list[float] = field(default_factory=list)
 
     @property
     def n_action_tokens(self) -> int:

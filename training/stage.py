@@ -32,7 +32,15 @@ from clawloop.training.sequences import EncodeReport, TokenSample, ToolCallParse
 from clawloop.training.trainer_base import PolicyRef, load_tokenizer
 
 log = logging.getLogger("clawloop.train")
-METRIC_EXTRAS = ("clip_frac", "ratio_mean", "kl", "offpolicy_frac")
+METRIC_EXTRAS = (
+    "clip_frac",
+    "ratio_mean",
+    "kl",
+    "offpolicy_frac",
+    "tis_mean",
+    "tis_capped_frac",
+    "logp_diff_mean",
+)
 
 
 class TrainError(RuntimeError):
@@ -205,7 +213,8 @@ def behaviour_logprobs(
     from clawloop.training.grpo import freeze_old_logprobs
     from clawloop.training.trainer_base import load_policy, training_arguments
 
-    if not any(
+    with_trainer = cfg.tis_cap is not None  # the TIS reference: the rollout policy, as trained
+    if not with_trainer and not any(
         m and not math.isfinite(lp)
         for s in samples
         for m, lp in zip(s.action_mask[1:], s.old_logprobs[1:], strict=True)
@@ -215,7 +224,7 @@ def behaviour_logprobs(
     model = load_policy(behaviour, cfg).to(args.device)
     try:
         with _autocast(args):
-            return freeze_old_logprobs(model, samples, args.device, with_ref=False)
+            return freeze_old_logprobs(model, samples, args.device, False, with_trainer)
     finally:
         del model
 
@@ -246,7 +255,9 @@ def make_trainer(
     if phase == "grpo":
         with_ref = cfg.kl_beta > 0  # the KL reference: the phase's start model, frozen too
         with _autocast(args):
-            filled = freeze_old_logprobs(model.to(args.device), samples, args.device, with_ref)
+            filled = freeze_old_logprobs(
+                model.to(args.device), samples, args.device, with_ref, cfg.tis_cap is not None
+            )
         log.info("grpo: %d action-token logprobs frozen from the rollout policy", filled)
     common = {
         "model": model,
@@ -354,7 +365,7 @@ def train_stage(
             reasons += [r for r in [truncation_note("grpo", grep.encode, cfg)] if r]
             result.counts.update(_logprob_counts(samples))
             if samples and result.phases_run:
-                # SFT moved the policy: the ratio's reference stays the rollout policy
+                # SFT moved the policy: the ratio's reference (and TIS's) stays the rollout policy
                 filled = behaviour_logprobs(samples, rollout_policy, cfg, out_dir)
                 log.info("grpo: %d logprobs taken from the rollout policy %s", filled, base)
             if samples:
