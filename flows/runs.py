@@ -5,7 +5,7 @@ one stage uses the same settings without the original YAML; it is read where it 
 root named wins over the one it saved) and a damaged one is one line (flows/records.py). A process
 writes a run only while it holds the run's lease (flows/lease.py). `run_loop` is the whole pipeline
 without Prefect (used by tests, the benchmark and `clawloop run --no-prefect`); the Prefect flows
-call the same `flows.engine` functions stage by stage.
+call the same `tasks.engine` functions stage by stage.
 """
 
 from __future__ import annotations

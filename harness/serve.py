@@ -7,8 +7,10 @@ training tokens from text) and parses hermes-style tool calls for Qwen-family mo
         --enable-auto-tool-choice --tool-call-parser hermes \\
         --logprobs-mode processed_logprobs \\
         --max-model-len 32768 --host 0.0.0.0 --port 8000
-    # processed_logprobs: the returned logprobs are those of the distribution actually sampled
-    # (after temperature), which GRPO's importance ratio needs; vLLM's default is raw logprobs.
+    # processed_logprobs: the logprobs of the distribution actually sampled (after temperature,
+    # top-k/top-p/min-p). GRPO's trainer computes the model's plain log-softmax, so it refuses
+    # rollout.temperature != 1 and the client pins the other knobs neutral: the two then agree
+    # (as the local server's untempered logprobs do); train.tis_cap corrects what still differs.
     # then: clawloop rollout TASK_DIR --base-url http://HOST:8000/v1 --model policy
 
 Local (CPU) — clawloop's own small server (`harness/local_server.py`) on a model folder, offline:

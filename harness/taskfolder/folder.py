@@ -1,7 +1,7 @@
 """Harbor-format task folders: write one from a build result, pack it to a deterministic tar for
 the Parquet blob, unpack it safely, and export/import sets of rows as plain folders.
 
-Layout (fixed, docs/design.md):
+Layout (fixed, docs/architecture.md, "The task folder"):
 
     <task>/task.toml             [task] name "<org>/<task_id>"; [metadata] + [metadata.clawloop];
                                  [agent]/[verifier] timeout_sec; [environment] cpus, memory_mb,
