@@ -20,15 +20,48 @@ import sys
 from pathlib import Path
 
 RUN_ID = "same"
+# The run: the local profile, one iteration, with the policy server's requests in one order (its
+# sampler is one seeded stream: two workers' requests interleave in whatever order the threads
+# reach it) and a request timeout no slow, shared machine reaches.
+CONFIG = """\
+rollout: {workers: 1}
+diagnose: {workers: 1}
+llm: {request_timeout_s: 1800}
+"""
 # What each run writes of its own whatever its code: the manifest's code version, timings and
 # stage summaries (hosts, seconds), and the run's records of itself.
-OWN_PER_RUN = ("manifest.json", "run.json", "events.jsonl")
+OWN_PER_RUN = ("manifest.json", "run.json", "events.jsonl", "lease.json")
+
+
+def step_cache(a: Path, b: Path) -> str:
+    """A synthesis step's cache (steps/<source>.json.gz: its cache key, which holds the code
+    version, and its product): whether the products are the same."""
+    import gzip
+    import json
+
+    pa, pb = (json.loads(gzip.decompress(p.read_bytes())).get("product") or {} for p in (a, b))
+    if pa == pb:
+        return "step cache: key differs (code version), product same"
+    rest = [k for k in set(pa) | set(pb) if k != "summary" and pa.get(k) != pb.get(k)]
+    if not rest:
+        return "step cache: key differs (code version), product's rows same, its summary differs"
+    return f"step cache: product DIFFERS in {', '.join(sorted(rest))}"
 
 
 def run_loop(tree: Path, root: Path, iterations: int, log: Path) -> int:
     """`clawloop run` of the checkout at `tree` (which holds clawloop/) into `root`."""
     env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONHASHSEED": "0"}
-    argv = [sys.executable, "-m", "clawloop.flows.cli", "run", "--no-prefect"]
+    config = log.with_suffix(".yaml")
+    config.write_text(CONFIG)
+    argv = [
+        sys.executable,
+        "-m",
+        "clawloop.flows.cli",
+        "run",
+        "--no-prefect",
+        "--config",
+        str(config),
+    ]
     argv += ["--run-id", RUN_ID, "--root", str(root), "--iterations", str(iterations)]
     with log.open("w") as out:
         return subprocess.run(
@@ -53,7 +86,37 @@ def parquet_columns(a: Path, b: Path) -> str:
     if ta.num_rows != tb.num_rows:
         return f"rows {ta.num_rows} vs {tb.num_rows}"
     cols = [c for c in ta.column_names if not ta.column(c).equals(tb.column(c))]
-    return "columns: " + ", ".join(cols) if cols else "same values, other bytes"
+    named = [
+        f"{c} (timings only)"
+        if c in TIMINGS or _same_but_timings(ta.column(c), tb.column(c))
+        else c
+        for c in cols
+    ]
+    return "columns: " + ", ".join(named) if cols else "same values, other bytes"
+
+
+# Wall-clock figures a row holds of its run (seconds an episode or a reply took).
+TIMINGS = {"duration_s", "latency_s", "seconds", "wall_s"}
+
+
+def _without_timings(value: object) -> object:
+    if isinstance(value, dict):
+        return {k: _without_timings(v) for k, v in value.items() if k not in TIMINGS}
+    if isinstance(value, list):
+        return [_without_timings(v) for v in value]
+    return value
+
+
+def _same_but_timings(a: object, b: object) -> bool:
+    """Two columns of JSON text that differ only in TIMINGS keys."""
+    import json
+
+    try:
+        left = [_without_timings(json.loads(x)) for x in a.to_pylist()]
+        right = [_without_timings(json.loads(x)) for x in b.to_pylist()]
+    except (TypeError, ValueError):
+        return False
+    return left == right
 
 
 def compare(a_root: Path, b_root: Path) -> tuple[list[str], list[str]]:
@@ -67,7 +130,12 @@ def compare(a_root: Path, b_root: Path) -> tuple[list[str], list[str]]:
         if a[rel].read_bytes() == b[rel].read_bytes():
             same.append(rel)
             continue
-        how = parquet_columns(a[rel], b[rel]) if rel.endswith(".parquet") else "bytes differ"
+        if rel.endswith(".parquet"):
+            how = parquet_columns(a[rel], b[rel])
+        elif "/steps/" in rel and rel.endswith(".json.gz"):
+            how = step_cache(a[rel], b[rel])
+        else:
+            how = "bytes differ"
         own = " (written per run)" if Path(rel).name in OWN_PER_RUN else ""
         diff.append(f"{rel}: {how}{own}")
     return same, diff
@@ -83,6 +151,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("after", type=Path)
     ap.add_argument("--iterations", type=int, default=1)
     ap.add_argument("--out", type=Path, default=Path("/tmp/same-artifacts"))
+    ap.add_argument(
+        "--only-run",
+        action="store_true",
+        help="run the loop for both (where not run yet), no compare",
+    )
     args = ap.parse_args(argv)
     for tree in (args.before, args.after):
         if not (tree / "clawloop").is_dir():
@@ -98,9 +171,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{name}: clawloop run exited {rc}; see {args.out / f'{name}.log'}")
                 return 2
         roots[name] = root / RUN_ID
+    if args.only_run:
+        return 0
     same, diff = compare(roots["before"], roots["after"])
-    data = [s for s in same if Path(s).name not in OWN_PER_RUN]
-    print(f"{len(same)} files byte-identical ({len(data)} of them artifacts), {len(diff)} differ")
+    print(f"{len(same)} files byte-identical, {len(diff)} differ")
     for line in diff:
         print("  " + line)
     return 0 if not diff else 1

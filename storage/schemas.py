@@ -332,5 +332,6 @@ CHECKPOINT = pa.schema(
         ("kept_groups", pa.int64()),
         ("dropped_zero_variance", pa.int64()),
         ("steps", pa.int64()),
+        ("dtype", pa.string()),  # what the checkpoint's weights hold: float32 | bfloat16 | ...
     ]
 )

@@ -61,8 +61,20 @@ class TrainConfig:
         "constant", "transformers scheduler name: constant | linear | cosine"
     )
     seed: int = _f(0, "seed for data order and initialisation of LoRA weights")
-    bf16: bool | None = _f(None, "bf16 mixed precision; None = on when CUDA supports bf16")
-    gradient_checkpointing: bool = _f(False, "recompute activations to save memory (big models)")
+    bf16: bool | None = _f(
+        None,
+        "bf16 autocast (and, with LoRA, a bf16 frozen base; trained weights stay fp32); None = "
+        "the device decides: on for CUDA with bf16 and CPUs with AMX, off for CPUs without "
+        "AMX, where bf16 is slower than fp32 (training/precision.py)",
+    )
+    gradient_checkpointing: bool | None = _f(
+        None, "recompute activations to save memory; None = on when training on CUDA"
+    )
+    num_processes: int = _f(
+        1,
+        "processes (GPUs) to train on; > 1, or train.deepspeed, runs the train stage under "
+        "`accelerate launch` as a subprocess that writes the checkpoint this stage reads back",
+    )
     deepspeed: str | None = _f(
         None,
         "DeepSpeed JSON for the Trainer (e.g. training/configs/zero3.json); or use accelerate launch",
@@ -129,7 +141,12 @@ class TrainConfig:
             raise TrainConfigError(
                 f"TrainConfig.turn_source={self.turn_source!r}: use one of {TURN_SOURCES}"
             )
-        for name in ("per_device_batch_size", "gradient_accumulation_steps", "max_seq_len"):
+        for name in (
+            "per_device_batch_size",
+            "gradient_accumulation_steps",
+            "max_seq_len",
+            "num_processes",
+        ):
             if getattr(self, name) < 1:
                 raise TrainConfigError(
                     f"TrainConfig.{name} must be >= 1, got {getattr(self, name)}"

@@ -38,7 +38,7 @@ from clawloop.training.sequences import (
     ToolCallParser,
     encode_episode,
 )
-from clawloop.training.trainer_base import MetricsMixin
+from clawloop.training.trainer_base import MetricsMixin, gathered_weights
 
 
 # ---------------------------------------------------------------------------- pure math
@@ -186,7 +186,7 @@ def freeze_old_logprobs(
     was_training = model.training
     model.eval()
     try:
-        with torch.no_grad():
+        with torch.no_grad(), gathered_weights(model):
             for s in samples:
                 if not s.recorded:  # before any fill: what the server recorded
                     s.recorded = [int(math.isfinite(x)) for x in s.old_logprobs]

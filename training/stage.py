@@ -61,6 +61,7 @@ class TrainResult:
     metrics: list[dict[str, Any]] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
     duration_s: float = 0.0  # wall time of the stage; not in checkpoint_row (rows hold no timing)
+    dtype: str = ""  # what checkpoint_dir's weights hold (its config.json says the same)
 
     def metrics_frame(self) -> pd.DataFrame:
         """Rows for the TRAIN_METRICS Parquet file (GRPO-only columns are NaN for SFT rows)."""
@@ -95,6 +96,7 @@ class TrainResult:
             "kept_groups": c.get("kept_groups", 0),
             "dropped_zero_variance": c.get("dropped_zero_variance", 0),
             "steps": len(self.metrics),
+            "dtype": self.dtype,
         }
 
 
@@ -251,6 +253,15 @@ def make_trainer(
 
     set_seed(cfg.seed)
     args = training_arguments(cfg, phase, out_dir / phase)
+    if args.device.type == "cuda":
+        import torch
+
+        from clawloop.training.memory import full_finetune_refusal
+
+        gpu = torch.cuda.get_device_properties(args.device).total_memory
+        problem = full_finetune_refusal(cfg, start.model_dir, gpu)
+        if problem:
+            raise TrainError(problem)
     model = load_policy(start, cfg)
     if phase == "grpo":
         with_ref = cfg.kl_beta > 0  # the KL reference: the phase's start model, frozen too
@@ -402,5 +413,9 @@ def train_stage(
         result.kind = "lora" if cfg.lora else "full"
         reasons.insert(0, f"trained {'+'.join(result.phases_run)}")
     result.reason = "; ".join(reasons)
+    from clawloop.training.trainer_base import held_dtypes
+
+    held = held_dtypes(result.checkpoint_dir)
+    result.dtype = next(iter(held)) if len(held) == 1 else ("mixed" if held else "")
     result.duration_s = time.monotonic() - t0
     return result

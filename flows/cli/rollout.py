@@ -110,8 +110,8 @@ def run(args: argparse.Namespace) -> int:
     task_dir: Path = args.task_dir
     if not is_clawgym_folder(task_dir) and not (task_dir / "instruction.md").is_file():
         return _fail(
-            f"{task_dir} is not a task folder (no instruction.md, nor data_entry.json and "
-            "reward/reward.sh); pass a Harbor or a ClawGym task folder"
+            f"{task_dir} is not a task folder (no instruction.md), nor a ClawGym one (no "
+            "data_entry.json and reward/reward.sh); pass a Harbor or a ClawGym task folder"
         )
     if not (args.serve_tiny or args.vllm) and not (args.base_url and args.model):
         return _fail(

@@ -35,7 +35,13 @@ from pathlib import Path
 from typing import Any
 
 from clawloop.harness.sandbox.base import WORKSPACE
-from clawloop.harness.taskfolder.folder import TaskFolderError, forged_row, pack_dir
+from clawloop.harness.taskfolder.folder import (
+    TaskFolderError,
+    check_folder_size,
+    check_task_id,
+    forged_row,
+    pack_dir,
+)
 from clawloop.storage.cache_key import data_text
 
 DATA_ENTRY = "data_entry.json"
@@ -104,18 +110,29 @@ def read_task(task_dir: Path) -> ClawGymTask:
     for need in (DATA_ENTRY, "reward/reward.sh"):
         if not (task_dir / need).is_file():
             raise TaskFolderError(f"{task_dir}: missing {need}; not a ClawGym task folder")
+    check_folder_size(task_dir)  # before reading anything
     try:
-        entry = json.loads((task_dir / DATA_ENTRY).read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        entry = json.loads((task_dir / DATA_ENTRY).read_bytes().decode("utf-8"))
+    except RecursionError:
+        raise TaskFolderError(f"{task_dir}/{DATA_ENTRY}: nested too deep to read") from None
+    except (OSError, ValueError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         raise TaskFolderError(f"{task_dir}/{DATA_ENTRY}: not readable JSON ({exc})") from exc
     if not isinstance(entry, dict):
         raise TaskFolderError(f"{task_dir}/{DATA_ENTRY}: not a JSON object")
-    task_id = str(entry.get("task_id") or "").strip()
+    raw_id = entry.get("task_id")
+    task_id = check_task_id(raw_id.strip() if isinstance(raw_id, str) else raw_id,
+                            f"{task_dir}/{DATA_ENTRY}")  # fmt: skip
     query = entry.get("user_query")
-    if not task_id or "/" in task_id or task_id.startswith("."):
-        raise TaskFolderError(f"{task_dir}/{DATA_ENTRY}: task_id {task_id!r} is not a plain name")
     if not isinstance(query, str) or not query.strip():
         raise TaskFolderError(f"{task_dir}/{DATA_ENTRY}: user_query is missing or empty")
+    try:
+        query.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise TaskFolderError(
+            f"{task_dir}/{DATA_ENTRY}: user_query is not valid Unicode text ({exc})"
+        ) from exc
+    if not isinstance(entry.get("input_mount_dir", ""), str | None):
+        raise TaskFolderError(f"{task_dir}/{DATA_ENTRY}: input_mount_dir is not a string")
     mount = str(entry.get("input_mount_dir") or DEFAULT_MOUNT).rstrip("/")
     if not mount.startswith("/") or mount in ("", "/"):
         raise TaskFolderError(f"{task_dir}/{DATA_ENTRY}: input_mount_dir {mount!r} is not absolute")
@@ -140,8 +157,10 @@ def checker_modules(task_dir: Path) -> tuple[set[str], set[str]]:
     for path in sorted(reward.glob("*.py")):
         try:
             tree = ast.parse(path.read_text(errors="replace"))
-        except SyntaxError:
+        except (SyntaxError, ValueError):
             continue  # it cannot run at all: the no-op run says so
+        except (RecursionError, MemoryError):
+            raise TaskFolderError(f"{path}: nested too deep to read") from None
         top = {id(n) for n in tree.body}
         for node in ast.walk(tree):
             names: list[str] = []
@@ -287,12 +306,11 @@ def import_clawgym(
     out = Imported()
     tasks: list[tuple[ClawGymTask, set[str], set[str]]] = []
     for folder in folders:
-        try:
+        try:  # one bad task is dropped with its reason; the rest import
             task = read_task(folder)
+            tasks.append((task, *checker_modules(folder)))
         except TaskFolderError as exc:
             out.dropped.append((str(folder), str(exc)))
-            continue
-        tasks.append((task, *checker_modules(folder)))
     wanted = set().union(*[r | n for _, r, n in tasks]) if tasks else set()
     missing = missing_in_sandbox(wanted, sandbox)
     for task, required, nested in tasks:
@@ -307,9 +325,14 @@ def import_clawgym(
             continue
         maybe = sorted(nested & missing)
         note = f"its checker may import {', '.join(maybe)} (not in the sandbox)" if maybe else ""
+        try:
+            row = clawgym_row(task, threshold, note)
+        except (TaskFolderError, OSError, ValueError) as exc:
+            out.dropped.append((str(task.task_dir), f"{task.task_id}: cannot be written ({exc})"))
+            continue
         if maybe:
             out.warnings.append((task.task_id, note))
-        out.rows.append(clawgym_row(task, threshold, note))
+        out.rows.append(row)
     return out
 
 

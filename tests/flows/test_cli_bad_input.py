@@ -214,6 +214,7 @@ def test_import_writes_an_ordinary_file_and_no_temp_file(tmp_path, capsys):
     argv = ["forge", str(good), "--seed", "2", "--out", str(task), "--backend", "bwrap"]
     assert main(argv) == 0, capsys.readouterr().err
     out = tmp_path / "o" / "tasks.parquet"
+    out.parent.mkdir()  # import makes no folder for its output (issue 34)
     assert main(["import", "harbor", str(task), "--out", str(out)]) == 0, capsys.readouterr().err
     old = __import__("os").umask(0)
     __import__("os").umask(old)
