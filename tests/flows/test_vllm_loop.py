@@ -32,7 +32,9 @@ from clawloop.training.tiny_model import ensure_tiny_model
 
 pytestmark = [
     pytest.mark.vllm,
-    pytest.mark.timeout(1800),  # two vLLM starts and two train stages: ~10 min on a busy 2-core host
+    pytest.mark.timeout(
+        1800
+    ),  # two vLLM starts and two train stages: ~10 min on a busy 2-core host
     pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap"),
 ]
 ECHO = Path(__file__).resolve().parents[1] / "fixtures" / "tasks" / "echo_violet"
