@@ -162,6 +162,7 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(
                 f"{tree} holds no clawloop/ tree: git archive REV --prefix=clawloop/ | tar -x -C {tree}"
             )
+    args.out.mkdir(parents=True, exist_ok=True)
     roots = {}
     for name, tree in (("before", args.before), ("after", args.after)):
         root = args.out / name

@@ -131,7 +131,8 @@ def test_stage_configs_come_from_their_sections():
     cfg = parse_config(
         {
             "rollout": {"n": 4, "band": [1, 3], "workers": 5, "temperature": 0.7},
-            "train": {"lora": True, "base_model": "/models/x"},
+            # a tempered sampler is for SFT only: GRPO refuses temperature != 1
+            "train": {"lora": True, "base_model": "/models/x", "phases": "sft"},
             "diagnose": {"eval_n": 3},
         }
     )
@@ -200,7 +201,7 @@ def test_each_stage_section_is_its_cores_config_class():
     # the rollout: section is the harness's RolloutConfig itself; the run config's CPU-demo
     # defaults (DEMO_DEFAULTS) lie under the file, the library keeps the paper's
     assert RunConfig.model_fields["rollout"].annotation is RolloutConfig
-    demo = parse_config({"rollout": {"temperature": 0.5}}).rollout
+    demo = parse_config({"rollout": {"temperature": 0.5}, "train": {"phases": "sft"}}).rollout
     assert type(demo) is RolloutConfig and demo.temperature == 0.5
     assert (demo.n, demo.band, demo.workers, demo.max_turns, demo.max_tokens) == (
         2,
