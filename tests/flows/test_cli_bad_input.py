@@ -116,7 +116,12 @@ TABLE = [
     ),
     ("import auto", "import auto T/nonexistent --out T/x.parquet", "no such task folder", 2),
     ("audit", "audit T/nonexistent", "no such task folder T/nonexistent", 2),
-    ("plan", "plan --config T/nonexistent.yaml", "config file T/nonexistent.yaml does not exist", 2),
+    (
+        "plan",
+        "plan --config T/nonexistent.yaml",
+        "config file T/nonexistent.yaml does not exist",
+        2,
+    ),
     ("audit", "audit T/file.txt", "T/file.txt is a file, not a task folder", 2),
     ("verify", "verify T/nonexistent", "no such task folder T/nonexistent", 2),
     ("verify", "verify T/file.txt", "T/file.txt is a file, not a task folder", 2),

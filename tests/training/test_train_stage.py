@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
-import re
 import math
+import re
 
 import pandas as pd
 import pyarrow as pa
