@@ -562,7 +562,7 @@ def test_a_dump_cannot_call_fts3_tokenizer(tmp_path: Path) -> None:
 ABLATE = """
 import pickle, sys
 from clawloop.generators.verify import TaskFiles, check_ablation
-from clawloop.harness.taskfolder.folder import tar_files
+from clawloop.harness.taskfolder.packing import tar_files
 print(check_ablation(TaskFiles(tar_files(pickle.load(open(sys.argv[1], "rb"))))))
 """
 
