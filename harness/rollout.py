@@ -41,8 +41,8 @@ log = logging.getLogger(__name__)
 SANDBOX_START_ATTEMPTS = 2  # a sandbox that fails to start is a transient fault: retry once
 
 
-def _opt(default: Any, help: str) -> Any:
-    return field(default=default, metadata={"help": help})
+def _opt(default: Any, help: str, **meta: Any) -> Any:
+    return field(default=default, metadata={"help": help, **meta})
 
 
 @dataclass(frozen=True)
@@ -66,6 +66,7 @@ class RolloutConfig:
         "auto",
         "auto: the model decides when to call a tool; required: every reply is a tool call "
         "(vLLM's forced-call JSON; the local server ignores it)",
+        choices=TOOL_CHOICES,
     )
 
     def __post_init__(self) -> None:
@@ -100,13 +101,21 @@ class RolloutConfig:
         """set by workers"""
         return self.workers
 
-    def agent_config(self) -> AgentConfig:
+    def agent_config(
+        self,
+        request_timeout_s: float = PolicyConfig.request_timeout_s,
+        want_token_ids: bool = True,
+    ) -> AgentConfig:
+        """The agent loop's settings: this section's, with the policy's per-request timeout
+        (the one place an AgentConfig is made)."""
         return AgentConfig(
             max_turns=self.max_turns,
             episode_timeout_s=self.episode_timeout_s,
             max_tokens=self.max_tokens,
             context_len=self.context_len,
             temperature=self.temperature,
+            want_token_ids=want_token_ids,
+            request_timeout_s=request_timeout_s,
         )
 
 
@@ -137,9 +146,8 @@ def run_attempt(
     task_dir = task.root
     instruction = _instruction(task_dir)
     agent_cfg = replace(
-        cfg.agent_config(),
+        cfg.agent_config(request_timeout_s=policy.request_timeout_s),
         episode_timeout_s=min(cfg.episode_timeout_s, task.info.agent_timeout_sec),
-        request_timeout_s=policy.request_timeout_s,
     )
     episode: Episode | None = None
     grade = Grade(0.0, False, reason="not graded")
