@@ -122,22 +122,7 @@ def bare_task_id(name: str) -> str:
 
 def render_task_toml(info: TaskInfo, org: str = DEFAULT_ORG) -> str:
     """task.toml with Harbor's field names plus clawloop's provenance under [metadata.clawloop]."""
-    claw = {
-        k: getattr(info, k)
-        for k in (
-            "capability",
-            "domain",
-            "seed",
-            "multihop",
-            "dirtiness",
-            "output_format",
-            "generator_sha256",
-            "origin",
-            "title",
-            "split",
-            "task_sha256",
-        )
-    }
+    claw = {k: getattr(info, k) for k in (*PROVENANCE, "title", "split", "task_sha256")}
     difficulty = ("easy", "medium", "medium", "hard", "hard", "hard", "hard")[
         info.multihop + info.dirtiness
     ]
