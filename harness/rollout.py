@@ -126,10 +126,10 @@ def task_row_from_folder(task_dir: Path) -> dict[str, Any]:
     return {"task_id": info.task_id, "capability": info.capability, "split": info.split}
 
 
-def _instruction(task_dir: Path) -> str:
-    path = Path(task_dir, "instruction.md")
+def _instruction(task: TaskFolder) -> str:
+    path = task.instruction_path
     if not path.is_file():
-        raise FileNotFoundError(f"{path} not found: {task_dir} is not a Harbor task folder")
+        raise FileNotFoundError(f"{path} not found: {task.root} is not a Harbor task folder")
     return path.read_text()
 
 
@@ -144,7 +144,7 @@ def run_attempt(
 ) -> dict[str, Any]:
     """One episode of `task` in a fresh sandbox, graded; always returns a TRAJECTORIES row."""
     task_dir = task.root
-    instruction = _instruction(task_dir)
+    instruction = _instruction(task)
     agent_cfg = replace(
         cfg.agent_config(request_timeout_s=policy.request_timeout_s),
         episode_timeout_s=min(cfg.episode_timeout_s, task.info.agent_timeout_sec),

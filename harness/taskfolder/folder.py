@@ -327,17 +327,10 @@ class TaskFolder:
     def task_id(self) -> str:
         return self.info.task_id
 
-    @property
-    def task_toml(self) -> Path:
-        return self.root / "task.toml"
-
+    # The parts of the layout the code reaches through the object (module docstring: all of it).
     @property
     def instruction_path(self) -> Path:
         return self.root / "instruction.md"
-
-    @property
-    def environment(self) -> Path:
-        return self.root / "environment"
 
     @property
     def workspace(self) -> Path:
@@ -346,10 +339,6 @@ class TaskFolder:
     @property
     def tests(self) -> Path:
         return self.root / "tests"
-
-    @property
-    def solution(self) -> Path:
-        return self.root / "solution"
 
     def instruction(self) -> str:
         """instruction.md as text (TaskFolderError when it is missing or not UTF-8)."""
