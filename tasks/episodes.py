@@ -24,7 +24,7 @@ from clawloop.harness.llm import PolicyConfig, chat_token_counter, make_client
 from clawloop.harness.rollout import RolloutConfig, safe_attempt
 from clawloop.harness.sandbox.base import SandboxConfig
 from clawloop.harness.sandbox.pool import HOST_COLUMN, hosts_used
-from clawloop.harness.taskfolder.folder import unpack_tar
+from clawloop.harness.taskfolder.packing import unpack_tar
 from clawloop.harness.tools import TOOLS
 from clawloop.storage import schemas
 from clawloop.storage.artifacts import empty_row

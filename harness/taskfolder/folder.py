@@ -1,5 +1,6 @@
-"""Harbor-format task folders: write one from a build result, pack it to a deterministic tar for
-the Parquet blob, unpack it safely, and export/import sets of rows as plain folders.
+"""Harbor-format task folders: the layout, task.toml (render, read, check), the contract as a
+reader sees it, and writing a folder from a build result. Tars live in packing.py, forged rows
+(import, export) in rows.py.
 
 Layout (fixed, docs/architecture.md, "The task folder"):
 
@@ -21,15 +22,8 @@ older folders whose name has no org still read and import.
 
 from __future__ import annotations
 
-import dataclasses
-import io
 import json
-import os
-import posixpath
 import re
-import shutil
-import tarfile
-import tempfile
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,7 +37,6 @@ from clawloop.storage.cache_key import data_text
 GRADER_PATH = Path(str(grader.__file__))
 STATE_PREDICATES_PATH = Path(str(state_predicates.__file__))
 BASE_IMAGE = "clawloop-base:latest"
-MAX_UNPACKED_BYTES = 64 * 1024 * 1024
 MAX_TIMEOUT_SEC = 24 * 3600.0  # a task.toml timeout_sec longer than a day is refused
 DEFAULT_ORG = "clawloop"
 # Harbor's ORG_NAME_PATTERN (harbor.constants), one side of the slash; ".." is refused too.
@@ -202,23 +195,6 @@ def check_task_id(task_id: object, where: str) -> str:
             f"starting with a letter or digit, at most {MAX_TASK_ID} characters)"
         )
     return task_id
-
-
-def check_folder_size(root: Path, cap: int = MAX_UNPACKED_BYTES) -> None:
-    """TaskFolderError when the files under `root` add up to more than `cap` bytes (the unpack
-    limit a task tar must fit), from their sizes alone: nothing is read."""
-    total = 0
-    for top, _dirs, files in os.walk(root):
-        for name in files:
-            try:
-                total += os.lstat(os.path.join(top, name)).st_size
-            except OSError:
-                continue
-            if total > cap:
-                raise TaskFolderError(
-                    f"{root}: the task folder holds over {cap // (1024 * 1024)} MiB "
-                    f"(at {os.path.join(top, name)}); a task must fit the {cap} byte unpack limit"
-                )
 
 
 def strict_task_header(task_dir: Path) -> TaskHeader:
@@ -442,101 +418,6 @@ def write_task_folder(dest: Path, build: BuildResult, code: str, info: TaskInfo)
     return dest
 
 
-def _tar(entries: list[tuple[str, bytes | None, bool]]) -> bytes:
-    """A deterministic tar of (relative path, data or None for a folder, executable) entries:
-    sorted names, mtime 0, owner root, fixed modes."""
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tar:
-        for rel, data, executable in sorted(entries, key=lambda e: e[0]):
-            info = tarfile.TarInfo(rel)
-            info.mtime = 0
-            info.uid = info.gid = 0
-            info.uname = info.gname = "root"
-            if data is None:
-                info.type = tarfile.DIRTYPE
-                info.mode = 0o755
-                tar.addfile(info)
-            else:
-                info.size = len(data)
-                info.mode = 0o755 if executable else 0o644
-                tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
-
-
-def pack_files(files: dict[str, tuple[str, bool]]) -> bytes:
-    """The tar of a task folder given as task_files() returns it, without writing it to disk;
-    byte-equal to pack_dir() of the same folder written by write_task_folder()."""
-    folders = {posixpath.dirname(rel) for rel in files}
-    for rel in list(folders):
-        while rel:
-            folders.add(rel)
-            rel = posixpath.dirname(rel)
-    folders.discard("")
-    entries: list[tuple[str, bytes | None, bool]] = [(d, None, False) for d in folders]
-    entries += [(rel, text.encode(), ex) for rel, (text, ex) in files.items()]
-    return _tar(entries)
-
-
-def pack_dir(root: Path) -> bytes:
-    """A deterministic tar of `root`'s contents: sorted names, mtime 0, owner root, fixed modes.
-    Equal folders give byte-equal tars, so the blob's sha256 identifies the task."""
-    root = Path(root)
-    entries: list[tuple[str, bytes | None, bool]] = []
-    for path in root.rglob("*"):
-        rel = path.relative_to(root).as_posix()
-        if path.is_symlink():
-            raise TaskFolderError(f"{path}: symlinks are not allowed in a task folder")
-        if path.is_dir():
-            entries.append((rel, None, False))
-        else:
-            entries.append((rel, path.read_bytes(), bool(path.stat().st_mode & 0o111)))
-    return _tar(entries)
-
-
-def tar_files(blob: bytes) -> dict[str, tuple[bytes, bool] | None]:
-    """A task tar's members as {normalised relative path: (data, executable)}, None for a
-    folder, refusing links, devices, absolute or escaping paths and oversize contents (what
-    unpack_tar writes; verify puts them in a sandbox without a folder on disk in between)."""
-    out: dict[str, tuple[bytes, bool] | None] = {}
-    total = 0
-    with tarfile.open(fileobj=io.BytesIO(blob), mode="r:") as tar:
-        for m in tar.getmembers():
-            norm = posixpath.normpath(m.name)
-            if m.name.startswith("/") or norm.startswith("..") or norm == ".":
-                raise TaskFolderError(f"task tar member {m.name!r} escapes the task folder")
-            if m.isdir():
-                out.setdefault(norm, None)
-                continue
-            if not m.isfile():
-                raise TaskFolderError(f"task tar member {m.name!r} is not a regular file or folder")
-            total += m.size
-            if total > MAX_UNPACKED_BYTES:
-                raise TaskFolderError(f"task tar unpacks to over {MAX_UNPACKED_BYTES} bytes")
-            src = tar.extractfile(m)
-            out[norm] = (src.read() if src else b"", bool(m.mode & 0o111))
-    return out
-
-
-def write_files(files: dict[str, tuple[bytes, bool] | None], dest: Path) -> Path:
-    """Write tar_files()'s entries under `dest` (created)."""
-    dest = Path(dest)
-    dest.mkdir(parents=True, exist_ok=True)
-    for rel, entry in files.items():
-        target = dest / rel
-        if entry is None:
-            target.mkdir(parents=True, exist_ok=True)
-            continue
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(entry[0])
-        target.chmod(0o755 if entry[1] else 0o644)
-    return dest
-
-
-def unpack_tar(blob: bytes, dest: Path) -> Path:
-    """Extract a task tar into `dest`, refusing links, devices, absolute or escaping paths."""
-    return write_files(tar_files(blob), dest)
-
-
 _TASK_TABLE = re.compile(r"^\[task\][ \t]*(#.*)?$")
 _TABLE_HEADER = re.compile(r"^\[")
 _NAME_LINE = re.compile(r"^name[ \t]*=")
@@ -574,37 +455,6 @@ def set_task_name(task_dir: Path, name: str) -> None:
     path.write_text(text)
 
 
-def export_rows(rows: list[dict[str, Any]], out_dir: Path, org: str = DEFAULT_ORG) -> list[Path]:
-    """Write each forged-ok row's tar as out_dir/<task_id>/ with [task] name "<org>/<task_id>"
-    (what Harbor requires; rows forged before names had an org get one); returns the folders."""
-    out_dir = Path(out_dir)
-    written = []
-    for row in rows:
-        if row.get("status") != "ok" or not row.get("task_tar"):
-            continue
-        task_id = check_task_id(row["task_id"], "export")
-        name = harbor_name(task_id, org)
-        # Written beside its final place and renamed there once whole: an export that fails
-        # part-way (a bad tar, a full disk) leaves no half-written task folder.
-        out_dir.mkdir(parents=True, exist_ok=True)
-        part = Path(tempfile.mkdtemp(prefix=f".{task_id}.partial-", dir=out_dir))
-        try:
-            folder = unpack_tar(row["task_tar"], part / task_id)
-            doc = _load_task_toml(folder / "task.toml")
-            # A foreign Harbor task (no [metadata.clawloop]) keeps the org/name it came with.
-            claw = _table(doc, "metadata", "clawloop")
-            if claw or "/" not in str(_table(doc, "task").get("name")):
-                set_task_name(folder, name)
-            final = out_dir / task_id
-            if final.exists():
-                shutil.rmtree(final)
-            folder.rename(final)
-        finally:
-            shutil.rmtree(part, ignore_errors=True)
-        written.append(final)
-    return written
-
-
 def writes_numeric_reward(task_dir: Path) -> bool:
     """Whether the folder's verifier writes reward.json with numbers only (per-check details in
     details.json), as Harbor requires; folders forged before that put them all in reward.json."""
@@ -612,43 +462,3 @@ def writes_numeric_reward(task_dir: Path) -> bool:
         return "details.json" in Path(task_dir, "tests", "test.sh").read_text()
     except OSError:
         return False
-
-
-def forged_row(cand: dict[str, Any], **values: Any) -> dict[str, Any]:
-    """The one constructor of FORGED rows (storage.schemas.FORGED): a failed row for candidate
-    `cand` unless `values` say otherwise (forge and import fill in the task)."""
-    row = {
-        "task_id": str(cand.get("task_id", "")),
-        "status": "failed",
-        "error": "",
-        "error_kind": "",
-        "attempts": 0,
-        "build_log": "",
-        "task_sha256": "",
-        "rebuild_sha256": "",
-        "task_tar": b"",
-        "capability": str(cand.get("capability", "")),
-        "domain": str(cand.get("domain", "")),
-        "split": str(cand.get("split", "")),
-    }
-    row.update(values)
-    return row
-
-
-def import_folder(task_dir: Path) -> dict[str, Any]:
-    """A forged row (storage.schemas.FORGED columns) from a clawloop task folder on disk."""
-    task_dir = Path(task_dir)
-    for need in ("task.toml", "instruction.md", "tests/test.sh", "environment"):
-        if not (task_dir / need).exists():
-            raise TaskFolderError(f"{task_dir}: missing {need}; not a Harbor task folder")
-    check_folder_size(task_dir)
-    strict_task_header(task_dir)
-    read_instruction(task_dir)
-    info = read_task_info(task_dir)
-    return forged_row(
-        dataclasses.asdict(info),
-        status="ok",
-        build_log=f"imported from {task_dir}",
-        task_sha256=info.task_sha256,
-        task_tar=pack_dir(task_dir),
-    )
