@@ -195,6 +195,9 @@ def _turn_record(
         "prompt_token_ids": reply.prompt_token_ids,
         "completion_token_ids": reply.completion_token_ids,
         "logprobs": reply.logprobs,
+        # sampled under a grammar (tool_choice required): the logprobs are renormalised over the
+        # tokens it allowed, so GRPO does not take them as the model's (training/sequences.py)
+        "logprobs_constrained": reply.constrained,
         "needs_retokenize": reply.needs_retokenize,
         "finish_reason": reply.finish_reason,
         "latency_s": round(reply.latency_s, 4),

@@ -43,7 +43,7 @@ def _package_of(path: Path) -> tuple[str, Path]:
 def test_the_programs_are_files_the_code_reads():
     names = {p.relative_to(ROOT).as_posix() for p in _programs()}
     assert {
-        "harness/reset_grading.sh",
+        "harness/sandbox/reset_dirs.sh",
         "harness/sandbox/kill_strays.sh",
         "harness/sandbox/launcher.c",
         "harness/taskfolder/templates/Dockerfile",

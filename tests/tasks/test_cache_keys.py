@@ -68,7 +68,7 @@ def _rerun_after_editing(tree: Path, module: str, cfg: Any = DEFAULT) -> set[str
         ("harness/taskenv.py", {"synthesize", "verify", "rollout", "diagnose"}),
         # a program read as data (storage.cache_key.data_text) is code of the stages that reach
         # its reader, as the reader's source is
-        ("harness/reset_grading.sh", {"synthesize", "verify", "rollout", "diagnose"}),
+        ("harness/sandbox/reset_dirs.sh", {"synthesize", "forge", "verify", "rollout", "diagnose"}),
         (
             "harness/taskfolder/templates/test.sh",
             {"synthesize", "forge", "verify", "rollout", "diagnose"},
