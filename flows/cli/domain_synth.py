@@ -30,7 +30,7 @@ def _forge_and_verify(backend: str, out: Path, rows: list[dict[str, Any]]):
     from clawloop.generators.forge import forge_candidate
     from clawloop.generators.verify import verify_task
     from clawloop.harness.sandbox.base import SandboxConfig
-    from clawloop.harness.taskfolder.folder import unpack_tar
+    from clawloop.harness.taskfolder.packing import unpack_tar
 
     sandbox = SandboxConfig(backend=backend)
 

@@ -45,8 +45,8 @@ from clawloop.harness.taskfolder.folder import (
     STATE_PREDICATES_PATH,
     TEST_SH,
     parse_task_header,
-    write_files,
 )
+from clawloop.harness.taskfolder.packing import write_files
 from clawloop.harness.taskfolder.probes import trivial_probes
 
 PROBE_STAGE_NAME = ".clawloop-probes"

@@ -182,7 +182,7 @@ from clawloop.generators.candidates import candidate_row  # noqa: E402
 from clawloop.generators.forge import forge_candidate  # noqa: E402
 from clawloop.generators.verify import verify_task  # noqa: E402
 from clawloop.harness.sandbox.base import SandboxConfig  # noqa: E402
-from clawloop.harness.taskfolder.folder import pack_dir, unpack_tar  # noqa: E402
+from clawloop.harness.taskfolder.packing import pack_dir, unpack_tar  # noqa: E402
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "generators"
 BACKENDS = [
