@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from clawloop.synthesis.domain import reach
 from clawloop.synthesis.domain.model import Domain, Param, Skill, Tool
 from clawloop.synthesis.domain.taskgraph import Node, TaskGraph
 
@@ -62,6 +63,27 @@ class Grounded:
         }
 
 
+def ref_of(g: Grounded, step: int, name: str) -> dict[str, Any] | None:
+    """The reference (record, field, value) of what lookup `step` produced as `name`: its own
+    field, or one read beside it (`fields`: the address's city beside its first line)."""
+    ref = g.references.get(step)
+    if ref is None or ref["field"] == name:
+        return ref
+    if name in ref.get("fields", {}):
+        return {**ref, "field": name, "value": ref["fields"][name]}
+    return None
+
+
+def all_refs(g: Grounded) -> list[dict[str, Any]]:
+    """Every (record, field, value) the plan's lookups produce, fields read beside one's own
+    included."""
+    out = []
+    for ref in g.references.values():
+        out.append(ref)
+        out += [{**ref, "field": f, "value": v} for f, v in ref.get("fields", {}).items()]
+    return out
+
+
 @dataclass(frozen=True)
 class Index:
     """What grounding needs of the state: per table, its unique fields and each field's values."""
@@ -99,6 +121,17 @@ class Index:
             }
         )
         return Index(tables, unique, values, dict(keys or {}), tuple(dates), _links(values, unique))
+
+    def nested(self, table: str) -> list[str]:
+        """The table's structural nested paths (reach.structural), memoised."""
+        key = (table, "\0paths")
+        if key not in self.memo:
+            self.memo[key] = reach.structural(self.tables.get(table, []))
+        return self.memo[key]
+
+    def near(self, table: str, row: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+        """The records `row` refers to, is referred to by, or shares a reference with."""
+        return reach.neighbours(self.tables, self.links, table, row)
 
     def distinct(self, table: str, name: str) -> list[Any]:
         key = (table, name)  # memoised: _unusual asks per record, quadratic on a large table
@@ -155,19 +188,31 @@ def names_field(param: str, field: str, table: str = "") -> bool:
     return param.startswith(field + "_") and rest in ("code", "id", "email", "key")
 
 
+KEY_FIELD = "_key"  # a JSON table keyed by object keys keeps each record's key here
+
+
+def names_key(param: str, f: str, table: str) -> bool:
+    """Does a parameter pass a record's key: a field it names, or (a table keyed by its object
+    keys, `_key`) the table's own id (`user_id` for users)?"""
+    if f == KEY_FIELD:
+        return any(names_field(param, x, table) for x in ("id", "code", "key", "no"))
+    return names_field(param, f, table)
+
+
 def key_params(tool: Tool, ix: Index) -> list[tuple[Param, str, str]]:
     """(parameter, table, field) where the parameter names a unique field of a table the tool
     touches: passing a record's value there picks that record (an entity). A table's business
-    key wins over another unique field, and each table is picked by one parameter only."""
+    key wins over another unique field, a field over the object key `_key`, and each table is
+    picked by one parameter only."""
     out: list[tuple[Param, str, str]] = []
     for p in tool.params:
         found = []
         for t in (*tool.writes, *tool.reads):
             for f in sorted(ix.unique.get(t, ())):
-                if names_field(p.name, f, t) and all(t != tt for _, tt, _ in out):
-                    found.append((ix.keys.get(t) != f, t not in tool.writes, t, f))
+                if names_key(p.name, f, t) and all(t != tt for _, tt, _ in out):
+                    found.append((ix.keys.get(t) != f, t not in tool.writes, f == KEY_FIELD, t, f))
         if found:
-            _, _, t, f = min(found)
+            *_, t, f = min(found)
             out.append((p, t, f))
     return out
 
@@ -223,6 +268,7 @@ def fill(
     already chosen (refs); `entity` (table, record) supplies the key of that record."""
     params = dict(fixed or {})
     keys = {p.name: (t, f) for p, t, f in key_params(tool, ix)}
+    picked: list[tuple[str, dict[str, Any]]] = [entity] if entity else []
     for p in tool.params:
         if p.name in params:
             continue
@@ -231,13 +277,58 @@ def fill(
             record = entity[1] if entity and entity[0] == t and f in entity[1] else None
             record = record or rng.choice(ix.tables[t])
             params[p.name] = record[f]
+            picked.append((t, record))
+    sources = _sources(ix, picked)
+    for p in tool.params:
+        if p.name in params:
             continue
         found, value = literal(p, tool, ix, rng)
+        if not found:
+            found, value = _held_near(p, sources, rng)
         if found:
             params[p.name] = value
         elif p.required:
             return None
     return params
+
+
+def _sources(ix: Index, picked: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The records a call's other values may come from: the records it picks, then theirs
+    neighbours (an order's user holds the payment methods the order may be paid with)."""
+    out: list[dict[str, Any]] = []
+    for t, row in picked:
+        for _, r in [(t, row), *ix.near(t, row)]:
+            if all(r is not x for x in out):
+                out.append(r)
+    return out
+
+
+def _held_near(p: Param, sources: list[dict[str, Any]], rng: random.Random) -> tuple[bool, Any]:
+    """A value for a parameter no top-level field names, read from the records the call picks
+    and their neighbours: a list field of that name whole (a reservation's `flights`), else a
+    nested scalar the parameter takes (`payment_method_id` <- `payment_methods.<id>.id`; a list
+    parameter gets one: `item_ids` <- [`items.0.item_id`], from the first source that has
+    one: a list names parts of the record itself). A scalar comes from any source that has one
+    (an order's own payment method or another of its user's)."""
+    options: list[list[Any]] = []
+    for row in sources:
+        whole = row.get(p.name)
+        if p.type == "array" and isinstance(whole, list) and whole:
+            return True, whole
+        found = [
+            v
+            for path, v in reach.leaves(row)
+            if "." in path
+            and reach.feeds(p.name, path, names_field)
+            and (isinstance(v, str) or p.type != "string")
+        ]
+        if found and p.type == "array":
+            return True, [rng.choice(sorted(set(found), key=repr))]
+        if found:
+            options.append(sorted(set(found), key=repr))
+    if not options:
+        return False, None
+    return True, rng.choice(rng.choice(options))
 
 
 def producers(domain: Domain, consumer: Tool, ix: Index) -> list[tuple[Tool, str, str, str]]:
@@ -254,7 +345,21 @@ def producers(domain: Domain, consumer: Tool, ix: Index) -> list[tuple[Tool, str
                 for p in consumer.params:
                     if names_field(p.name, f) and p.name != kp.name:
                         out.append((r, t, f, p.name))
+            for path in _returned_paths(r, t, ix):
+                for p in consumer.params:
+                    if _takes(p, path) and p.name != kp.name:
+                        out.append((r, t, path, p.name))
     return out
+
+
+def _returned_paths(r: Tool, table: str, ix: Index) -> list[str]:
+    """The structural nested paths (reach.structural) of `table` under a field `r` returns."""
+    return [p for p in ix.nested(table) if p.split(".")[0] in r.returns]
+
+
+def _takes(p: Param, path: str) -> bool:
+    """Does a scalar parameter take the value at a nested path (a `$ref` carries one scalar)?"""
+    return p.type not in ("array", "object") and reach.feeds(p.name, path, names_field)
 
 
 @dataclass(frozen=True)
@@ -290,6 +395,8 @@ def chains(domain: Domain, consumer: Tool, ix: Index) -> list[Chain]:
                 for p in consumer.params:
                     if names_field(p.name, f, t if f == kf else ""):
                         fed.append((f, p.name))
+            fed += [(path, p.name) for path in _returned_paths(r, t, ix)
+                    for p in consumer.params if _takes(p, path)]  # fmt: skip
             if not fed:
                 continue
             for hop in reads:
@@ -307,19 +414,30 @@ def _ref(node: int, hop: int, name: str) -> Ref:
     return {"$ref": [("node", node, hop), name]}
 
 
+NEAR = 0.8  # how often a lookup reads a neighbour of the act's record, where one fits
+
+
 def _lookup(
-    chosen: tuple[Tool, str, str, str], ix: Index, rng: random.Random, node: Node
+    chosen: tuple[Tool, str, str, str],
+    ix: Index,
+    rng: random.Random,
+    node: Node,
+    near: list[dict[str, Any]] | None = None,
 ) -> list[tuple[Step, dict[str, Any]]] | None:
+    """One read of a record of the producer's table holding the field (a dotted path too):
+    most often a neighbour of the record the act changes (its user, the user's other order),
+    so the values meet on records that belong together."""
     r, t, f, _ = chosen
-    rows = [row for row in ix.tables[t] if row.get(f) is not None]
+    rows = [row for row in ix.tables[t] if reach.at(row, f) is not None]
     if not rows:
         return None
-    row = rng.choice(rows)
+    close = [row for row in rows if any(row is x for x in near or ())]
+    row = rng.choice(close if close and rng.random() < NEAR else rows)
     params = fill(r, ix, rng, entity=(t, row))
     if params is None:
         return None
     kf = next(kf for _, tt, kf in key_params(r, ix) if tt == t)
-    ref = {"table": t, "key_field": kf, "key": row[kf], "field": f, "value": row[f]}
+    ref = {"table": t, "key_field": kf, "key": row[kf], "field": f, "value": reach.at(row, f)}
     return [(Step(r.name, params, node=node.id), ref)]
 
 
@@ -330,7 +448,7 @@ def _chained(
     named record, the second takes its link's value (a `$ref`) as its key."""
     kf = next(kf for p, tt, kf in key_params(c.read, ix) if p.name == c.key_param)
     k0 = next(kf0 for _, tt, kf0 in key_params(c.hop, ix) if tt == c.hop_table)
-    by_key = {repr(r.get(kf)): r for r in ix.tables[c.table] if r.get(c.field) is not None}
+    by_key = {repr(r.get(kf)): r for r in ix.tables[c.table] if reach.at(r, c.field) is not None}
     starts = [r for r in ix.tables[c.hop_table] if repr(r.get(c.link)) in by_key]
     if not starts:
         return None
@@ -351,7 +469,7 @@ def _chained(
                 "key_field": kf,
                 "key": reached[kf],
                 "field": c.field,
-                "value": reached[c.field],
+                "value": reach.at(reached, c.field),
                 "via": named,
             },
         ),
@@ -362,12 +480,68 @@ def _writes(domain: Domain) -> list[Tool]:
     return [t for t in domain.tools if t.writes]
 
 
+# tool -> (keys of records a probe call of it was accepted on, keys it was refused on), as
+# execution found them before grounding (synth.py): the state's own word on which records
+# admit a write (a pending order can be cancelled, a delivered one cannot)
+Admission = dict[str, tuple[set[str], set[str]]]
+
+
+def _anchor(
+    w: Tool, ix: Index, rng: random.Random, admitted: Admission | None
+) -> tuple[str, dict[str, Any]] | None:
+    """The record a write changes: of those the probe saw it accept, else of those it did not
+    see it refuse, else any (a tool without a key parameter has none)."""
+    keys = [(t, f) for _, t, f in key_params(w, ix) if t in w.writes] or [
+        (t, f) for _, t, f in key_params(w, ix)
+    ]
+    if not keys:
+        return None
+    t, f = keys[0]
+    rows = ix.tables[t]
+    ok, refused = (admitted or {}).get(w.name, (set(), set()))
+    good = [r for r in rows if repr(r.get(f)) in ok]
+    fair = [r for r in rows if repr(r.get(f)) not in refused]
+    return t, rng.choice(good or fair or rows)
+
+
+def _siblings(
+    w: Tool, fixed: dict[str, Any], made: dict[int, list[tuple[Step, dict[str, Any]]]],
+    ix: Index,
+) -> None:  # fmt: skip
+    """Feed the act's parameters still open from the records its lookups read, along paths
+    beside the one each lookup carries (`address.city` beside `address.address1`): the values
+    a write takes together come from one record. The lookup's reference keeps each field's
+    value (`fields`)."""
+    for lookup_id, reads in made.items():
+        _, ref = reads[-1]
+        if "." not in str(ref["field"]):
+            continue
+        row = next(
+            (r for r in ix.tables[ref["table"]] if r.get(ref["key_field"]) == ref["key"]), None
+        )
+        prefix = ref["field"].rsplit(".", 1)[0] + "."
+        for p in w.params:
+            if p.name in fixed:
+                continue
+            for path in ix.nested(ref["table"]):
+                if path.startswith(prefix) and _takes(p, path) and row is not None:
+                    value = reach.at(row, path)
+                    if value is not None:
+                        fixed[p.name] = _ref(lookup_id, len(reads) - 1, path)
+                        ref.setdefault("fields", {})[path] = value
+                        break
+
+
 def _act(
-    domain: Domain, node: Node, ix: Index, rng: random.Random, g: Grounded, chain: float = 0.0
-) -> Step | None:
+    domain: Domain, node: Node, ix: Index, rng: random.Random, g: Grounded, chain: float = 0.0,
+    admitted: Admission | None = None,
+) -> Step | None:  # fmt: skip
     """Ground an act node: a write tool whose parameters the node's inputs can feed. Its lookups
     go to `g.lookups` by lookup node (they run first; `_place` numbers them); returns the act.
-    With probability `chain` an input is a chained lookup (two reads), where one fits."""
+    Where `chain` is set (the graph wants long range) its first input is a chained lookup (two
+    reads) where one fits, the others with probability `chain`. The record
+    it changes is one the probe saw the tool accept (`admitted`); its lookups most often read
+    that record's neighbours."""
     tools = _writes(domain)
     rng.shuffle(tools)
     if chain and rng.random() < chain:  # a tool a chain can feed first (stable: still shuffled)
@@ -379,24 +553,28 @@ def _act(
             continue
         fixed: dict[str, Any] = {}
         made: dict[int, list[tuple[Step, dict[str, Any]]]] = {}
+        anchor = _anchor(w, ix, rng, admitted)
+        near = [r for _, r in ix.near(*anchor)] if anchor else []
         for lookup_id in node.inputs:
             lookup = Node(lookup_id, "lookup", node.goal)
             options = [c for c in feeds if c[3] not in fixed]
             long = [c for c in linked if c.param not in fixed]
             one = None
-            if long and (not options or rng.random() < chain):
+            if long and (not options or not made or rng.random() < chain):  # first: a chain
                 picked = rng.choice(long)
                 one, param, name = _chained(picked, ix, rng, lookup), picked.param, picked.field
                 hop = 1
             elif options:
                 chosen = rng.choice(options)
-                one, param, name, hop = _lookup(chosen, ix, rng, lookup), chosen[3], chosen[2], 0
+                one = _lookup(chosen, ix, rng, lookup, near)
+                param, name, hop = chosen[3], chosen[2], 0
             if one is None:
                 break
             made[lookup_id] = one
             fixed[param] = _ref(lookup_id, hop, name)
         else:
-            params = fill(w, ix, rng, fixed=fixed)
+            _siblings(w, fixed, made, ix)
+            params = fill(w, ix, rng, fixed=fixed, entity=anchor)
             if params is not None:
                 for lookup_id, reads in made.items():  # a branch's arms share their lookups
                     g.lookups.setdefault(lookup_id, reads)
@@ -443,6 +621,36 @@ def refusal_candidates(
             if params is not None and Step(w.name, params, "error") not in out:
                 out.append(Step(w.name, params, "error"))
     return out
+
+
+PROBE_RECORDS = 12  # records each write tool is tried on before grounding (admission probe)
+
+
+def probe_calls(domain: Domain, tables: Tables, rng: random.Random) -> list[tuple[Step, str]]:
+    """(call, the key of the record it changes) for each write tool on up to PROBE_RECORDS of
+    the records it changes, every step "any": run once before grounding, they show which records
+    admit the write (`Admission`) and what the domain refuses, in its own words."""
+    ix = Index.of(tables, domain.keys)
+    out: list[tuple[Step, str]] = []
+    for w in _writes(domain):
+        keys = [(t, f) for _, t, f in key_params(w, ix) if t in w.writes]
+        if not keys:
+            continue
+        t, f = keys[0]
+        rows = ix.tables[t]
+        for row in rng.sample(rows, min(PROBE_RECORDS, len(rows))):
+            params = fill(w, ix, rng, entity=(t, row))
+            if params is not None:
+                out.append((Step(w.name, params, "any"), repr(row.get(f))))
+    return out
+
+
+FOLD = re.compile(r"#?\b[\w.-]*\d[\w.-]*\b")
+
+
+def refusal_kind(tool: str, text: str) -> str:
+    """One kind per rule: the tool and its refusal, ids and figures folded (`order N`)."""
+    return f"{tool}: {FOLD.sub('N', text.strip())[:100]}"
 
 
 def mentioned(ix: Index, text: str, params: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
@@ -507,15 +715,17 @@ def learned_params(
 
 
 def _fixes(
-    domain: Domain, ix: Index, call: Step, records: list[tuple[str, dict[str, Any]]]
-) -> list[tuple[Tool, tuple[str, dict[str, Any]]]]:
+    domain: Domain, ix: Index, call: Step, records: list[tuple[str, dict[str, Any]]],
+    same_tool: bool = False,
+) -> list[tuple[Tool, tuple[str, dict[str, Any]]]]:  # fmt: skip
     """(write tool, the record it would fix) for every write other than the refused call's own
-    that takes one of these records' keys."""
+    (`same_tool`: the refused tool too, on these other records) that takes one of these
+    records' keys."""
     return [
         (f, (t, row))
         for t, row in records
         for f in _writes(domain)
-        if f.name != call.tool and any(tt == t for _, tt, _ in key_params(f, ix))
+        if (same_tool or f.name != call.tool) and any(tt == t for _, tt, _ in key_params(f, ix))
     ]
 
 
@@ -539,6 +749,15 @@ def recovery_candidates(
                  if x not in passed]  # fmt: skip
         picked = rng.sample(passed, min(per_call, len(passed)))
         picked += extra.sample(named, min(per_call - len(picked), len(named)))
+        # Then the records that hold what the call passes somewhere inside them (the other
+        # orders a refused gift card paid for: cancelling one refunds the card), on a budget
+        # of their own: where a state-level cause sits when the call's own record is not it.
+        held = reach.holding(ix.tables, [v for v in call.params.values() if isinstance(v, str)])
+        own = {id(row) for _, row in mentioned(ix, "", call.params)}
+        held = [(t, row) for t, row in held if id(row) not in own]
+        around = [x for x in _fixes(domain, ix, call, held, same_tool=True)
+                  if x not in passed + named]  # fmt: skip
+        picked += extra.sample(around, min(per_call, len(around)))
         first = replace(call, refusal=error)
         about = [row for _, row in mentioned(ix, error, call.params)]
         for f, entity in picked:
@@ -648,8 +867,9 @@ def _place(g: Grounded, order: list[int], steps: list[Step]) -> list[Step]:
 
 
 def ground_once(
-    domain: Domain, graph: TaskGraph, ix: Index, rng: random.Random, recoveries: list[Recovery]
-) -> Grounded:
+    domain: Domain, graph: TaskGraph, ix: Index, rng: random.Random, recoveries: list[Recovery],
+    admitted: Admission | None = None,
+) -> Grounded:  # fmt: skip
     g = Grounded(graph=graph, steps=[])
     lookups = [n.id for n in graph.nodes if n.kind == "lookup"]  # they run first, in graph order
     chain = CHAIN if "long_range" in graph.wanted else 0.0
@@ -664,7 +884,7 @@ def ground_once(
                 raise GroundingError("no error-recovery path (refused, fixed, accepted) ran")
             acts += steps
             continue
-        step = _act(domain, node, ix, rng, g, chain)
+        step = _act(domain, node, ix, rng, g, chain, admitted)
         if step is None:
             raise GroundingError(f"no write tool fits node {node.id} ({len(node.inputs)} inputs)")
         if node.arm:
@@ -693,6 +913,7 @@ def ground(
     rng: random.Random,
     variants: int = VARIANTS,
     recoveries: list[Recovery] | None = None,
+    admitted: Admission | None = None,
 ) -> tuple[list[Grounded], list[str]]:
     """Up to `variants` groundings of one graph (other tools, entities, fixes) and why the others
     failed. A recover node takes one of `recoveries`: paths execution already confirmed."""
@@ -702,7 +923,7 @@ def ground(
         if len(out) == variants:
             break
         try:
-            out.append(ground_once(domain, graph, ix, rng, recoveries or []))
+            out.append(ground_once(domain, graph, ix, rng, recoveries or [], admitted))
         except GroundingError as exc:
             why.append(str(exc))
     return out, why
@@ -719,7 +940,9 @@ def coverage_problems(g: Grounded, domain: Domain, skills: list[Skill]) -> list[
             if isinstance(v, dict) and "$ref" in v:
                 j, f = v["$ref"]
                 producer = domain.tool(g.steps[j].tool)
-                if f not in producer.returns or name not in {p.name for p in consumer.params}:
+                if str(f).split(".")[0] not in producer.returns or name not in {
+                    p.name for p in consumer.params
+                }:
                     out.append(f"step {j} {producer.name} -> step {i} {consumer.name}: {f}")
     return out
 
@@ -734,3 +957,22 @@ def every_write_plan(domain: Domain, tables: Tables, rng: random.Random) -> list
         if params is not None:
             steps.append(Step(w.name, params, expect="any"))
     return steps
+
+
+def unsupported(domain: Domain, tables: Tables, recoveries: list[Recovery]) -> dict[str, str]:
+    """The graph features this domain's tools cannot carry, with why: sampling them only
+    makes graphs that no grounding fits."""
+    ix = Index.of(tables, domain.keys)
+    fed = {}
+    for w in _writes(domain):
+        fed[w.name] = {c[3] for c in producers(domain, w, ix)} | {
+            c.param for c in chains(domain, w, ix)
+        }
+    out = {}
+    if not recoveries:
+        out["error_recovery"] = "no refused call had a fix that then let it through"
+    if not any(fed.values()):
+        out["long_range"] = "no read tool returns a value a write tool takes"
+    if not any(len(v) >= 2 for v in fed.values()):
+        out["convergence"] = "no write tool takes values from two different reads"
+    return out
