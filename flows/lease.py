@@ -136,6 +136,18 @@ def live_holder(root: str, run_id: str) -> Holder | None:
     return holder
 
 
+def in_progress(root: str, run_id: str) -> str:
+    """ "" when no live process holds the run's lease (or this process does); else a sentence
+    saying who is writing the run, for figures read from it (they are partial)."""
+    holder = live_holder(root, run_id)
+    if holder is None or (root, run_id) in _HELD:
+        return ""
+    return (
+        f"run {run_id} is still being written ({holder.describe()} holds its lease, "
+        f"running `{holder.command or 'clawloop'}`): these figures are partial"
+    )
+
+
 class Lease:
     """This process's hold on one run (see the module docstring)."""
 

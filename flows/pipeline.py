@@ -4,7 +4,7 @@
     synthesize -> forge -> verify -> rollout -> train -> diagnose
 
 Each stage is one module in tasks/; these flows only compose: every decision (skip, cache key,
-force, commit) is `flows.engine`; per-item work runs as Prefect tasks through
+force, commit) is `tasks.engine`; per-item work runs as Prefect tasks through
 `tasks.mapping.prefect_mapper` on the stage flow's task runner, sized by the stage's workers: a
 thread pool, or (`execution.runner`, for forge, verify, rollout and diagnose) Prefect's Dask or
 Ray task runner on a local cluster or the one at `execution.address`; each
@@ -37,6 +37,7 @@ from clawloop.tasks import diagnose, engine, forge, rollout, synthesize, train, 
 from clawloop.tasks.artifacts import artifact_key, publish_stage  # noqa: E402
 from clawloop.tasks.config import RunConfig, parse_config  # noqa: E402
 from clawloop.tasks.mapping import prefect_mapper  # noqa: E402
+from clawloop.tasks.policy import close_policy_servers  # noqa: E402
 from clawloop.tasks.settings import RUNNER_PACKAGES, ExecutionSettings  # noqa: E402
 from clawloop.tasks.stage import StageError, StageSpec  # noqa: E402
 
@@ -332,13 +333,16 @@ def loop_flow(
             mark_crashed(run_id)
         except Exception as exc:  # the UI's view only: never a reason to stop the run
             log.warning("could not mark the flow runs of killed processes: %s", exc)
-        for k in range(1, cfg.iterations + 1):
-            forced = engine.dependents(STAGES, force or [], forced)
-            state = iteration_flow(run_id, k, config, sorted(forced), return_state=True)
-            summary.outcomes += state.result(raise_on_failure=False) or []
-            summary.duration_s = time.time() - t0
-            if not state.is_completed():
-                return Failed(message=state.message, data=summary)
+        try:
+            for k in range(1, cfg.iterations + 1):
+                forced = engine.dependents(STAGES, force or [], forced)
+                state = iteration_flow(run_id, k, config, sorted(forced), return_state=True)
+                summary.outcomes += state.result(raise_on_failure=False) or []
+                summary.duration_s = time.time() - t0
+                if not state.is_completed():
+                    return Failed(message=state.message, data=summary)
+        finally:
+            close_policy_servers()  # the managed vLLM (llm.server: vllm) ends with the run
     return summary
 
 

@@ -245,6 +245,8 @@ class RunFigures:
     run_id: str
     k: int  # iterations the run was configured for
     iterations: list[IterationFigures]
+    # Why the figures are partial: another process holds the run's lease ("" when none does).
+    partial: str = ""
 
     @property
     def capabilities(self) -> list[str]:
@@ -281,10 +283,13 @@ def iteration_json(it: IterationFigures) -> dict[str, Any]:
 
 def run_report_json(figures: RunFigures) -> dict[str, Any]:
     """`clawloop report --run ID --json`: the figures the table is made of, a stable shape:
-    {"run_id", "iterations": [{"label", "heldout": {"passed", "n"}, "external": {"passed", "n",
-    "mean_score"} | null, "train": {"status", "steps"} | null}]}."""
+    {"run_id", "partial", "partial_reason", "iterations": [{"label", "heldout": {"passed", "n"},
+    "external": {"passed", "n", "mean_score"} | null, "train": {"status", "steps"} | null}]};
+    `partial` is true while another process holds the run's lease (`partial_reason` says who)."""
     return {
         "run_id": figures.run_id,
+        "partial": bool(figures.partial),
+        "partial_reason": figures.partial,
         "iterations": [iteration_json(it) for it in figures.iterations],
     }
 
@@ -386,6 +391,7 @@ def run_report_markdown(figures: RunFigures, png_name: str = "report.png") -> st
     lines = [
         f"# Run `{figures.run_id}`: {len(its)} of {figures.k} iterations",
         "",
+        *([f"**Partial:** {figures.partial}.", ""] if figures.partial else []),
         f"![per-iteration figures]({png_name})",
         "",
         "## Per iteration",

@@ -5,7 +5,7 @@ one stage uses the same settings without the original YAML; it is read where it 
 root named wins over the one it saved) and a damaged one is one line (flows/records.py). A process
 writes a run only while it holds the run's lease (flows/lease.py). `run_loop` is the whole pipeline
 without Prefect (used by tests, the benchmark and `clawloop run --no-prefect`); the Prefect flows
-call the same `flows.engine` functions stage by stage.
+call the same `tasks.engine` functions stage by stage.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from clawloop.tasks.config import (
     merge_overrides,
     parse_config,
 )
+from clawloop.tasks.policy import close_policy_servers
 from clawloop.tasks.stage import StageError, StageSpec
 
 log = logging.getLogger("clawloop.runs")
@@ -173,12 +174,15 @@ def run_loop(
         save_run_config(cfg, run_id)
         apply_environment(cfg)
         sweep_sandboxes()
-        for k in range(1, cfg.iterations + 1):
-            forced = engine.dependents(stages, force, forced)
-            outcomes = engine.run_iteration(stages, k, forced, runner)
-            summary.outcomes += outcomes
-            if not engine.iteration_ok(outcomes):
-                break
+        try:
+            for k in range(1, cfg.iterations + 1):
+                forced = engine.dependents(stages, force, forced)
+                outcomes = engine.run_iteration(stages, k, forced, runner)
+                summary.outcomes += outcomes
+                if not engine.iteration_ok(outcomes):
+                    break
+        finally:
+            close_policy_servers()  # the managed vLLM (llm.server: vllm) ends with the run
     summary.duration_s = time.time() - t0
     return summary
 

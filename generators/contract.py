@@ -1,4 +1,4 @@
-"""The generator contract (fixed; see docs/design.md) as typed records and a strict validator.
+"""The generator contract (fixed; docs/architecture.md, "The generator") as typed records and a strict validator.
 
 A generator is one standard-library Python file with a `GENERATOR` metadata dict, `build(seed)`
 and `solve(workspace)`. It always runs inside a sandbox (generators/runner.py); this module only

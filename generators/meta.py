@@ -1,5 +1,5 @@
 """A generator's GENERATOR metadata, read on the host from its source without running it, and
-the contract's error (the generator contract, docs/design.md; generators/contract.py validates what
+the contract's error (the generator contract, docs/architecture.md; generators/contract.py validates what
 build() returns).
 
 Apart from the build validator (which follows the grader's report facts) so that what only reads

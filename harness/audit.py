@@ -41,7 +41,6 @@ from clawloop.harness.taskfolder.clawgym import (
     write_files,
     write_harbor_folder,
 )
-from clawloop.harness.taskfolder.folder import read_task_header
 from clawloop.harness.taskfolder.foreign import prepare_task
 
 ANSWER_NAME = re.compile(
@@ -186,7 +185,15 @@ def audit_clawgym(task_dir: Path, sandbox: Any, threshold: float = DEFAULT_THRES
 
 def audit_harbor(task_dir: Path, sandbox: Any) -> TaskAudit:
     """Audit one Harbor task folder: its verifier on the untouched workspace."""
-    header = read_task_header(task_dir)
+    from clawloop.harness.taskfolder.folder import (
+        check_folder_size,
+        read_instruction,
+        strict_task_header,
+    )
+
+    check_folder_size(Path(task_dir))
+    header = strict_task_header(task_dir)
+    read_instruction(task_dir)
     with tempfile.TemporaryDirectory(prefix="clawloop-audit-") as tmp:
         prepared = prepare_task(Path(task_dir), sandbox, Path(tmp))
         with open_task(prepared.task_dir, prepared.sandbox) as sb:
@@ -249,9 +256,18 @@ def reference_score(task: ClawGymTask, files: dict[str, bytes], timeout: float =
 
 
 def audit_task(task_dir: Path, sandbox: Any, threshold: float = DEFAULT_THRESHOLD) -> TaskAudit:
-    if is_clawgym_folder(task_dir):
-        return audit_clawgym(task_dir, sandbox, threshold)
-    return audit_harbor(task_dir, sandbox)
+    """One task's audit; a task that cannot be read or run is a TaskAudit with its `error`
+    (one bad task never aborts an audit of many)."""
+    from clawloop.harness.sandbox.base import SandboxError
+    from clawloop.harness.taskfolder.folder import TaskFolderError
+
+    try:
+        if is_clawgym_folder(task_dir):
+            return audit_clawgym(task_dir, sandbox, threshold)
+        return audit_harbor(task_dir, sandbox)
+    except (TaskFolderError, SandboxError, OSError, ValueError, RecursionError) as exc:
+        why = str(exc) if isinstance(exc, TaskFolderError) else f"{type(exc).__name__}: {exc}"
+        return TaskAudit(Path(task_dir).name, str(task_dir), 0.0, error=why[:500])
 
 
 def summarize(audits: list[TaskAudit]) -> dict[str, Any]:

@@ -12,6 +12,15 @@ server that rejects the extension (HTTP 400 or 422, not a context-length error) 
 plainly; when that succeeds the endpoint is remembered and asked plainly from then on (one warning
 per endpoint). `on` asks always and a rejection is an error that says so; `off` never asks.
 
+A server that answers a token-id request without ids (HTTP 200, no `token_ids`) is warned about
+once per endpoint under `auto` (the turns train from text) and refused under `on`.
+
+With `api: tokens` (the managed vLLM, `harness/vllm.py`) the request goes token in, token out
+(`harness/tokens.py`): the prompt rendered here with the served model's tokenizer, each earlier turn
+spliced in as the ids it sampled, sent to `/v1/completions`, so one episode is one exact sequence.
+Every request that asks for token ids pins the sampling parameters (`tokens.PINNED_SAMPLING`);
+no request sends a `seed` (it kills vLLM's CPU engine).
+
 Server faults are raised as `LLMError` with a `kind` (timeout, connection, context_full, http,
 bad_response) so callers can record them as data.
 """
@@ -30,6 +39,15 @@ from typing import Any, Literal
 
 import openai
 
+from clawloop.harness.tokens import (
+    PINNED_SAMPLING,
+    TOOL_CHOICES,
+    RenderError,
+    TokenRoute,
+    ToolChoice,
+    completion_parts,
+)
+
 TokenIds = Literal["auto", "on", "off"]
 TOKEN_ID_MODES = ("auto", "on", "off")
 REJECT_STATUSES = (400, 422)  # what servers answer an unknown request field with
@@ -40,6 +58,12 @@ _NO_TOKEN_IDS: set[str] = set()
 # Base URL -> the `token_ids` mode its endpoint was configured with (set by `make_client`), so every
 # caller of `chat` on that endpoint follows the run config without passing it along.
 _TOKEN_ID_MODES: dict[str, TokenIds] = {}
+# Base URL -> its token-in route (api: tokens) and its tool choice (either api).
+_TOKEN_ROUTES: dict[str, TokenRoute] = {}
+_TOOL_CHOICES: dict[str, ToolChoice] = {}
+_ROUTE_CACHE: dict[tuple[str, str], TokenRoute] = {}
+# Base URLs that answered a token-id request without ids (warned once each).
+_NO_IDS_WARNED: set[str] = set()
 _LOCK = threading.Lock()
 log = logging.getLogger("clawloop.llm")
 
@@ -75,10 +99,19 @@ class LLMEndpoint:
     request_timeout_s: float = 120.0  # per HTTP request
     max_retries: int = 1  # transient connection retries inside the openai client
     token_ids: TokenIds = "auto"  # ask for token ids + logprobs: auto (fall back) | on | off
+    api: Literal["chat", "tokens"] = "chat"  # tokens: prompt ids to /v1/completions (vLLM)
+    tokenizer: str = ""  # the served model's folder (api: tokens renders prompts with it)
+    tool_choice: ToolChoice = "auto"  # rollout.tool_choice: auto | required
 
     def __post_init__(self) -> None:
         if self.token_ids not in TOKEN_ID_MODES:
             raise ValueError(f"token_ids={self.token_ids!r}: use one of {TOKEN_ID_MODES}")
+        if self.api not in ("chat", "tokens"):
+            raise ValueError(f"api={self.api!r}: use chat or tokens")
+        if self.api == "tokens" and not self.tokenizer:
+            raise ValueError("api='tokens' needs the served model's folder as tokenizer")
+        if self.tool_choice not in TOOL_CHOICES:
+            raise ValueError(f"tool_choice={self.tool_choice!r}: use one of {TOOL_CHOICES}")
 
     def api_key(self) -> str:
         return os.environ.get(self.api_key_env, "") or "EMPTY"
@@ -120,6 +153,8 @@ class PolicyConfig:
     max_retries: int = 1  # transient connection retries per request
     tokenizer: str = ""  # local folder of the served model's tokenizer: exact token budget
     token_ids: TokenIds = "auto"  # llm.token_ids: ask for token ids (auto falls back) | on | off
+    api: Literal["chat", "tokens"] = "chat"  # tokens: one exact sequence per episode (vLLM)
+    tool_choice: ToolChoice = "auto"  # rollout.tool_choice
 
     def endpoint(self) -> LLMEndpoint:
         return LLMEndpoint(
@@ -129,6 +164,9 @@ class PolicyConfig:
             self.request_timeout_s,
             self.max_retries,
             self.token_ids,
+            self.api,
+            self.tokenizer,
+            self.tool_choice,
         )
 
     @property
@@ -144,8 +182,25 @@ def make_client(endpoint: LLMEndpoint) -> openai.OpenAI:
         timeout=endpoint.request_timeout_s,
         max_retries=endpoint.max_retries,
     )
+    base = str(client.base_url)
+    route = None
+    if endpoint.api == "tokens":
+        key = (endpoint.tokenizer, endpoint.tool_choice)
+        with _LOCK:
+            route = _ROUTE_CACHE.get(key)
+        if route is None:
+            try:
+                route = TokenRoute(endpoint.tokenizer, endpoint.tool_choice)
+            except RenderError as exc:
+                raise LLMError("bad_response", str(exc)) from exc
     with _LOCK:
-        _TOKEN_ID_MODES[str(client.base_url)] = endpoint.token_ids
+        _TOKEN_ID_MODES[base] = endpoint.token_ids
+        _TOOL_CHOICES[base] = endpoint.tool_choice
+        if route is not None:
+            _ROUTE_CACHE[(endpoint.tokenizer, endpoint.tool_choice)] = route
+            _TOKEN_ROUTES[base] = route
+        else:
+            _TOKEN_ROUTES.pop(base, None)
     return client
 
 
@@ -178,6 +233,11 @@ def chat(
         kwargs["tools"] = tools
     options: dict[str, Any] = {} if timeout_s is None else {"timeout": timeout_s}
     base = str(client.base_url)
+    route = _TOKEN_ROUTES.get(base)
+    if route is not None:
+        return _chat_tokens(client, route, model, messages, tools, max_tokens, temperature, options)
+    if tools and _TOOL_CHOICES.get(base, "auto") == "required":
+        kwargs["tool_choice"] = "required"
     mode = _TOKEN_ID_MODES.get(base, "auto")
     ask_tokens = want_token_ids and mode != "off" and (mode == "on" or base not in _NO_TOKEN_IDS)
     start = time.monotonic()
@@ -208,7 +268,87 @@ def chat(
     latency = time.monotonic() - start
     if not isinstance(data, dict):
         raise LLMError("bad_response", f"{base} answered with non-JSON-object {str(data)[:200]!r}")
-    return reply_from_response(data, latency)
+    reply = reply_from_response(data, latency)
+    if ask_tokens and base not in _NO_TOKEN_IDS and reply.needs_retokenize:
+        _no_ids(base, mode)
+    return reply
+
+
+def _no_ids(base: str, mode: TokenIds) -> None:
+    """A server that answered a token-id request without the ids: refused under `on`, warned
+    once per endpoint under `auto` (training then uses the sampled text)."""
+    what = (
+        f"{base} answered a request that asked for token ids (return_token_ids) without "
+        "prompt_token_ids/token_ids"
+    )
+    if mode == "on":
+        raise LLMError(
+            "bad_response",
+            f"{what}, and llm.token_ids is 'on': serve the policy with vLLM (it returns them), "
+            "or set llm.token_ids: auto to train those turns from their text",
+        )
+    with _LOCK:
+        first = base not in _NO_IDS_WARNED
+        _NO_IDS_WARNED.add(base)
+    if first:
+        log.warning(
+            "%s; its turns are trained from their text (llm.token_ids: on refuses such a server)",
+            what,
+        )
+
+
+def _chat_tokens(
+    client: openai.OpenAI,
+    route: TokenRoute,
+    model: str,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]] | None,
+    max_tokens: int,
+    temperature: float,
+    options: dict[str, Any],
+) -> ChatReply:
+    """One turn token in, token out (`harness.tokens`): the prompt ids rendered here, sent to
+    /v1/completions; the reply's ids, logprobs and parsed message."""
+    base = str(client.base_url)
+    try:
+        prompt = route.prompt_ids(messages, tools)
+    except RenderError as exc:
+        raise LLMError("bad_response", f"{exc} (rendering the prompt for {base})") from exc
+    body = route.request_body(model, prompt, max_tokens, temperature, tools)
+    start = time.monotonic()
+    data = _post(client, "/completions", body, options, ask_tokens=False)
+    latency = time.monotonic() - start
+    if not isinstance(data, dict) or not data.get("choices"):
+        raise LLMError("bad_response", f"{base} answered {str(data)[:300]!r} to a completion")
+    prompt_ids, ids, logprobs, finish, stop = completion_parts(data, route.ends)
+    if ids is None:
+        _no_ids(base, _TOKEN_ID_MODES.get(base, "auto"))
+        text = str(data["choices"][0].get("text") or "")
+        ids = list(route.tokenizer(text, add_special_tokens=False)["input_ids"]) or None
+        prompt_ids = None  # what the server sampled is not known exactly: the text path trains
+    message = (
+        route.message(ids, finish, tools)
+        if ids
+        else {"role": "assistant", "content": str(data["choices"][0].get("text") or "")}
+    )
+    if prompt_ids is None:
+        message.pop("sampled", None)
+    if message.get("tool_calls") and finish == "stop":
+        finish = "tool_calls"
+    usage = data.get("usage") or {}
+    return ChatReply(
+        message={k: v for k, v in message.items() if k != "tool_calls" or v},
+        finish_reason=finish,
+        latency_s=latency,
+        prompt_tokens=usage.get("prompt_tokens"),
+        completion_tokens=usage.get("completion_tokens"),
+        prompt_token_ids=list(prompt_ids) if prompt_ids is not None else None,
+        completion_token_ids=ids if prompt_ids is not None else None,
+        logprobs=logprobs if prompt_ids is not None else None,
+        raw_tool_calls=list(message.get("tool_calls") or []),
+        reasoning_content=message.get("reasoning_content"),
+        stop_reason=stop,
+    )
 
 
 def _create(
@@ -216,14 +356,26 @@ def _create(
 ) -> Any:
     body = dict(body)
     if ask_tokens:
-        # vLLM: token ids of prompt and completion; logprobs of the sampled tokens (GRPO needs them).
+        # vLLM: token ids of prompt and completion; logprobs of the sampled tokens (GRPO needs them),
+        # and every sampling parameter pinned (vLLM fills missing ones from generation_config.json).
         body["logprobs"] = True
         body["return_token_ids"] = True
+        body.update({k: v for k, v in PINNED_SAMPLING.items() if k not in body})
+    return _post(client, "/chat/completions", body, options, ask_tokens)
+
+
+def _post(
+    client: openai.OpenAI,
+    path: str,
+    body: dict[str, Any],
+    options: dict[str, Any],
+    ask_tokens: bool,
+) -> Any:
     try:
         # The client's documented low-level `post` keeps its retries, timeouts and error types but
         # skips `chat.completions.create`'s per-message type transform, whose cost grows with the
         # conversation (~0.8 ms per message measured) and dominated long episodes.
-        return client.post("/chat/completions", cast_to=object, body=body, options=options)
+        return client.post(path, cast_to=object, body=body, options=options)
     except openai.APITimeoutError as exc:
         raise LLMError("timeout", f"chat request to {client.base_url} timed out: {exc}") from exc
     except openai.APIConnectionError as exc:

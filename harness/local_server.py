@@ -282,19 +282,26 @@ class LocalPolicy:
 
     def message(self, text: str, parse_tools: bool) -> dict[str, Any]:
         """The assistant message of a sampled text: reasoning split off, tool calls parsed."""
-        message: dict[str, Any] = {"role": "assistant", "content": text}
-        if self.has_reasoning and THINK_CLOSE in text:
-            before, _, content = text.partition(THINK_CLOSE)
-            head, opened, after = before.partition(THINK_OPEN)
-            message["reasoning_content"] = after if opened and not head.strip() else before
-            message["content"] = content
-        if parse_tools:
-            calls = hermes_tool_calls(message["content"])
-            if calls is not None:
-                message["tool_calls"], message["content"] = calls
-        if not message["content"] and message.get("tool_calls"):
-            message["content"] = None
-        return message
+        return assistant_message(text, self.has_reasoning, parse_tools)
+
+
+def assistant_message(text: str, has_reasoning: bool, parse_tools: bool) -> dict[str, Any]:
+    """The assistant message of a sampled text (special tokens skipped): a `<think>` block split
+    off into `reasoning_content` when the template has them, hermes tool calls parsed into
+    native `tool_calls` (the prose left as content), as vLLM's parsers do."""
+    message: dict[str, Any] = {"role": "assistant", "content": text}
+    if has_reasoning and THINK_CLOSE in text:
+        before, _, content = text.partition(THINK_CLOSE)
+        head, opened, after = before.partition(THINK_OPEN)
+        message["reasoning_content"] = after if opened and not head.strip() else before
+        message["content"] = content
+    if parse_tools:
+        calls = hermes_tool_calls(message["content"])
+        if calls is not None:
+            message["tool_calls"], message["content"] = calls
+    if not message["content"] and message.get("tool_calls"):
+        message["content"] = None
+    return message
 
 
 def hermes_tool_calls(text: str) -> tuple[list[dict[str, Any]], str] | None:

@@ -32,6 +32,7 @@ from clawloop.harness.prompts import initial_messages
 from clawloop.harness.sandbox.base import SandboxConfig, SandboxError
 from clawloop.harness.taskenv import Grade, open_task, run_tests, task_timeouts
 from clawloop.harness.taskfolder.folder import read_task_header
+from clawloop.harness.tokens import TOOL_CHOICES
 from clawloop.harness.tools import TOOLS
 from clawloop.harness.trajectory import trajectory_row
 from clawloop.storage.schemas import INFRA_END_REASONS
@@ -61,12 +62,21 @@ class RolloutConfig:
     salt: str = _opt("", "makes episode ids differ between runs of the same policy")
     band: tuple[int, int] = _opt((1, 5), "keep tasks whose pass count is in [low, high]")
     workers: int = _opt(4, "episodes run concurrently across the whole stage")
+    tool_choice: str = _opt(
+        "auto",
+        "auto: the model decides when to call a tool; required: every reply is a tool call "
+        "(vLLM's forced-call JSON; the local server ignores it)",
+    )
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "band", tuple(self.band))  # a list from a caller reads the same
         for name in ("n", "max_turns", "max_tokens", "context_len", "workers"):
             if getattr(self, name) < 1:
                 raise ValueError(f"RolloutConfig.{name} must be >= 1, got {getattr(self, name)}")
+        if self.tool_choice not in TOOL_CHOICES:
+            raise ValueError(
+                f"RolloutConfig.tool_choice must be one of {TOOL_CHOICES}, got {self.tool_choice!r}"
+            )
         if len(self.band) != 2:
             raise ValueError(f"RolloutConfig.band must be [low, high], got {list(self.band)}")
         if not 0 <= self.band_lo <= self.band_hi:

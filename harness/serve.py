@@ -7,9 +7,15 @@ training tokens from text) and parses hermes-style tool calls for Qwen-family mo
         --enable-auto-tool-choice --tool-call-parser hermes \\
         --logprobs-mode processed_logprobs \\
         --max-model-len 32768 --host 0.0.0.0 --port 8000
-    # processed_logprobs: the returned logprobs are those of the distribution actually sampled
-    # (after temperature), which GRPO's importance ratio needs; vLLM's default is raw logprobs.
+    # processed_logprobs: the logprobs of the distribution actually sampled (after temperature,
+    # top-k/top-p/min-p). GRPO's trainer computes the model's plain log-softmax, so it refuses
+    # rollout.temperature != 1 and the client pins the other knobs neutral: the two then agree
+    # (as the local server's untempered logprobs do); train.tis_cap corrects what still differs.
+    # --generation-config vllm: the model's generation_config.json defaults are not applied.
     # then: clawloop rollout TASK_DIR --base-url http://HOST:8000/v1 --model policy
+
+Managed — `llm.server: vllm` (harness/vllm.py): clawloop starts this server itself, on a free
+loopback port, restarts it on new weights or loads adapters into it, and stops it with the run.
 
 Local (CPU) — clawloop's own small server (`harness/local_server.py`) on a model folder, offline:
 
@@ -61,7 +67,7 @@ log = logging.getLogger(__name__)
 
 VLLM_COMMAND = (
     "vllm serve {model} --served-model-name {name} --enable-auto-tool-choice "
-    "--tool-call-parser hermes --logprobs-mode processed_logprobs "
+    "--tool-call-parser hermes --logprobs-mode processed_logprobs --generation-config vllm "
     "--max-model-len {context_len} --host 0.0.0.0 --port {port}"
 )
 
@@ -136,22 +142,41 @@ def served_models(
 
 
 def load_lora_adapter(
-    base_url: str, lora_name: str, lora_path: str, api_key: str = "", timeout_s: float = 300.0
+    base_url: str,
+    lora_name: str,
+    lora_path: str,
+    api_key: str = "",
+    timeout_s: float = 300.0,
+    *,
+    replace: bool = True,
 ) -> str:
     """Register a LoRA adapter folder on a running vLLM under `lora_name`; returns what happened.
 
-    Idempotent: an adapter of that name already loaded (a resumed run) counts as loaded. Raises
-    AdapterLoadError saying what failed, where, and what to do."""
-    url = server_root(base_url) + "/v1/load_lora_adapter"
-    status, text = _http_json(
-        "POST", url, api_key, {"lora_name": lora_name, "lora_path": lora_path}, timeout_s
-    )
+    replace: ask with `load_inplace`, so an adapter of that name already loaded (a re-run train
+    stage wrote new weights under the same name) is replaced by the folder's weights; a server
+    that still answers 400 "already loaded" gets the old one unloaded, then the new one loaded.
+    That answer is never taken as success: the server would keep serving the old weights.
+    Raises AdapterLoadError saying what failed, where, and what to do."""
+    root = server_root(base_url)
+    url = root + "/v1/load_lora_adapter"
+    body: dict[str, Any] = {"lora_name": lora_name, "lora_path": lora_path}
+    if replace:
+        body["load_inplace"] = True
+    status, text = _http_json("POST", url, api_key, body, timeout_s)
+    if status == 400 and "already" in text.lower() and replace:
+        _http_json("POST", root + "/v1/unload_lora_adapter", api_key, {"lora_name": lora_name}, 60)
+        status, text = _http_json("POST", url, api_key, body, timeout_s)
+        if status == 200:
+            return f"replaced adapter {lora_name} with {lora_path} (unloaded, then loaded)"
     if status == 200:
-        return f"loaded adapter {lora_name} from {lora_path}"
-    if status == 400 and "already" in text.lower():
-        return f"adapter {lora_name} was already loaded"
+        return f"loaded adapter {lora_name} from {lora_path}" + (" (in place)" if replace else "")
     if status == 0:
         fix = "check that the vLLM server is up and llm.base_url points at it"
+    elif status == 400 and "already" in text.lower():
+        fix = (
+            "an adapter of that name is loaded and was not replaced: unload it "
+            "(POST /v1/unload_lora_adapter) or load with replace=True"
+        )
     elif status in (404, 405):
         fix = (
             "the server has no runtime LoRA API: start vLLM with VLLM_ALLOW_RUNTIME_LORA_UPDATING=True "

@@ -3,8 +3,11 @@
 Equivalent to building `environment/Dockerfile` (FROM the base image, COPY workspace/ /workspace)
 without a docker build per task: the sandbox starts from the base image and the workspace files
 are uploaded. Used by verify (oracle, no-op) and by rollouts (grading an agent's episode). The
-code that ran before grading is untrusted: `prepare_grading` kills what it left running and
-empties /tests and /logs/verifier before the verifier goes in.
+code that ran before grading is untrusted, so grading runs in a context it never wrote:
+`prepare_grading` kills what it left running and empties /tests, /logs/verifier, /solution and
+/tmp; the verifier then runs from fresh copies under the grading supervisor
+(harness/grading_supervisor.py), with a fresh HOME and TMPDIR and isolated interpreters
+(`grading_env`), and whatever it leaves running, or a non-zero exit, fails the grade.
 
     with open_task(task_dir, SandboxConfig(backend="bwrap")) as sb:
         run_solution(sb, task_dir)
@@ -15,12 +18,14 @@ from __future__ import annotations
 
 import json
 import math
+import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from clawloop.harness import grading_supervisor
 from clawloop.harness.sandbox.base import (
     SOLUTION,
     TESTS,
@@ -33,6 +38,7 @@ from clawloop.harness.sandbox.base import (
 )
 from clawloop.harness.sandbox.scratch import scratch
 from clawloop.harness.taskfolder.folder import read_task_header
+from clawloop.storage.cache_key import data_text
 
 REWARD_FILE = f"{VERIFIER_LOGS}/reward.json"  # {"reward": float}: numbers only (Harbor's rule)
 # Harbor's other reward file: one number as text; read only when reward.json is absent (as Harbor).
@@ -41,15 +47,16 @@ DETAILS_FILE = f"{VERIFIER_LOGS}/details.json"  # {"reward", "passed", "checks",
 MAX_REWARD_BYTES = 1024 * 1024
 MAX_DETAILS_BYTES = 8 * 1024 * 1024  # one entry per check, each detail capped by the grader
 LOG_TAIL = 4000
-# Empties the dirs the verifier reads from and writes to, whatever the graded code did to them
-# (a planted reward.json or grader module, a dir made read-only); fails if anything is left.
-RESET_GRADING_SH = f"""
-for d in {TESTS} {VERIFIER_LOGS}; do
-    chmod -R u+rwX "$d" 2>/dev/null
-    find "$d" -mindepth 1 -delete 2>/dev/null
-    [ -z "$(ls -A "$d")" ] || {{ echo "could not empty $d" >&2; exit 1; }}
-done
-"""
+# The folders emptied before grading: the verifier's, and those the episode wrote apart from
+# /workspace (/tmp is its HOME). reset_grading.sh says how.
+GRADING_DIRS = (TESTS, VERIFIER_LOGS, SOLUTION, "/tmp")
+RESET_GRADING_SH = (
+    data_text(__file__, "reset_grading.sh")
+    .replace("__TESTS__", TESTS)
+    .replace("__VERIFIER_LOGS__", VERIFIER_LOGS)
+    .replace("__SOLUTION__", SOLUTION)
+    .replace("__TMP__", "/tmp")
+)
 
 
 @dataclass
@@ -200,34 +207,139 @@ def read_remote_text(sb: Sandbox, remote: str, cap: int = MAX_REWARD_BYTES) -> s
 def prepare_grading(sb: Sandbox) -> str:
     """Make a sandbox fit to grade in after untrusted code ran there (an agent's episode, a
     generated solve.sh): kill every process it left behind — a background loop could otherwise
-    rewrite /tests or reward.json while or after the verifier runs — then empty /tests and
-    /logs/verifier. Returns "" when done, else why the sandbox cannot be graded."""
+    rewrite /tests or reward.json while or after the verifier runs — then empty /tests,
+    /logs/verifier, /solution and /tmp (the old HOME: start-up hooks, a planted script, a folder
+    made read-only). On bubblewrap from the host, else by an exec. Returns "" when done, else
+    why the sandbox cannot be graded."""
     if not sb.kill_strays():
         return "processes left running in the sandbox could not be killed; not graded"
-    res = sb.exec(["sh", "-c", RESET_GRADING_SH], timeout=30.0, cwd="/")
-    if not res.ok:
-        why = "timed out" if res.timed_out else res.stderr.strip()[-300:] or f"exit {res.exit_code}"
-        return f"could not reset {TESTS} and {VERIFIER_LOGS} before grading ({why}); not graded"
+    reset = getattr(sb, "reset_dirs", None)
+    if reset is not None:
+        why = reset(list(GRADING_DIRS))
+    else:
+        res = sb.exec(["sh", "-c", RESET_GRADING_SH], timeout=30.0, cwd="/")
+        why = (
+            ""
+            if res.ok
+            else "timed out"
+            if res.timed_out
+            else (res.stderr.strip()[-300:] or f"exit {res.exit_code}")
+        )
+    if why:
+        return f"could not reset {', '.join(GRADING_DIRS)} before grading ({why}); not graded"
     return ""
+
+
+def grading_env(kit: str) -> dict[str, str]:
+    """The verifier's environment (over the sandbox's base PATH, LANG, TERM): HOME and TMPDIR
+    fresh under the grading kit `kit`; Python never imports from the current folder (the
+    workspace) nor a user site, writes no bytecode, and `kit`/site's sitecustomize puts back only
+    the folder of a script run by path."""
+    return {
+        "HOME": f"{kit}/home",
+        "TMPDIR": f"{kit}/tmp",
+        "PYTHONSAFEPATH": "1",
+        "PYTHONNOUSERSITE": "1",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONPATH": f"{kit}/site",
+    }
+
+
+def upload_kit(sb: Sandbox) -> str:
+    """Put a fresh grading kit (the supervisor, the sitecustomize, empty home/ and tmp/) at a
+    new random folder under the just-emptied /tmp; returns its sandbox path."""
+    kit = f"/tmp/clawloop-grading-{secrets.token_hex(8)}"
+    with scratch("clawloop-kit-") as tmp:
+        local = Path(tmp, "kit")
+        for sub in ("home", "tmp", "site"):
+            (local / sub).mkdir(parents=True)
+        (local / "supervise.py").write_bytes(Path(grading_supervisor.__file__).read_bytes())
+        (local / "site/sitecustomize.py").write_text(grading_supervisor.SITECUSTOMIZE)
+        sb.upload(local, kit)
+    _seal(sb, kit, recursive=False)
+    _seal(sb, f"{kit}/site")
+    _seal(sb, f"{kit}/supervise.py")
+    return kit
+
+
+def _seal(sb: Sandbox, remote: str, recursive: bool = True) -> None:
+    """Make grading files read-only to the sandbox's commands where the backend can
+    (bubblewrap run as root: BwrapSandbox.seal); elsewhere they stay as uploaded."""
+    seal = getattr(sb, "seal", None)
+    if seal is not None:
+        seal(remote, recursive)
+
+
+def supervised_run(sb: Sandbox, argv: list[str], limit: float, cwd: str = WORKSPACE) -> Grade | str:
+    """Run a verifier command under the supervisor in a fresh kit (after prepare_grading);
+    returns its log when it ended cleanly, else a failed Grade with the reason: it ran past
+    `limit`, exited non-zero, left processes running, or the supervisor reported nothing."""
+    try:
+        kit = upload_kit(sb)
+    except (SandboxError, OSError, ValueError) as exc:
+        return Grade(0.0, False, reason=f"could not put the grading kit in place ({exc})")
+    cmd = ["python3", "-I", f"{kit}/supervise.py", "--", *argv]
+    res = sb.exec(cmd, timeout=limit, cwd=cwd, env=grading_env(kit))
+    log = res.stderr[-LOG_TAIL:]
+    if res.timed_out:
+        return Grade(0.0, False, log=log, reason=f"the verifier ran past {limit:g}s and was killed")
+    verdict = _verdict(res.stdout)
+    if verdict is None:
+        tail = res.stderr.strip()[-300:] or f"exit {res.exit_code}"
+        return Grade(
+            0.0, False, log=log, reason=f"the grading supervisor reported nothing ({tail})"
+        )
+    name = " ".join(argv[-1:])
+    if verdict["left"]:
+        ps = ", ".join(str(p) for p in verdict["left"][:5])
+        how = " and some could not be killed" if verdict.get("unkillable") else ""
+        return Grade(
+            0.0, False, log=log,
+            reason=f"the verifier left {len(verdict['left'])} process(es) running ({ps}){how}; "
+            "not graded",
+        )  # fmt: skip
+    if verdict["exit"] != 0:
+        tail = res.stderr.strip().splitlines()[-1:] or ["no output"]
+        return Grade(
+            0.0, False, log=log,
+            reason=f"{name} exited {verdict['exit']}: {tail[0][:300]}; not graded",
+        )  # fmt: skip
+    if verdict.get("unlinked"):
+        log = f"removed links to grading folders: {', '.join(verdict['unlinked'][:10])}\n{log}"
+    return log
+
+
+def _verdict(stdout: str) -> dict[str, Any] | None:
+    """The supervisor's last stdout line as its verdict, or None when it is not one."""
+    lines = stdout.strip().splitlines()
+    try:
+        doc = json.loads(lines[-1]) if lines else None
+    except json.JSONDecodeError:
+        return None
+    ok = isinstance(doc, dict) and isinstance(doc.get("exit"), int)
+    return doc if ok and isinstance(doc.get("left"), list) else None
 
 
 def run_tests(sb: Sandbox, task_dir: Path, timeout: float | None = None) -> Grade:
     """Grade the sandbox's current state: prepare_grading, upload tests/ to /tests, run
-    `bash /tests/test.sh`, kill whatever it left running (code the verifier ran, e.g. the
-    agent's own scripts, may fork), then read /logs/verifier/reward.json and details.json."""
+    `bash /tests/test.sh` under the supervisor (supervised_run: a fresh kit, an isolated
+    environment, nothing left running), then read /logs/verifier/reward.json and details.json."""
     unfit = prepare_grading(sb)
     if unfit:
         return Grade(0.0, False, reason=unfit)
-    sb.upload(Path(task_dir, "tests"), TESTS)
+    try:
+        sb.upload(Path(task_dir, "tests"), TESTS)
+        _seal(sb, TESTS)
+    except (SandboxError, OSError, ValueError) as exc:
+        return Grade(0.0, False, reason=f"could not copy the task's tests/ in ({exc}); not graded")
     limit = timeout if timeout is not None else task_timeouts(task_dir)[1]
-    res = sb.exec(["bash", f"{TESTS}/test.sh"], timeout=limit, cwd=WORKSPACE)
-    log = (res.stdout + res.stderr)[-LOG_TAIL:]
-    if res.timed_out:
-        return Grade(0.0, False, log=log, reason=f"the verifier ran past {limit:g}s and was killed")
+    ran = supervised_run(sb, ["bash", f"{TESTS}/test.sh"], limit)
+    if isinstance(ran, Grade):
+        return ran
     if not sb.kill_strays():
         return Grade(
-            0.0, False, log=log, reason="the verifier left processes that could not be killed"
+            0.0, False, log=ran, reason="the verifier left processes that could not be killed"
         )
     grade = read_grade(sb)
-    grade.log = log
+    grade.log = ran
     return grade

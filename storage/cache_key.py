@@ -4,9 +4,13 @@ A stage is skipped when its committed manifest carries the same key. The code ve
 sha256 of the source of every project module the stage's module imports, transitively, found by
 reading the import statements (`ast`, nothing is executed): editing the grader re-runs the stages
 whose code reaches the grader, editing the README re-runs nothing. Imports inside functions count
-(they run when the stage does); imports under `if TYPE_CHECKING:` do not (they never run). A
-module that reads another project file as data must import it (as the task-folder writer imports
-the grader), so the graph sees it.
+(they run when the stage does); imports under `if TYPE_CHECKING:` do not (they never run).
+
+Programs the code ships as files and reads as data (a shell script, a C source, a Dockerfile
+template) count as the code of the module that reads them: such a module reads each through
+`data_text(__file__, "templates/test.sh")`, with string literals, and the code version hashes
+every file those calls name. A project Python file read as data must be imported instead (as the
+task-folder writer imports the grader), so the graph sees it.
 """
 
 from __future__ import annotations
@@ -44,6 +48,48 @@ def _import_nodes(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
             out.append(node)
         stack.extend(ast.iter_child_nodes(node))
     return out
+
+
+def data_text(module_file: str, rel: str) -> str:
+    """The text of the data file `rel` (a path relative to the folder of `module_file`, the
+    caller's `__file__`). Call it with string literals: the code version of every module whose
+    closure holds the caller hashes the file too (`data_files`)."""
+    path = Path(module_file).parent / rel
+    try:
+        return path.read_text()
+    except OSError as exc:
+        raise FileNotFoundError(
+            f"{path}: a program file clawloop ships is missing ({exc.strerror}); reinstall the "
+            "package (pyproject.toml's package-data lists these files)"
+        ) from exc
+
+
+def _data_calls(tree: ast.AST) -> list[str]:
+    """The literal paths of every `data_text(__file__, "rel")` call in `tree`."""
+    out = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or len(node.args) != 2:
+            continue
+        func = node.func
+        name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+        rel = node.args[1]
+        if name == "data_text" and isinstance(rel, ast.Constant) and isinstance(rel.value, str):
+            out.append(rel.value)
+    return sorted(set(out))
+
+
+def data_files(name: str, root: Path = PROJECT_ROOT) -> list[Path]:
+    """The data files module `name` reads through `data_text`, sorted."""
+    path = module_file(name, root)
+    if path is None:
+        return []
+    stat = path.stat()
+    return [path.parent / rel for rel in _data_rels(path, stat.st_mtime_ns, stat.st_size)]
+
+
+@lru_cache(maxsize=1024)
+def _data_rels(path: Path, _mtime_ns: int, _size: int) -> tuple[str, ...]:
+    return tuple(_data_calls(ast.parse(path.read_bytes(), filename=str(path))))
 
 
 def module_file(name: str, root: Path = PROJECT_ROOT) -> Path | None:
@@ -113,7 +159,8 @@ def import_closure(name: str, root: Path = PROJECT_ROOT) -> tuple[str, ...]:
 
 
 def code_version(module: str, root: Path = PROJECT_ROOT) -> str:
-    """sha256 over the names and sources of `import_closure(module)`."""
+    """sha256 over the names and sources of `import_closure(module)` and the data files each
+    of those modules reads (`data_files`)."""
     modules = import_closure(module, root)
     if not modules:
         raise ValueError(f"{module!r} is not a {PROJECT} module under {root}")
@@ -122,6 +169,9 @@ def code_version(module: str, root: Path = PROJECT_ROOT) -> str:
         path = module_file(mod, root)
         if path is not None:
             h.update(mod.encode() + b"\0" + path.read_bytes() + b"\0")
+            for data in data_files(mod, root):
+                rel = data.relative_to(root).as_posix()
+                h.update(rel.encode() + b"\0" + data.read_bytes() + b"\0")
     return h.hexdigest()
 
 

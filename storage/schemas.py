@@ -307,6 +307,12 @@ TRAIN_METRICS = pa.schema(
         ("ratio_mean", pa.float64()),  # GRPO only: mean pi/pi_sampling over action tokens
         ("kl", pa.float64()),  # GRPO only: mean k3 KL to the reference (0 when kl_beta=0)
         ("offpolicy_frac", pa.float64()),  # GRPO only: share of tokens with recorded logprobs
+        # GRPO with train.tis_cap only (NaN otherwise), over tokens with recorded logprobs: mean
+        # truncated importance weight min(exp(trainer - sampler), cap), share at the cap, and
+        # mean |trainer - sampler| logprob (the sampler-trainer mismatch)
+        ("tis_mean", pa.float64()),
+        ("tis_capped_frac", pa.float64()),
+        ("logp_diff_mean", pa.float64()),
     ]
 )
 
@@ -326,5 +332,6 @@ CHECKPOINT = pa.schema(
         ("kept_groups", pa.int64()),
         ("dropped_zero_variance", pa.int64()),
         ("steps", pa.int64()),
+        ("dtype", pa.string()),  # what the checkpoint's weights hold: float32 | bfloat16 | ...
     ]
 )

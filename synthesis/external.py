@@ -1,4 +1,4 @@
-"""Imported external tasks as a synthesis source (`synthesize.external_tasks: [{path, share}]`):
+"""Imported external tasks as a synthesis source (`synthesize.external.tasks: [{path, share}]`):
 the config entry, and the pure parts (which imported tasks an iteration draws, the candidate row
 that stands for one). The stage side (reading the imported rows, forge's and verify's handling)
 is tasks/external_source.py.

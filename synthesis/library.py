@@ -87,7 +87,7 @@ def generator_title(capability: str, domain: str) -> str:
 def render_generator(
     capability: str, domain: str, multihop: int = 0, dirtiness: int = 0, output_format: str = "json"
 ) -> str:
-    """Source of one generator file satisfying the generator contract (design.md)."""
+    """Source of one generator file satisfying the generator contract (docs/architecture.md)."""
     get_capability(capability)
     dom = get_domain(domain)
     if not (

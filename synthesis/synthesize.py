@@ -19,9 +19,10 @@ Guidance from the previous diagnose stage (capability weights, difficulty per ca
 the train sample; without it, capabilities are uniform and difficulty comes from the config.
 Everything is deterministic in (run seed, iteration).
 
-`llm_share` picks a deterministic fraction of the train candidates (`llm_picks`) whose generator
+`llm.share` picks a deterministic fraction of the train candidates (`llm_picks`) whose generator
 the synthesis LLM rewrites with the same spec (synthesis/llm_writer.py; the stage wiring is in
-tasks/llm_source.py); `llm` names its endpoint, by default the policy's own (no teacher).
+tasks/llm_source.py); `writer.endpoint` names its endpoint, by default the policy's own (no
+teacher). The settings themselves, one section per source: synthesis/config.py.
 """
 
 from __future__ import annotations
@@ -34,143 +35,14 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, TypeVar
-
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from typing import Any, TypeVar
 
 from clawloop.generators.candidates import candidate_row, parse_meta_at
 from clawloop.generators.meta import OUTPUT_FORMATS, ContractError, GeneratorMeta
 from clawloop.storage.schemas import INFRA_END_REASONS
-from clawloop.synthesis.external import ExternalTaskSource
+from clawloop.synthesis.config import MAX_LEVEL, SynthesizeConfig
 
 log = logging.getLogger("clawloop.synthesize")
-MAX_LEVEL = 3
-
-
-class WriterEndpoint(BaseModel):
-    """An OpenAI-compatible endpoint for the generator-writing LLM."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    base_url: str = Field(description="OpenAI-compatible URL, e.g. http://gpu-host:8000/v1")
-    model: str = Field(description="model name the endpoint serves")
-    api_key_env: str = Field(
-        "OPENAI_API_KEY", description="environment variable holding the API key, if needed"
-    )
-
-
-class SynthesizeConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    builtin: bool = Field(True, description="sample from the built-in generator library")
-    generator_paths: list[str] = Field(
-        default_factory=list, description="your generator .py files or folders of them"
-    )
-    n_train: int = Field(4, ge=0, le=100_000, description="train candidates per iteration")
-    n_eval: int = Field(2, ge=0, le=100_000, description="held-out eval candidates per iteration")
-    eval_fraction: float = Field(
-        0.2,
-        ge=0.0,
-        lt=1.0,
-        description="share of (capability, domain) groups held out for eval; with a single group, "
-        "share of the candidates (seeds of the same generators) held out instead",
-    )
-    fixed_eval: bool = Field(
-        False,
-        description="every iteration evaluates on iteration 1's held-out candidates (same "
-        "generators, seeds and difficulty), so pass rates compare across iterations; off: each "
-        "iteration draws fresh eval seeds at the guidance's difficulty",
-    )
-    multihop: int = Field(0, ge=0, le=MAX_LEVEL, description="starting multi-hop level 0-3")
-    dirtiness: int = Field(0, ge=0, le=MAX_LEVEL, description="starting dirtiness level 0-3")
-    capabilities: list[str] = Field(
-        default_factory=list, description="restrict the built-in library to these (empty: all)"
-    )
-    domains: list[str] = Field(
-        default_factory=list, description="restrict the built-in library to these (empty: all)"
-    )
-    llm_share: float = Field(
-        0.0,
-        ge=0.0,
-        le=1.0,
-        description="fraction of train candidates whose generator the synthesis LLM writes (same "
-        "spec; forged + verified in a sandbox; a failed one keeps its built-in generator)",
-    )
-    llm: WriterEndpoint | None = Field(
-        None,
-        description="the generator-writing endpoint; null = the policy endpoint llm.* (no "
-        "teacher); with neither, the built-in library is used and the stage says so",
-    )
-    llm_workers: int = Field(
-        2, ge=1, le=256, description="generators written concurrently (each forges in a sandbox)"
-    )
-
-    domain_share: float = Field(
-        0.25,
-        ge=0.0,
-        le=1.0,
-        description="fraction of train candidates that are domain-grounded tasks (executable "
-        "domains: the built-in ones and synthesize.domain_paths); 0 turns the source off",
-    )
-    domain_paths: list[str] = Field(
-        default_factory=list, description="your executable-domain folders (domain.toml, tools/)"
-    )
-    builtin_domains: bool = Field(True, description="use the built-in executable domains")
-    external_tasks: list[ExternalTaskSource] = Field(
-        default_factory=list,
-        description="imported tasks mixed into the train split: [{path: tasks.parquet from "
-        "`clawloop import clawgym|harbor`, share: fraction of the train candidates}] (origin "
-        "external:<domain>; rolled out and band-filtered as any train task)",
-    )
-    domain_max_nodes: int = Field(6, ge=2, le=16, description="abstract task graph size")
-    domain_subgoals: int = Field(2, ge=1, le=4, description="sub-goals per domain task")
-    domain_error_recovery: bool = Field(
-        True, description="domain tasks may need an error-recovery path"
-    )
-
-    skill_graph_share: float = Field(
-        0.25,
-        ge=0.0,
-        le=1.0,
-        description="fraction of train candidates made by SkillSynth from synthesize.skills_dirs "
-        "(a skill graph, sampled paths, Planner + Constructor through the writer endpoint); "
-        "without skills_dirs or an endpoint the source is off and the stage says so",
-    )
-    skills_dirs: list[str] = Field(
-        default_factory=list, description="folders of skill folders (each with a SKILL.md)"
-    )
-    skill_scenarios: Literal["llm", "heuristic"] = Field(
-        "llm", description="scenario inference: the writer endpoint (cached), or the offline one"
-    )
-    skill_sampler: Literal["inverse", "uniform"] = Field(
-        "inverse", description="path sampler: inverse visit frequency, or the uniform baseline"
-    )
-    skill_path_len: tuple[int, int] = Field((2, 4), description="[min, max] skills per path")
-    skill_max_repairs: int = Field(3, ge=0, le=10, description="Constructor repairs per path")
-    cache_dir: str = Field(
-        "~/.cache/clawloop",
-        description="LLM-derived synthesis caches: skill graphs (one per corpus hash and scenario "
-        "source) and scenario replies under skill-graphs/, domain tool analyses under "
-        "domain-analysis/",
-    )
-
-    @field_validator("skill_path_len")
-    @classmethod
-    def _length_range(cls, v: tuple[int, int]) -> tuple[int, int]:
-        if not 1 <= v[0] <= v[1]:
-            raise ValueError(f"need 1 <= min <= max skills per path, got {list(v)}")
-        return v
-
-    @field_validator("generator_paths", "domain_paths", "skills_dirs")
-    @classmethod
-    def _paths_exist(cls, paths: list[str]) -> list[str]:
-        missing = [p for p in paths if not Path(p).expanduser().exists()]
-        if missing:
-            raise ValueError(
-                f"no such file or folder: {', '.join(missing)} (relative paths are from "
-                f"{Path.cwd()}): fix the path, or remove it from the list"
-            )
-        return paths
 
 
 class SynthesisError(ValueError):

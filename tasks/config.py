@@ -6,7 +6,7 @@ Every section has defaults and one-line help per field; see configs/local.yaml a
 configs/cluster.yaml. A bad file gets a `ConfigError` naming each wrong field and how to fix it.
 
 Each stage's section is its stage's own config class, defined once beside the stage's core,
-defaults and all: synthesis.synthesize.SynthesizeConfig, generators.forge.ForgeConfig,
+defaults and all: synthesis.config.SynthesizeConfig, generators.forge.ForgeConfig,
 generators.verify.VerifyConfig, harness.rollout.RolloutConfig, training.config.TrainConfig and
 diagnosis.diagnose.DiagnoseConfig (rollout's and train's are dataclasses, which pydantic validates
 into). Where the run config's default differs from a stage library's (the CPU demo's small
@@ -28,7 +28,7 @@ from clawloop.diagnosis.diagnose import DiagnoseConfig
 from clawloop.generators.forge import ForgeConfig
 from clawloop.generators.verify import VerifyConfig
 from clawloop.harness.rollout import RolloutConfig
-from clawloop.synthesis.synthesize import SynthesizeConfig
+from clawloop.synthesis.config import SynthesizeConfig
 from clawloop.tasks.settings import (
     ExecutionSettings,
     LLMSettings,
@@ -98,13 +98,19 @@ class RunConfig(Section):
 
     @model_validator(mode="after")
     def _local_serving_needs_merged_weights(self) -> RunConfig:
-        if not self.llm.base_url and self.train.lora and not self.train.merge_lora:
+        if (
+            not self.llm.base_url
+            and self.llm.server == "local"
+            and self.train.lora
+            and not self.train.merge_lora
+        ):
             # The policy would be base + adapter, and transformers serve only serves full weights:
             # rollout and diagnose would quietly run the base model.
             raise ValueError(
                 "train.merge_lora: false keeps the policy as base model + LoRA adapter, which the "
                 "local policy server cannot serve (llm.base_url is null): set train.merge_lora: "
-                "true, or serve the policy with vLLM (llm.base_url, llm.reload: lora)"
+                "true, or serve the policy with vLLM (llm.server: vllm, or llm.base_url with "
+                "llm.reload: lora)"
             )
         return self
 
@@ -148,6 +154,14 @@ def untrainable(rollout: RolloutConfig, train: TrainConfig) -> list[str]:
             f"kept, so nothing is ever trained; set the band within [0, {n}], e.g. [1, {max(1, n - 1)}]"
         )
         return problems
+    if train.run_grpo and rollout.temperature != 1.0:
+        problems.append(
+            f"GRPO (train.phases: {train.phases}) ratios the trainer's log-softmax at "
+            f"temperature 1 against the sampler's logprobs, but rollout.temperature="
+            f"{rollout.temperature:g} samples from another distribution (vLLM's "
+            "processed_logprobs are tempered; a 0 is greedy and gives no spread): set "
+            "rollout.temperature: 1, or train.phases: sft"
+        )
     if train.run_grpo:
         if n < 2:
             problems.append(
@@ -182,7 +196,10 @@ def _format_errors(exc: ValidationError, source: str) -> str:
         msg = err["msg"].removeprefix("Value error, ")
         parent, _, name = field.rpartition(".")
         derived = _derived_field(parent, name)
-        if derived and err["type"] in UNKNOWN_FIELD:
+        moved = _moved_field(parent, name)
+        if moved and err["type"] in UNKNOWN_FIELD:
+            msg = moved
+        elif derived and err["type"] in UNKNOWN_FIELD:
             msg = derived
         elif err["type"] in UNKNOWN_FIELD:
             known = _known_fields(parent)
@@ -220,6 +237,13 @@ def _known_fields(dotted: str) -> list[str]:
     if model is not None and dataclasses.is_dataclass(model):
         return sorted(f.name for f in dataclasses.fields(model))
     return []
+
+
+def _moved_field(dotted: str, name: str) -> str | None:
+    """For a key of an older layout (a section class's MOVED, e.g. SynthesizeConfig's
+    `domain_share`): where it is now."""
+    moved = getattr(_section_class(dotted), "MOVED", {}).get(name)
+    return f"moved to {moved}" if moved else None
 
 
 def _derived_field(dotted: str, name: str) -> str | None:

@@ -1,5 +1,5 @@
 """The synthesize stage's domain-grounded source (tasks/source.py): a share of the train
-candidates made from executable domains (synthesis/domain), the built-in ones and `synthesize.domain_paths`
+candidates made from executable domains (synthesis/domain), the built-in ones and `synthesize.domain.paths`
 (`synthesize.domains` already names the built-in library's long-tail domains it keeps).
 
 Each domain's reference plans run in the run's sandbox (checked once, like forge's), so a dead
@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from clawloop.harness.llm import LLMEndpoint, endpoint_chat
 from clawloop.harness.sandbox.base import SandboxError
 from clawloop.storage import schemas
+from clawloop.synthesis.config import SynthesizeConfig
 from clawloop.synthesis.domain.execute import ExecutionError
 from clawloop.synthesis.domain.load import builtin_domains, load_domain
 from clawloop.synthesis.domain.model import DomainError
@@ -29,7 +30,7 @@ from clawloop.synthesis.domain.weights import (
     failure_weights,
     place_domain_tasks,
 )
-from clawloop.synthesis.synthesize import SynthesizeConfig, share_of
+from clawloop.synthesis.synthesize import share_of
 from clawloop.tasks.sandbox import sandbox_for
 from clawloop.tasks.source import Product, Source
 from clawloop.tasks.stage import StageContext, StageError
@@ -41,14 +42,14 @@ Row = dict[str, Any]
 
 
 def domain_roots(s: SynthesizeConfig) -> list[Path]:
-    roots = builtin_domains() if s.builtin_domains else []
-    return roots + [Path(p).expanduser() for p in s.domain_paths]
+    roots = builtin_domains() if s.domain.builtin else []
+    return roots + [Path(p).expanduser() for p in s.domain.paths]
 
 
 def domains_digest(s: SynthesizeConfig) -> dict[str, str]:
     """Content hashes of every domain folder's files: editing a tool or the state re-synthesizes."""
     out: dict[str, str] = {}
-    for root in domain_roots(s) if s.domain_share > 0 else []:
+    for root in domain_roots(s) if s.domain.share > 0 else []:
         h = hashlib.sha256()
         for f in sorted(p for p in root.rglob("*") if p.is_file()):
             h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes())
@@ -64,22 +65,12 @@ def _weights_before(ctx: StageContext) -> dict[str, dict[str, float]]:
     return failure_weights(graphs, ctx.rows("rollout", "trajectories", k))
 
 
-FIELDS = {
-    "domain_share",
-    "domain_paths",
-    "builtin_domains",
-    "domain_max_nodes",
-    "domain_subgoals",
-    "domain_error_recovery",
-    "llm",  # a synthesis endpoint rewrites the instructions
-    "cache_dir",
-}
 TABLES = {"domain_graphs": schemas.DOMAIN_GRAPHS, "domain_skills": schemas.DOMAIN_SKILLS}
 
 
 def enabled(cfg: RunConfig) -> bool:
     s = cfg.synthesize
-    return s.domain_share > 0 and bool(domain_roots(s))
+    return s.domain.share > 0 and bool(domain_roots(s))
 
 
 def config_slice(cfg: RunConfig, iteration: int) -> dict[str, Any]:
@@ -87,7 +78,10 @@ def config_slice(cfg: RunConfig, iteration: int) -> dict[str, Any]:
     return {
         "seed": cfg.seed,
         "iteration": iteration,
-        "synthesize": s.model_dump(mode="json", include=FIELDS),
+        "domain": s.domain.model_dump(mode="json"),
+        # a synthesis endpoint rewrites the instructions (the policy's never does)
+        "writer_endpoint": s.writer.endpoint.model_dump(mode="json") if s.writer.endpoint else None,
+        "cache_dir": s.cache_dir,
         "domains": domains_digest(s),
     }
 
@@ -98,7 +92,7 @@ def _none(why: str) -> Product:
 
 def off(cfg: RunConfig) -> Product:
     return _none(
-        "synthesize.domain_share is 0" if not cfg.synthesize.domain_share else "no domains"
+        "synthesize.domain.share is 0" if not cfg.synthesize.domain.share else "no domains"
     )
 
 
@@ -108,15 +102,17 @@ def ask(cfg: RunConfig, iteration: int, rows: list[Row]) -> int:
 
 
 def make(ctx: StageContext, n_train: int) -> Product:
-    """`domain_share` of the built-in train candidates' worth of domain-grounded candidates, the
+    """`synthesize.domain.share` of the built-in train candidates' worth of domain-grounded candidates, the
     abstract-graph rows and the skill rows."""
     s = ctx.config.synthesize
-    n = share_of(n_train, s.domain_share)
+    n = share_of(n_train, s.domain.share)
     roots = domain_roots(s)
     if n == 0 or not roots:
         return off(ctx.config)
     sandbox = sandbox_for(ctx)
-    w = s.llm  # a synthesis endpoint rewrites the instructions; without one they stay offline
+    w = (
+        s.writer.endpoint
+    )  # a synthesis endpoint rewrites the instructions; without one they stay offline
     chat = (
         endpoint_chat(LLMEndpoint(w.base_url, w.model, w.api_key_env), max_tokens=800)
         if w
@@ -125,7 +121,7 @@ def make(ctx: StageContext, n_train: int) -> Product:
     if chat is not None:
         chat.model = w.model  # type: ignore[attr-defined]  # the analysis cache key's model
     cache = Path(s.cache_dir).expanduser() / "domain-analysis"
-    knobs = Knobs(s.domain_max_nodes, s.domain_subgoals, s.domain_error_recovery)
+    knobs = Knobs(s.domain.max_nodes, s.domain.subgoals, s.domain.error_recovery)
     asks = domain_asks(n, len(roots), ctx.iteration)
     weights = _weights_before(ctx)
     made, graphs, skills, per_domain = [], [], [], {}

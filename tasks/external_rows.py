@@ -1,4 +1,4 @@
-"""Forge's and verify's handling of external candidates (synthesize.external_tasks, see
+"""Forge's and verify's handling of external candidates (synthesize.external.tasks, see
 tasks/external_source.py): forge takes the imported row instead of running a generator, verify
 keeps it without the generator checks (it has no reference solution; its own verifier grades
 it, `clawloop audit` probes it). Kept apart from the synthesize side so forge and verify do not
@@ -29,11 +29,11 @@ def read_imported(path: str) -> list[Row]:
         rows = pq.read_table(p).to_pylist()
     except (OSError, pa.ArrowInvalid) as exc:
         raise StageError(
-            f"synthesize.external_tasks: {p} is not a readable tasks.parquet ({exc}); write one "
+            f"synthesize.external.tasks: {p} is not a readable tasks.parquet ({exc}); write one "
             "with `clawloop import clawgym DIR --out tasks.parquet`"
         ) from exc
     if rows and "task_tar" not in rows[0]:
-        raise StageError(f"synthesize.external_tasks: {p} has no task_tar column; not an import")
+        raise StageError(f"synthesize.external.tasks: {p} has no task_tar column; not an import")
     return [r for r in rows if r.get("status") == "ok"]
 
 
@@ -42,14 +42,14 @@ def forged_external(ctx: StageContext, candidates: list[Row]) -> list[Row]:
     if not candidates:
         return []
     by_sha: dict[str, Row] = {}
-    for src in ctx.config.synthesize.external_tasks:
+    for src in ctx.config.synthesize.external.tasks:
         by_sha.update({r["task_sha256"]: r for r in read_imported(src.path)})
     out = []
     for c in candidates:
         row = by_sha.get(c["generator_sha256"])
         if row is None:
             raise StageError(
-                f"forge: external task {c['task_id']} is no longer in synthesize.external_tasks' "
+                f"forge: external task {c['task_id']} is no longer in synthesize.external.tasks' "
                 "files (re-imported since synthesize ran?); re-run from synthesize"
             )
         out.append({**row, "split": "train", HOST_COLUMN: ""})

@@ -1,4 +1,4 @@
-"""The synthesize stage's external source (tasks/source.py; `synthesize.external_tasks:
+"""The synthesize stage's external source (tasks/source.py; `synthesize.external.tasks:
 [{path, share}]`): each file's share of the train candidates swapped for its imported tasks
 (origin external:clawgym), built-in slots first; forge and verify take them as imported
 (tasks/external_rows.py). Rollout, the band filter and train then treat them as any train task.
@@ -10,8 +10,9 @@ import hashlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from clawloop.synthesis.config import SynthesizeConfig
 from clawloop.synthesis.external import draw, external_candidate
-from clawloop.synthesis.synthesize import SynthesizeConfig, share_of
+from clawloop.synthesis.synthesize import share_of
 from clawloop.tasks.external_rows import read_imported
 from clawloop.tasks.source import Product, Source
 from clawloop.tasks.stage import StageContext, StageError
@@ -25,7 +26,7 @@ Row = dict[str, Any]
 def external_digest(s: SynthesizeConfig) -> dict[str, str]:
     """Each source file's sha256 (the cache key: re-importing re-runs synthesis)."""
     out = {}
-    for src in s.external_tasks:
+    for src in s.external.tasks:
         p = Path(src.path).expanduser()
         out[src.path] = hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "missing"
     return out
@@ -37,11 +38,8 @@ def train_slots(rows: list[Row]) -> list[int]:
     return sorted(train, key=lambda i: rows[i]["origin"] != "builtin")
 
 
-FIELDS = {"external_tasks"}
-
-
 def enabled(cfg: RunConfig) -> bool:
-    return bool(cfg.synthesize.external_tasks)
+    return bool(cfg.synthesize.external.tasks)
 
 
 def config_slice(cfg: RunConfig, iteration: int) -> dict[str, Any]:
@@ -49,8 +47,8 @@ def config_slice(cfg: RunConfig, iteration: int) -> dict[str, Any]:
     return {
         "seed": cfg.seed,
         "iteration": iteration,
-        "synthesize": s.model_dump(mode="json", include=FIELDS),
-        "external": external_digest(s),
+        "external": s.external.model_dump(mode="json"),
+        "external_files": external_digest(s),
     }
 
 
@@ -69,7 +67,7 @@ def make(ctx: StageContext, asked: dict[str, Any]) -> Product:
     slots, taken = asked["slots"], set(asked["taken"])
     made: list[Row] = []
     per: dict[str, Any] = {}
-    for src in ctx.config.synthesize.external_tasks:
+    for src in ctx.config.synthesize.external.tasks:
         imported = read_imported(src.path)
         n = min(share_of(slots, src.share), slots - len(made))
         picks = [imported[i] for i in draw(len(imported), n, ctx.config.seed, ctx.iteration,
@@ -77,7 +75,7 @@ def make(ctx: StageContext, asked: dict[str, Any]) -> Product:
         clash = sorted(taken & {r["task_id"] for r in picks})
         if clash:
             raise StageError(
-                f"synthesize.external_tasks: task id {clash[0]} of {src.path} is already a "
+                f"synthesize.external.tasks: task id {clash[0]} of {src.path} is already a "
                 "candidate (two sources share ids); import them into one file"
             )
         made += [external_candidate(row) for row in picks]

@@ -15,20 +15,6 @@ from clawloop.tasks.stage import StageContext
 if TYPE_CHECKING:
     from clawloop.tasks.config import RunConfig
 
-# The synthesize settings the library's sample depends on.
-FIELDS = {
-    "builtin",
-    "generator_paths",
-    "n_train",
-    "n_eval",
-    "eval_fraction",
-    "multihop",
-    "dirtiness",
-    "capabilities",
-    "domains",
-    "fixed_eval",
-}
-
 
 def _user_files_digest(paths: list[str]) -> dict[str, str]:
     """Content hashes of user generator files, so editing one re-runs synthesis."""
@@ -47,9 +33,9 @@ def config_slice(cfg: RunConfig, iteration: int) -> dict[str, Any]:
         "seed": cfg.seed,
         "iteration": iteration,
         # fixed_eval keys the sample only when on, so runs from before it keep their keys
-        "synthesize": s.model_dump(
-            mode="json", include=FIELDS if s.fixed_eval else FIELDS - {"fixed_eval"}
-        ),
+        "synthesize": {
+            k: v for k, v in s.sample_dump().items() if k != "fixed_eval" or s.fixed_eval
+        },
         "user_files": _user_files_digest(s.generator_paths),
     }
 

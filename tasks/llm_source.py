@@ -1,4 +1,4 @@
-"""The synthesize stage's LLM-written source: `synthesize.llm_share` of the train candidates get
+"""The synthesize stage's LLM-written source: `synthesize.llm.share` of the train candidates get
 a generator the LLM writes for the same spec (parsed and statically checked here; run only by
 forge and verify, in sandboxes). A written generator that the previous iteration's forge or
 verify rejected goes back to the writer with that error (up to 3 repairs per lineage) and
@@ -34,16 +34,16 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("clawloop.synthesize")
 Written = tuple[list[Row], list[str]]  # (rows, notes)
-FIELDS = {"llm_share", "llm", "llm_workers"}
-OFF_NOTE = "built-in library (synthesize.llm_share is 0)"
+OFF_NOTE = "built-in library (synthesize.llm.share is 0)"
 
 
 def config_slice(cfg: RunConfig, iteration: int) -> dict[str, Any]:
     return {
         "seed": cfg.seed,
         "iteration": iteration,
-        "synthesize": cfg.synthesize.model_dump(mode="json", include=FIELDS),
+        "llm": cfg.synthesize.llm.model_dump(mode="json"),
         "writer": writer_slice(cfg),  # written generators depend on who writes them
+        "writer_workers": cfg.synthesize.writer.workers,
     }
 
 
@@ -115,7 +115,7 @@ def _dedupe(rows: list[Row], fallback: list[Row]) -> tuple[list[Row], int]:
 
 def ask(cfg: RunConfig, iteration: int, rows: list[Row]) -> dict[str, Any]:
     """The train candidates the LLM rewrites (llm_picks), and what they are."""
-    picks = llm_picks(rows, cfg.synthesize.llm_share, cfg.seed, iteration)
+    picks = llm_picks(rows, cfg.synthesize.llm.share, cfg.seed, iteration)
     return {"picks": picks, "chosen": [rows[i] for i in picks]}
 
 
@@ -128,21 +128,21 @@ def make(ctx: StageContext, asked: dict[str, Any]) -> Product:
     iteration's rejected ones."""
     s = ctx.config.synthesize
     picks, chosen = asked["picks"], asked["chosen"]
-    failures = previous_failures(ctx) if s.llm_share > 0 else []
+    failures = previous_failures(ctx) if s.llm.share > 0 else []
     if not picks and not failures:
         return _kept({"synthesis": OFF_NOTE})
     endpoint, where = writer_endpoint(ctx)
     if endpoint is None:
         msg = (
-            f"built-in library: {where}, so the {len(picks)} candidate(s) synthesize.llm_share="
-            f"{s.llm_share:g} asked the LLM to write keep their built-in generator"
+            f"built-in library: {where}, so the {len(picks)} candidate(s) synthesize.llm.share="
+            f"{s.llm.share:g} asked the LLM to write keep their built-in generator"
         )
         log.warning("synthesize iter %d: %s", ctx.iteration, msg)
         return _kept({"synthesis": msg, "llm_written": 0, "llm_asked": len(picks)})
     probe_endpoint(ctx, PolicyConfig(endpoint.base_url, endpoint.model, endpoint.api_key_env))
     chat = writer_chat(endpoint)
     wguide = writer_guidance(previous_guidance(ctx), {str(r["capability"]) for r in chosen})
-    n_chunks = max(1, min(s.llm_workers, len(chosen)))
+    n_chunks = max(1, min(s.writer.workers, len(chosen)))
     chunks = [chosen[j::n_chunks] for j in range(n_chunks)] if chosen else []
     results = ctx.map(
         write_batch, chunks, _batch_failed, workers=n_chunks, chat=chat, guidance=wguide
@@ -182,7 +182,7 @@ def place(rows: list[Row], product: Product) -> list[Row]:
 SOURCE = Source(
     "llm",
     __name__,
-    enabled=lambda cfg: cfg.synthesize.llm_share > 0,
+    enabled=lambda cfg: cfg.synthesize.llm.share > 0,
     config_slice=config_slice,
     make=make,
     place=place,

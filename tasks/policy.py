@@ -3,7 +3,11 @@
 The policy of iteration k is the checkpoint that train wrote in iteration k-1 (iteration 1: the
 configured base model, or the tiny offline model). Without `llm.base_url` the policy folder is
 served locally by clawloop's own server (harness/local_server.py: token ids and logprobs, like
-vLLM) for the duration of the stage. With it (vLLM, cluster) a
+vLLM) for the duration of the stage, or, with `llm.server: vllm`, by a vLLM server clawloop starts
+and owns (harness/vllm.py), shared by the run's stages and stopped when the run ends: a new full or
+merged checkpoint restarts it, an unmerged LoRA adapter is loaded into it at runtime (in place),
+and rollouts talk to it token in, token out (one exact sequence per episode). With it (vLLM,
+cluster) a
 server someone else runs answers, and `llm.reload` says how it gets the new checkpoint: `lora`
 loads train's adapter at runtime and asks for it by name, `restart` stops the stage until the
 server serves the checkpoint folder (vLLM's /v1/models `root`), `none` keeps the old weights and
@@ -16,6 +20,7 @@ that serves or continues them fetches them back into this machine's copy first.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -33,6 +38,7 @@ from clawloop.harness.serve import (
     served_models,
     vllm_command,
 )
+from clawloop.harness.vllm import close_shared, model_len, shared_server
 from clawloop.storage import fs
 from clawloop.tasks.stage import StageContext, StageError
 
@@ -263,16 +269,11 @@ def _lora_policy(ctx: StageContext, k: int, row: dict[str, Any]) -> tuple[Policy
         )
     name = lora_name(ctx.run_id, k)
     try:
-        listed = {m.get("id") for m in served_models(url, _api_key(ctx))}
-    except ServeError:
-        listed = set()  # not fatal: loading says what is wrong if the server is
-    if name in listed:
-        what = f"adapter {name} already loaded"
-    else:
-        try:
-            what = load_lora_adapter(url, name, adapter, _api_key(ctx))
-        except AdapterLoadError as exc:
-            raise StageError(str(exc)) from exc
+        # always (re)loaded in place: a re-run train stage writes new weights under the same
+        # name and path, and an adapter listed by the server may be the old one
+        what = load_lora_adapter(url, name, adapter, _api_key(ctx))
+    except AdapterLoadError as exc:
+        raise StageError(str(exc)) from exc
     log.info("llm.reload lora: %s", what)
     return (
         endpoint_config(llm, url, name, adapter),
@@ -305,14 +306,90 @@ def _restarted_policy(ctx: StageContext, k: int, path: str) -> tuple[PolicyConfi
     )
 
 
+def vllm_log_path(ctx: StageContext) -> Path:
+    """runs/<run_id>/vllm.log (this machine's copy of the run folder for an object-store root)."""
+    return fs.local_path(fs.join(ctx.root, ctx.run_id)) / "vllm.log"
+
+
+def served_lora_rank(cfg: RunConfig) -> int | None:
+    """The --max-lora-rank the managed vLLM starts with: None unless the policy is base model +
+    an unmerged adapter (train.lora, not merge_lora); else the smallest vLLM rank >= lora_r."""
+    if not (cfg.train.lora and not cfg.train.merge_lora):
+        return None
+    return next(r for r in (8, 16, 32, 64, 128, 256, 512) if r >= cfg.train.lora_r)
+
+
+def managed_policy(ctx: StageContext, after_iteration: int) -> tuple[PolicyConfig, str]:
+    """(PolicyConfig, note) for the policy after `after_iteration` on the run's managed vLLM:
+    started on (or restarted onto) its weights, or its LoRA adapter loaded in place."""
+    cfg, llm = ctx.config, ctx.config.llm
+    rank = served_lora_rank(cfg)
+    base = base_model_dir(cfg)
+    server = shared_server(
+        vllm_log_path(ctx),
+        context_len=model_len(base, cfg.rollout.context_len),
+        startup_timeout_s=llm.vllm_startup_timeout_s,
+        extra_args=tuple(llm.vllm_args),
+    )
+    adapter = policy_adapter(ctx, after_iteration) if rank is not None else None
+    try:
+        if adapter is not None:
+            found = trained_checkpoint(ctx, after_iteration)
+            k = found[0] if found else after_iteration
+            url = server.serve(base, lora_rank=rank)
+            name = lora_name(ctx.run_id, k)
+            what = server.load_adapter(name, adapter)
+            model, folder, policy_id = name, base, str(adapter)
+            note = f"policy: LoRA adapter of iteration {k} ({adapter}) on the managed vLLM as {name} ({what})"
+        else:
+            folder = policy_dir(ctx, after_iteration)
+            url = server.serve(folder, lora_rank=rank)
+            model, policy_id = server.name, str(folder)
+            note = f"policy: {folder}, served by the managed vLLM (token in, token out)"
+    except ServeError as exc:
+        raise StageError(f"{exc} (llm.server: vllm; log: {server.log_path})") from exc
+    return (
+        PolicyConfig(
+            base_url=url,
+            model=model,
+            api_key_env="",
+            policy_id=policy_id,
+            tokenizer=str(folder),
+            token_ids=llm.token_ids,
+            request_timeout_s=llm.request_timeout_s,
+            api="tokens",
+            tool_choice=cfg.rollout.tool_choice,
+        ),
+        note,
+    )
+
+
+def close_policy_servers() -> None:
+    """Stop the managed vLLM of this process (the run is over)."""
+    close_shared()
+
+
+def release_for_training(cfg: RunConfig) -> None:
+    """Before train: stop the managed vLLM when the trained weights will need a restart anyway
+    (a full or merged checkpoint), so training has the memory it held. With an unmerged adapter
+    it stays up: the adapter is loaded into it."""
+    if cfg.llm.server == "vllm" and not cfg.llm.base_url and served_lora_rank(cfg) is None:
+        close_shared()
+
+
 @contextmanager
 def serve_policy(ctx: StageContext, after_iteration: int) -> Iterator[tuple[PolicyConfig, str]]:
     """(harness.rollout.PolicyConfig, note) for the policy after `after_iteration`: the configured
-    endpoint (see `endpoint_policy`), or its checkpoint folder served locally for the block."""
+    endpoint (see `endpoint_policy`), the run's managed vLLM (llm.server: vllm; it outlives the
+    block, shared by the run's stages), or its checkpoint folder served locally for the block."""
     if ctx.config.llm.base_url:
         policy, note = endpoint_policy(ctx, after_iteration)
+        policy = dataclasses.replace(policy, tool_choice=ctx.config.rollout.tool_choice)
         probe_endpoint(ctx, policy)
         yield policy, note
+        return
+    if ctx.config.llm.server == "vllm":
+        yield managed_policy(ctx, after_iteration)
         return
     model_dir = policy_dir(ctx, after_iteration)
     with local_policy_server(model_dir) as url:
@@ -325,6 +402,7 @@ def serve_policy(ctx: StageContext, after_iteration: int) -> Iterator[tuple[Poli
                 tokenizer=str(model_dir),
                 token_ids=ctx.config.llm.token_ids,
                 request_timeout_s=ctx.config.llm.request_timeout_s,
+                tool_choice=ctx.config.rollout.tool_choice,
             ),
             f"policy: {model_dir}, served locally (harness.local_server: token ids + logprobs)",
         )

@@ -138,6 +138,23 @@ class LLMSettings(Section):
         "OPENAI_API_KEY",
         description="environment variable holding the API key, if the endpoint needs one",
     )
+    server: Literal["local", "vllm"] = Field(
+        "local",
+        description=(
+            "with base_url unset, who serves the policy: local = clawloop's torch server "
+            "(harness/local_server.py, for the tiny model); vllm = a vLLM server clawloop starts "
+            "and owns (harness/vllm.py; `make vllm` builds the CPU venv): train.base_model, then "
+            "each iteration's weights (a merged/full checkpoint restarts it, an unmerged LoRA "
+            "adapter is loaded at runtime), its log at runs/<run_id>/vllm.log"
+        ),
+    )
+    vllm_args: list[str] = Field(
+        default_factory=list,
+        description="extra flags for the managed vLLM, e.g. [--dtype, bfloat16] (llm.server: vllm)",
+    )
+    vllm_startup_timeout_s: float = Field(
+        900.0, gt=0, description="seconds the managed vLLM may take to answer /health"
+    )
     reload: Literal["none", "lora", "restart"] = Field(
         "none",
         description=(

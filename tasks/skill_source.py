@@ -1,12 +1,12 @@
 """The synthesize stage's SkillSynth source (tasks/source.py): a share of the train candidates made from skill
-folders (`synthesize.skills_dirs`) through the scenario-mediated skill graph.
+folders (`synthesize.skills.dirs`) through the scenario-mediated skill graph.
 
 Per iteration: the graph (synthesis/skillgraph) is built once per corpus hash and scenario
 source and cached under `synthesize.cache_dir`/skill-graphs; paths are sampled by inverse visit
 frequency with the visit counts carried from the previous iteration's `skill_visits` table, skills
 whose tasks the policy failed in the previous rollout weighted up; each path is planned,
-constructed, forged, verified and judged (up to `skill_max_repairs` repairs) in its own task run.
-The writer endpoint (`synthesize.llm`, else the policy) plays Planner, Constructor and judge, so
+constructed, forged, verified and judged (up to `synthesize.skills.max_repairs` repairs) in its own task run.
+The writer endpoint (`synthesize.writer.endpoint`, else the policy) plays Planner, Constructor and judge, so
 without one the source is off and the summary says so. An endpoint or sandbox that fails a path
 past its retries fails the stage (the path is not a result); a path that fails its repairs is a
 row with its reasons. How it shares the candidates out (weights, seeds, slots, the graph cache's
@@ -29,6 +29,7 @@ from prefect.cache_policies import NO_CACHE
 from clawloop.harness.llm import ChatFn, PolicyConfig, endpoint_chat
 from clawloop.harness.sandbox.base import SandboxConfig
 from clawloop.storage import schemas
+from clawloop.synthesis.config import SynthesizeConfig
 from clawloop.synthesis.llm_writer import writer_chat
 from clawloop.synthesis.skillgraph.corpus import CorpusError, corpus_sha256, load_corpus, usable
 from clawloop.synthesis.skillgraph.graph import (
@@ -55,7 +56,6 @@ from clawloop.synthesis.skillgraph.weights import (
     skill_asks,
     skill_slots,
 )
-from clawloop.synthesis.synthesize import SynthesizeConfig
 from clawloop.tasks.mapping import InfraFault, retry_transient
 from clawloop.tasks.policy import probe_endpoint
 from clawloop.tasks.sandbox import sandbox_for
@@ -81,7 +81,7 @@ def active(cfg: RunConfig) -> bool:
 
 
 def _active(s: SynthesizeConfig) -> bool:
-    return bool(s.skills_dirs) and s.skill_graph_share > 0
+    return bool(s.skills.dirs) and s.skills.share > 0
 
 
 def skills_digest(s: SynthesizeConfig) -> str:
@@ -89,9 +89,9 @@ def skills_digest(s: SynthesizeConfig) -> str:
     if not _active(s):
         return ""
     try:
-        return corpus_sha256(load_corpus(s.skills_dirs))
+        return corpus_sha256(load_corpus(s.skills.dirs))
     except CorpusError as exc:
-        raise ValueError(f"synthesize.skills_dirs: {exc}") from exc
+        raise ValueError(f"synthesize.skills.dirs: {exc}") from exc
 
 
 def cached_graph(
@@ -100,7 +100,7 @@ def cached_graph(
     """(graph, was cached). Built at most once per key; written to a temp folder and renamed
     into place, so a killed build leaves no half graph and two runs may race safely."""
     cache = Path(s.cache_dir).expanduser() / "skill-graphs"
-    records = load_corpus(s.skills_dirs)
+    records = load_corpus(s.skills.dirs)
     by = model if chat is not None else "heuristic"
     where = cache / graph_key(corpus_sha256(records), by)
     if where.is_dir():
@@ -109,7 +109,7 @@ def cached_graph(
         except GraphError as exc:  # a damaged cache entry is rebuilt
             log.warning("synthesize: rebuilding the skill graph at %s: %s", where, exc)
             shutil.rmtree(where, ignore_errors=True)
-    built = build_from_corpus(s.skills_dirs, chat=chat, model=model, cache_dir=cache / "scenarios")
+    built = build_from_corpus(s.skills.dirs, chat=chat, model=model, cache_dir=cache / "scenarios")
     tmp = cache / f".tmp-{uuid.uuid4().hex}"
     save_graph(built.graph, tmp)
     try:
@@ -167,27 +167,16 @@ def _lost(item: tuple[SkillPath, int], exc: BaseException) -> Instantiated:
     return Instantiated(path.path_id, fault=f"{type(exc).__name__}: {exc}")
 
 
-FIELDS = {
-    "skill_graph_share",
-    "skills_dirs",
-    "skill_scenarios",
-    "skill_sampler",
-    "skill_path_len",
-    "skill_max_repairs",
-    "cache_dir",
-    "llm_workers",
-    "llm",
-}
-
-
 def config_slice(cfg: RunConfig, iteration: int) -> dict[str, Any]:
     s = cfg.synthesize
     return {
         "seed": cfg.seed,
         "iteration": iteration,
-        "synthesize": s.model_dump(mode="json", include=FIELDS),
-        "skills": skills_digest(s),
+        "skills": s.skills.model_dump(mode="json"),
+        "skill_files": skills_digest(s),
         "writer": writer_slice(cfg),  # the Planner and Constructor
+        "writer_workers": s.writer.workers,
+        "cache_dir": s.cache_dir,
     }
 
 
@@ -197,9 +186,7 @@ def _none(why: str) -> Product:
 
 def off(cfg: RunConfig) -> Product:
     s = cfg.synthesize
-    return _none(
-        "synthesize.skill_graph_share is 0" if s.skills_dirs else "no synthesize.skills_dirs"
-    )
+    return _none("synthesize.skills.share is 0" if s.skills.dirs else "no synthesize.skills.dirs")
 
 
 def ask(cfg: RunConfig, iteration: int, rows: list[Row]) -> list[int]:
@@ -209,11 +196,11 @@ def ask(cfg: RunConfig, iteration: int, rows: list[Row]) -> list[int]:
 
 
 def make(ctx: StageContext, asked: list[int]) -> Product:
-    """`skill_graph_share` of the train candidates' worth of SkillSynth tasks (at most one per
+    """`synthesize.skills.share` of the train candidates' worth of SkillSynth tasks (at most one per
     built-in train candidate), and the skill_* tables."""
     s = ctx.config.synthesize
     n_train, n_slots = asked
-    n = skill_asks(n_train, n_slots, s.skill_graph_share)
+    n = skill_asks(n_train, n_slots, s.skills.share)
     endpoint, where = writer_endpoint(ctx)
     if n == 0 or endpoint is None:
         why = f"{where}: SkillSynth needs an LLM for its Planner and Constructor"
@@ -224,24 +211,24 @@ def make(ctx: StageContext, asked: list[int]) -> Product:
     probe_endpoint(ctx, PolicyConfig(endpoint.base_url, endpoint.model, endpoint.api_key_env))
     sandbox = sandbox_for(ctx)
     scen_chat = None
-    if s.skill_scenarios == "llm":
+    if s.skills.scenarios == "llm":
         scen_chat = endpoint_chat(endpoint, max_tokens=600, temperature=0.0)
     try:
         graph, cached = cached_graph(s, scen_chat, endpoint.model)
-        records = {r.name: r for r in usable(load_corpus(s.skills_dirs))}
+        records = {r.name: r for r in usable(load_corpus(s.skills.dirs))}
     except (CorpusError, GraphError) as exc:
-        raise StageError(f"synthesize: skill graph from {s.skills_dirs}: {exc}") from exc
-    lo, hi = s.skill_path_len
+        raise StageError(f"synthesize: skill graph from {s.skills.dirs}: {exc}") from exc
+    lo, hi = s.skills.path_len
     paths, visits = sample_paths(
-        graph, n, path_seed(ctx.config.seed, ctx.iteration, "sample"), s.skill_sampler,
+        graph, n, path_seed(ctx.config.seed, ctx.iteration, "sample"), s.skills.sampler,
         lo, hi, _visits_before(ctx), _weights_before(ctx),
     )  # fmt: skip
     paths = list({p.path_id: p for p in paths}.values())  # a path drawn twice is one task
     items = [(p, path_seed(ctx.config.seed, ctx.iteration, p.path_id)) for p in paths]
     results: list[Instantiated] = ctx.map(
-        instantiate_path, items, _lost, workers=s.llm_workers,
+        instantiate_path, items, _lost, workers=s.writer.workers,
         skills=records, chat=writer_chat(endpoint), sandbox=sandbox,
-        max_repairs=s.skill_max_repairs,
+        max_repairs=s.skills.max_repairs,
     )  # fmt: skip
     faults = [f"path {r.path_id}: {r.fault}" for r in results if r.fault]
     fail_on_infra(

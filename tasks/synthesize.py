@@ -89,6 +89,6 @@ STAGE = StageSpec(
         "train",
         "rollout",
     ),  # what its sources read: each source's step keys only its own (Source.previous)
-    workers=lambda cfg: cfg.synthesize.llm_workers,
+    workers=lambda cfg: cfg.synthesize.writer.workers,
     code_modules=code_modules,
 )

@@ -18,6 +18,7 @@ from clawloop.tasks.policy import (
     policy_adapter,
     policy_dir,
     policy_slice,
+    release_for_training,
 )
 from clawloop.tasks.settings import section_dump
 from clawloop.tasks.stage import StageContext, StageResult, StageSpec
@@ -51,6 +52,7 @@ def run(ctx: StageContext) -> StageResult:
     traj = artifacts.read_table(ctx.stage_url("rollout"), "trajectories")
     band = artifacts.read_table(ctx.stage_url("rollout"), "band")
     adapter = policy_adapter(ctx, ctx.iteration - 1) if tcfg.lora else None
+    release_for_training(ctx.config)  # a managed vLLM the new weights will restart anyway
     result = train_stage(
         traj,
         band,

@@ -67,13 +67,13 @@ class SampleCollator:
                     flags = s.recorded or [int(math.isfinite(x)) for x in s.old_logprobs]
                     rec[i, : len(flags)] = torch.tensor(flags, dtype=torch.float32)
                 batch["recorded"] = rec
-            if any(s.ref_logprobs for s in samples):
-                ref = torch.full((len(samples), n), math.nan, dtype=torch.float32)
-                for i, s in enumerate(samples):
-                    ref[i, : len(s.ref_logprobs)] = torch.tensor(
-                        s.ref_logprobs, dtype=torch.float32
-                    )
-                batch["ref_logprobs"] = ref
+            for key in ("ref_logprobs", "trainer_logprobs"):
+                if any(getattr(s, key) for s in samples):
+                    values = torch.full((len(samples), n), math.nan, dtype=torch.float32)
+                    for i, s in enumerate(samples):
+                        row = getattr(s, key)
+                        values[i, : len(row)] = torch.tensor(row, dtype=torch.float32)
+                    batch[key] = values
         return batch
 
 
@@ -86,8 +86,8 @@ def packed(samples: list[TokenSample], with_rl: bool = False) -> dict[str, torch
     batch never trains position 0 either).
 
     `with_rl` (GRPO) adds the padded batch's per-token tensors laid out the same way, each
-    sample's first position masked out: `action_mask`, `old_logprobs`, `recorded` and
-    `ref_logprobs` where any sample has them, and `advantages` per token (each token carries its
+    sample's first position masked out: `action_mask`, `old_logprobs`, `recorded`,
+    `ref_logprobs` and `trainer_logprobs` where any sample has them, and `advantages` per token (each token carries its
     own sample's), so every token's ratio and advantage are the padded batch's."""
     ids: list[int] = []
     pos: list[int] = []
@@ -116,8 +116,7 @@ def packed(samples: list[TokenSample], with_rl: bool = False) -> dict[str, torch
         batch["recorded"] = row(
             [s.recorded or [int(math.isfinite(x)) for x in s.old_logprobs] for s in samples]
         )
-    if any(s.ref_logprobs for s in samples):
-        batch["ref_logprobs"] = row(
-            [s.ref_logprobs or [math.nan] * len(s.input_ids) for s in samples]
-        )
+    for key in ("ref_logprobs", "trainer_logprobs"):
+        if any(getattr(s, key) for s in samples):
+            batch[key] = row([getattr(s, key) or [math.nan] * len(s.input_ids) for s in samples])
     return batch

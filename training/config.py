@@ -61,8 +61,20 @@ class TrainConfig:
         "constant", "transformers scheduler name: constant | linear | cosine"
     )
     seed: int = _f(0, "seed for data order and initialisation of LoRA weights")
-    bf16: bool | None = _f(None, "bf16 mixed precision; None = on when CUDA supports bf16")
-    gradient_checkpointing: bool = _f(False, "recompute activations to save memory (big models)")
+    bf16: bool | None = _f(
+        None,
+        "bf16 autocast (and, with LoRA, a bf16 frozen base; trained weights stay fp32); None = "
+        "the device decides: on for CUDA with bf16 and CPUs with AMX, off for CPUs without "
+        "AMX, where bf16 is slower than fp32 (training/precision.py)",
+    )
+    gradient_checkpointing: bool | None = _f(
+        None, "recompute activations to save memory; None = on when training on CUDA"
+    )
+    num_processes: int = _f(
+        1,
+        "processes (GPUs) to train on; > 1, or train.deepspeed, runs the train stage under "
+        "`accelerate launch` as a subprocess that writes the checkpoint this stage reads back",
+    )
     deepspeed: str | None = _f(
         None,
         "DeepSpeed JSON for the Trainer (e.g. training/configs/zero3.json); or use accelerate launch",
@@ -90,6 +102,14 @@ class TrainConfig:
     clip_eps: float = _f(0.2, "PPO clip range: ratio is clipped to [1-clip_eps, 1+clip_eps]")
     adv_eps: float = _f(1e-4, "epsilon in (r - mean) / (std + eps)")
     min_group_std: float = _f(1e-6, "groups whose reward std is at or below this are dropped")
+    tis_cap: float | None = _f(
+        None,
+        "truncated importance sampling (TRL's vllm_importance_sampling_cap; 3.0 there): GRPO's "
+        "ratio is taken against the trainer's own logprobs of the rollout policy and each token's "
+        "loss is weighted by min(exp(trainer - sampler), tis_cap), correcting what the sampler "
+        "(vLLM's kernels, bf16) computed differently; logged per step (tis_mean, "
+        "tis_capped_frac, logp_diff_mean); None = off: the ratio is against the sampler's logprobs",
+    )
     kl_beta: float = _f(
         0.0,
         "weight of the KL penalty to the reference: the phase's start model (a continued LoRA "
@@ -121,7 +141,12 @@ class TrainConfig:
             raise TrainConfigError(
                 f"TrainConfig.turn_source={self.turn_source!r}: use one of {TURN_SOURCES}"
             )
-        for name in ("per_device_batch_size", "gradient_accumulation_steps", "max_seq_len"):
+        for name in (
+            "per_device_batch_size",
+            "gradient_accumulation_steps",
+            "max_seq_len",
+            "num_processes",
+        ):
             if getattr(self, name) < 1:
                 raise TrainConfigError(
                     f"TrainConfig.{name} must be >= 1, got {getattr(self, name)}"
@@ -131,6 +156,10 @@ class TrainConfig:
         if not 0 <= self.max_truncated_share <= 1:
             raise TrainConfigError(
                 f"TrainConfig.max_truncated_share must be in [0, 1], got {self.max_truncated_share}"
+            )
+        if self.tis_cap is not None and not self.tis_cap >= 1:
+            raise TrainConfigError(
+                f"TrainConfig.tis_cap must be >= 1 (e.g. 2 or 3) or null (off), got {self.tis_cap}"
             )
         if self.kl_beta < 0:
             raise TrainConfigError(f"TrainConfig.kl_beta must be >= 0, got {self.kl_beta}")

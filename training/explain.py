@@ -61,7 +61,7 @@ def explain_sample(tokenizer, sample: TokenSample, phase: str, context_chars: in
 
 def _counts_line(phase: str, enc: EncodeReport) -> str:
     c = enc.counts()
-    info = {"action_tokens", "longest_sequence"}  # sizes, not flags
+    info = {"action_tokens", "longest_sequence", "longest_completion"}  # sizes, not flags
     flags = ", ".join(
         f"{k} {v}" for k, v in c.items() if v and not k.startswith("turns_") and k not in info
     )

@@ -8,7 +8,9 @@ carries no signal and is dropped (under `outcome`: all passed or all failed, wha
 rollout's advantage. The per-token objective is PPO's clipped surrogate,
     -min(ratio * A, clip(ratio, 1 - eps, 1 + eps) * A),   ratio = exp(logp - logp_sampling),
 where logp_sampling is the rollout (behaviour) policy's logprob, the same reference on every
-path: the sampler's recorded logprob (the untempered log-softmax), or, when the server recorded
+path: the sampler's recorded logprob (vLLM's processed_logprobs, the local server's log-softmax;
+both the model's plain log-softmax since GRPO refuses rollout.temperature != 1 and requests pin
+top-k/top-p/min-p neutral: tasks.config.untrainable), or, when the server recorded
 none, that same checkpoint's logprob computed once before the first step and kept fixed
 (`freeze_old_logprobs`; after SFT, `stage.behaviour_logprobs` loads the rollout policy for it),
 so the ratio moves as the policy does and clipping engages. An optional KL penalty to the phase's start
@@ -36,7 +38,7 @@ from clawloop.training.sequences import (
     ToolCallParser,
     encode_episode,
 )
-from clawloop.training.trainer_base import MetricsMixin
+from clawloop.training.trainer_base import MetricsMixin, gathered_weights
 
 
 # ---------------------------------------------------------------------------- pure math
@@ -90,6 +92,8 @@ def grpo_token_loss(
     ref_logp: torch.Tensor | None = None,
     beta: float = 0.0,
     recorded: torch.Tensor | None = None,
+    trainer_logp: torch.Tensor | None = None,
+    tis_cap: float | None = None,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Per-token loss [B, T] (zero off the mask) and detached stats.
 
@@ -98,9 +102,26 @@ def grpo_token_loss(
     [B, T] (a packed row holds several sequences, each token its own one's). `recorded` (1/0)
     says which old logprobs the server recorded (the rest were computed before the first step):
     `offpolicy_frac` is their share of the action tokens; without it, the finite old logprobs'.
+
+    Truncated importance sampling (`tis_cap`, with `trainer_logp`: the trainer's own logprobs of
+    the rollout policy, NaN where unknown): the ratio is taken against `trainer_logp` where
+    finite, and each token whose sampler logprob was recorded has its loss weighted by
+    min(exp(trainer_logp - old_logp), tis_cap) (detached, as TRL's token_truncate), which
+    corrects for the sampler and the trainer computing the same policy differently. Stats:
+    `tis_mean` and `tis_capped_frac` over those tokens, `logp_diff_mean` = mean |trainer -
+    sampler| there.
     """
     mask = mask.to(logp.dtype)
     known = torch.isfinite(old_logp)
+    rec_flags = known if recorded is None else (recorded.bool() & known)
+    tis = None
+    if tis_cap is not None and trainer_logp is not None:
+        own = torch.isfinite(trainer_logp)
+        both = own & rec_flags
+        diff = torch.where(both, trainer_logp.to(logp.dtype) - old_logp.to(logp.dtype), 0.0)
+        tis = torch.where(both, torch.clamp(torch.exp(diff), max=tis_cap), 1.0).detach()
+        old_logp = torch.where(own, trainer_logp.to(old_logp.dtype), old_logp)
+        known = torch.isfinite(old_logp)
     base = torch.where(known, old_logp.to(logp.dtype), logp.detach())
     ratio = torch.exp(logp - base)
     adv = advantages.to(logp.dtype)
@@ -113,6 +134,8 @@ def grpo_token_loss(
         delta = ref_logp.detach() - logp
         kl = torch.exp(delta) - delta - 1.0
         per_token = per_token + beta * kl
+    if tis is not None:
+        per_token = per_token * tis
     per_token = per_token * mask
     n = mask.sum().clamp(min=1.0)
     rec = known if recorded is None else recorded.bool()
@@ -122,6 +145,12 @@ def grpo_token_loss(
         "kl": ((kl * mask).sum() / n).detach(),
         "offpolicy_frac": ((rec.to(logp.dtype) * mask).sum() / n).detach(),
     }
+    if tis is not None:
+        weighed = both.to(logp.dtype) * mask
+        m = weighed.sum().clamp(min=1.0)
+        stats["tis_mean"] = ((tis * weighed).sum() / m).detach()
+        stats["tis_capped_frac"] = (((tis >= tis_cap).to(logp.dtype) * weighed).sum() / m).detach()
+        stats["logp_diff_mean"] = ((diff.abs() * weighed).sum() / m).detach()
     return per_token, stats
 
 
@@ -139,7 +168,9 @@ def grpo_loss(
     return per_token.sum() / mask.sum().clamp(min=1.0)
 
 
-def freeze_old_logprobs(model, samples: list[TokenSample], device, with_ref: bool = False) -> int:
+def freeze_old_logprobs(
+    model, samples: list[TokenSample], device, with_ref: bool = False, with_trainer: bool = False
+) -> int:
     """One no-grad pass of the phase's start model before the first step.
 
     Fills every action token's unknown sampling logprob (NaN: the server returned none) with the
@@ -147,12 +178,15 @@ def freeze_old_logprobs(model, samples: list[TokenSample], device, with_ref: boo
     and epochs, and clipping can engage. Recorded logprobs (vLLM, the local server) are kept as
     they are. `with_ref` (KL): every sample's `ref_logprobs` are the start model's too, so the KL
     reference is exactly the phase's start (a continued LoRA adapter included) and no second copy
-    of the model is held. Returns the old-logprob tokens filled."""
+    of the model is held. `with_trainer` (train.tis_cap): every sample that has none yet gets
+    `trainer_logprobs`, this model's logprob of every action token (call it on the rollout
+    policy). Under DeepSpeed ZeRO-3 the partitioned weights are gathered for the pass
+    (`trainer_base.gathered_weights`). Returns the old-logprob tokens filled."""
     filled = 0
     was_training = model.training
     model.eval()
     try:
-        with torch.no_grad():
+        with torch.no_grad(), gathered_weights(model):
             for s in samples:
                 if not s.recorded:  # before any fill: what the server recorded
                     s.recorded = [int(math.isfinite(x)) for x in s.old_logprobs]
@@ -161,13 +195,18 @@ def freeze_old_logprobs(model, samples: list[TokenSample], device, with_ref: boo
                     for j in range(1, len(s.input_ids))
                     if s.action_mask[j] and not math.isfinite(s.old_logprobs[j])
                 ]
-                if not missing and not with_ref:
+                own = with_trainer and not s.trainer_logprobs
+                if not missing and not with_ref and not own:
                     continue
                 ids = torch.tensor([s.input_ids], device=device)
                 logp = next_token_logprobs(model(input_ids=ids).logits.float(), ids)[0].tolist()
                 for j in missing:
                     s.old_logprobs[j] = float(logp[j - 1])
                 filled += len(missing)
+                if own:
+                    s.trainer_logprobs = [math.nan] + [
+                        float(x) if s.action_mask[j + 1] else math.nan for j, x in enumerate(logp)
+                    ]
                 if with_ref:
                     s.ref_logprobs = [math.nan] + [
                         float(x) if s.action_mask[j + 1] else math.nan for j, x in enumerate(logp)
@@ -300,5 +339,7 @@ def batch_token_loss(model, inputs, cfg: TrainConfig):
         _ref_logprobs(inputs, logp, cfg),
         cfg.kl_beta,
         inputs["recorded"][:, 1:] if "recorded" in inputs else None,
+        inputs["trainer_logprobs"][:, 1:] if "trainer_logprobs" in inputs else None,
+        cfg.tis_cap,
     )
     return per_token, stats, mask, out

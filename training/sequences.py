@@ -85,6 +85,10 @@ class TokenSample:
     # 1 where the server recorded the sampling logprob, 0 where it was computed (frozen) before
     # the first step; set by the pass that fills them, empty before (then: finite = recorded)
     recorded: list[int] = field(default_factory=list)
+    # train.tis_cap: the trainer's own logprobs of the rollout policy (NaN off the action
+    # tokens), filled once before the first step; the ratio's reference where they exist and,
+    # against the recorded ones, the truncated importance weight. Empty when tis_cap is off.
+    trainer_logprobs: list[float] = field(default_factory=list)
 
     @property
     def n_action_tokens(self) -> int:
@@ -106,21 +110,25 @@ class EncodeReport:
     eos_missing: int = 0  # completions of a stopped reply not ending with the end-of-turn id
     completions_cut: int = 0  # replies cut at max_tokens: trained without an end-of-turn id
     prefix_breaks: int = 0
-    truncated: int = 0  # sequences longer than max_seq_len, cut at the right end
+    truncated: int = 0  # chained sequences longer than max_seq_len (split or cut to fit)
     dropped_empty: int = 0
-    # what truncation cost: turns whose completion lost every token / some tokens, and the
-    # supervised (action) tokens lost out of all the phase's supervised tokens before the cut
+    # what fitting max_seq_len cost: prompts cut from the left (oldest context dropped, the
+    # completion kept), turns whose completion lost every token / some tokens (only one longer
+    # than max_seq_len by itself), and the supervised (action) tokens lost out of all the
+    # phase's supervised tokens before the cut
+    prompts_cut_left: int = 0
     turns_cut_away: int = 0
     turns_cut_partly: int = 0
     action_tokens: int = 0
     action_tokens_lost: int = 0
     longest_sequence: int = 0  # the longest chained sequence before the cut (a max, not a sum)
+    longest_completion: int = 0  # the longest single completion (a max): max_seq_len must exceed it
     notes: list[str] = field(default_factory=list)
 
     def add(self, other: EncodeReport) -> None:
         for f in fields(self):
-            if f.name == "longest_sequence":
-                self.longest_sequence = max(self.longest_sequence, other.longest_sequence)
+            if f.name in ("longest_sequence", "longest_completion"):
+                setattr(self, f.name, max(getattr(self, f.name), getattr(other, f.name)))
             elif f.name != "notes":
                 setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
         self.notes.extend(other.notes[: max(0, 20 - len(self.notes))])
@@ -129,8 +137,10 @@ class EncodeReport:
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "notes"}
 
 
-def chain_turns(turns: list[Turn]) -> tuple[list[TokenSample], int]:
-    """Chain turns into as few sequences as the prefix property allows; returns (samples, breaks)."""
+def chain_turns(turns: list[Turn], max_len: int | None = None) -> tuple[list[TokenSample], int]:
+    """Chain turns into as few sequences as the prefix property allows; returns (samples, breaks).
+    With `max_len`, a turn that would grow the sequence past it starts a new one (from its own
+    prompt; not counted as a break)."""
     samples: list[TokenSample] = []
     breaks = 0
     cur: TokenSample | None = None
@@ -142,6 +152,12 @@ def chain_turns(turns: list[Turn]) -> tuple[list[TokenSample], int]:
         )
         if cur is not None and not extends:
             breaks += 1
+        if (
+            extends
+            and max_len is not None
+            and len(turn.prompt_ids) + len(turn.completion_ids) > max_len
+        ):
+            extends = False  # too long to chain: a new sequence from the turn's own prompt
         if not extends:
             cur = TokenSample(input_ids=[], action_mask=[], old_logprobs=[])
             samples.append(cur)
@@ -577,28 +593,54 @@ def episode_turns(
     return out, report
 
 
-def truncation_loss(sample: TokenSample, max_len: int, report: EncodeReport) -> None:
-    """Count, before `truncate`, what cutting `sample` at `max_len` loses: turns whose completion
-    goes entirely or in part, and supervised tokens (position 0 is never trained)."""
-    action = sum(sample.action_mask[1:])
-    kept = sum(sample.action_mask[1:max_len])
-    report.action_tokens += action
-    report.action_tokens_lost += action - kept
-    report.longest_sequence = max(report.longest_sequence, len(sample.input_ids))
-    for start, end in sample.spans:
-        if start >= max_len:
+def fit_turn(turn: Turn, max_len: int, report: EncodeReport) -> Turn:
+    """One turn cut to `max_len` tokens, keeping its completion: the prompt loses its oldest
+    tokens (cut from the left, the context nearest the reply stays; counted as
+    `prompts_cut_left`). Only a completion that alone cannot fit beside one context token is cut
+    itself, at its right end: counted as `turns_cut_partly` and `action_tokens_lost`, never
+    silent (the stage warns and names the `max_seq_len` that keeps it)."""
+    prompt, completion, lps = turn.prompt_ids, turn.completion_ids, turn.logprobs
+    if len(prompt) + len(completion) <= max_len:
+        return turn
+    room = max(1, max_len - len(completion))  # position 0 is never trained: keep one of context
+    if room < len(prompt):
+        report.prompts_cut_left += 1
+    prompt = prompt[-room:]
+    keep = max_len - len(prompt)
+    if keep < len(completion):
+        if keep == 0:
             report.turns_cut_away += 1
-        elif end > max_len:
+        else:
             report.turns_cut_partly += 1
+        report.action_tokens_lost += len(completion) - keep
+        completion = completion[:keep]
+        lps = lps[:keep] if lps is not None else None
+    return Turn(prompt, completion, lps, turn.source)
+
+
+def fit_to_length(turns: list[Turn], max_len: int, report: EncodeReport) -> list[Turn]:
+    """The episode's turns, each cut to fit `max_len` (`fit_turn`): what `chain_turns` then
+    chains, starting a new sequence where a chained one would grow past `max_len` (each turn's
+    prompt holds its whole history, so the new sequence's context is the one the policy had, its
+    oldest part cut away if it must be). Every completion is kept whole unless it alone is
+    longer than `max_len`. Counts the supervised tokens before any cut and the longest chain."""
+    for t in turns:
+        report.action_tokens += len(t.completion_ids)
+        report.longest_completion = max(report.longest_completion, len(t.completion_ids))
+    chained, _ = chain_turns(turns)
+    report.longest_sequence = max([report.longest_sequence, *(len(s.input_ids) for s in chained)])
+    report.truncated += sum(len(s.input_ids) > max_len for s in chained)
+    return [fit_turn(t, max_len, report) for t in turns]
 
 
 def truncate(sample: TokenSample, max_len: int) -> TokenSample | None:
-    """Cut at the right end to `max_len`; None when no action token survives."""
+    """`sample` cut at its right end to `max_len` (None when no action token survives): a
+    sequence of given length for tests and benchmarks; the train stage fits turns with
+    `fit_to_length` instead, which keeps every completion."""
     if len(sample.input_ids) > max_len:
         sample.input_ids = sample.input_ids[:max_len]
         sample.action_mask = sample.action_mask[:max_len]
         sample.old_logprobs = sample.old_logprobs[:max_len]
-    # Position 0 has no prediction, so an action token there cannot be trained.
     if sum(sample.action_mask[1:]) == 0:
         return None
     return sample
@@ -620,15 +662,12 @@ def encode_episode(
     tools = _loads(row.get("tools_json"), None)
     turns_meta = _loads(row.get("turns_json"), [])
     turns, report = episode_turns(tokenizer, messages, tools, turns_meta, use_recorded, parser)
-    chained, breaks = chain_turns(turns)
+    _, breaks = chain_turns(turns)  # breaks of the prefix property, whatever the length
     report.prefix_breaks += breaks
+    chained, _ = chain_turns(fit_to_length(turns, max_len, report), max_len)
     samples: list[TokenSample] = []
-    for s in chained:
-        was_long = len(s.input_ids) > max_len
-        truncation_loss(s, max_len, report)
-        kept = truncate(s, max_len)
-        report.truncated += int(was_long)
-        if kept is None:
+    for kept in chained:
+        if sum(kept.action_mask[1:]) == 0:  # position 0 has no prediction: nothing to train
             report.dropped_empty += 1
             continue
         kept.episode_id = str(row.get("episode_id", ""))

@@ -32,7 +32,15 @@ from clawloop.training.sequences import EncodeReport, TokenSample, ToolCallParse
 from clawloop.training.trainer_base import PolicyRef, load_tokenizer
 
 log = logging.getLogger("clawloop.train")
-METRIC_EXTRAS = ("clip_frac", "ratio_mean", "kl", "offpolicy_frac")
+METRIC_EXTRAS = (
+    "clip_frac",
+    "ratio_mean",
+    "kl",
+    "offpolicy_frac",
+    "tis_mean",
+    "tis_capped_frac",
+    "logp_diff_mean",
+)
 
 
 class TrainError(RuntimeError):
@@ -53,6 +61,7 @@ class TrainResult:
     metrics: list[dict[str, Any]] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
     duration_s: float = 0.0  # wall time of the stage; not in checkpoint_row (rows hold no timing)
+    dtype: str = ""  # what checkpoint_dir's weights hold (its config.json says the same)
 
     def metrics_frame(self) -> pd.DataFrame:
         """Rows for the TRAIN_METRICS Parquet file (GRPO-only columns are NaN for SFT rows)."""
@@ -87,6 +96,7 @@ class TrainResult:
             "kept_groups": c.get("kept_groups", 0),
             "dropped_zero_variance": c.get("dropped_zero_variance", 0),
             "steps": len(self.metrics),
+            "dtype": self.dtype,
         }
 
 
@@ -106,17 +116,17 @@ def truncation_note(phase: str, enc: EncodeReport, cfg: TrainConfig) -> str:
     if not enc.action_tokens_lost:
         return ""
     share = enc.action_tokens_lost / max(1, enc.action_tokens)
-    if share <= cfg.max_truncated_share:
-        return ""
-    turns = enc.turns_from_ids + enc.turns_from_text
+    turns = enc.turns_from_ids + enc.turns_from_text + enc.turns_from_template
     note = (
         f"{phase}: {share:.1%} of supervised tokens ({enc.action_tokens_lost} of "
         f"{enc.action_tokens}) lost to train.max_seq_len={cfg.max_seq_len}: "
-        f"{enc.turns_cut_away} of {turns} turns cut away, {enc.turns_cut_partly} cut short; "
-        f"raise train.max_seq_len to {enc.longest_sequence} (the longest sequence) to keep them"
+        f"{enc.turns_cut_away} of {turns} turns cut away, {enc.turns_cut_partly} cut short "
+        f"(completions longer than max_seq_len; prompts are cut from the left first); raise "
+        f"train.max_seq_len to {enc.longest_completion + 1} (the longest completion and one "
+        "token of context) to keep them"
     )
-    log.warning("%s", note)
-    return note
+    log.warning("%s", note)  # always said, whatever the share
+    return note if share > cfg.max_truncated_share else ""
 
 
 def template_note(counts: dict[str, int]) -> str:
@@ -168,6 +178,7 @@ TOKEN_FLAGS = (
     "logprobs_mismatched",
     "eos_missing",
     "completions_cut",
+    "prompts_cut_left",
     "turns_cut_away",
     "turns_cut_partly",
     "action_tokens_lost",
@@ -204,7 +215,8 @@ def behaviour_logprobs(
     from clawloop.training.grpo import freeze_old_logprobs
     from clawloop.training.trainer_base import load_policy, training_arguments
 
-    if not any(
+    with_trainer = cfg.tis_cap is not None  # the TIS reference: the rollout policy, as trained
+    if not with_trainer and not any(
         m and not math.isfinite(lp)
         for s in samples
         for m, lp in zip(s.action_mask[1:], s.old_logprobs[1:], strict=True)
@@ -214,7 +226,7 @@ def behaviour_logprobs(
     model = load_policy(behaviour, cfg).to(args.device)
     try:
         with _autocast(args):
-            return freeze_old_logprobs(model, samples, args.device, with_ref=False)
+            return freeze_old_logprobs(model, samples, args.device, False, with_trainer)
     finally:
         del model
 
@@ -241,11 +253,22 @@ def make_trainer(
 
     set_seed(cfg.seed)
     args = training_arguments(cfg, phase, out_dir / phase)
+    if args.device.type == "cuda":
+        import torch
+
+        from clawloop.training.memory import full_finetune_refusal
+
+        gpu = torch.cuda.get_device_properties(args.device).total_memory
+        problem = full_finetune_refusal(cfg, start.model_dir, gpu)
+        if problem:
+            raise TrainError(problem)
     model = load_policy(start, cfg)
     if phase == "grpo":
         with_ref = cfg.kl_beta > 0  # the KL reference: the phase's start model, frozen too
         with _autocast(args):
-            filled = freeze_old_logprobs(model.to(args.device), samples, args.device, with_ref)
+            filled = freeze_old_logprobs(
+                model.to(args.device), samples, args.device, with_ref, cfg.tis_cap is not None
+            )
         log.info("grpo: %d action-token logprobs frozen from the rollout policy", filled)
     common = {
         "model": model,
@@ -353,7 +376,7 @@ def train_stage(
             reasons += [r for r in [truncation_note("grpo", grep.encode, cfg)] if r]
             result.counts.update(_logprob_counts(samples))
             if samples and result.phases_run:
-                # SFT moved the policy: the ratio's reference stays the rollout policy
+                # SFT moved the policy: the ratio's reference (and TIS's) stays the rollout policy
                 filled = behaviour_logprobs(samples, rollout_policy, cfg, out_dir)
                 log.info("grpo: %d logprobs taken from the rollout policy %s", filled, base)
             if samples:
@@ -390,5 +413,9 @@ def train_stage(
         result.kind = "lora" if cfg.lora else "full"
         reasons.insert(0, f"trained {'+'.join(result.phases_run)}")
     result.reason = "; ".join(reasons)
+    from clawloop.training.trainer_base import held_dtypes
+
+    held = held_dtypes(result.checkpoint_dir)
+    result.dtype = next(iter(held)) if len(held) == 1 else ("mixed" if held else "")
     result.duration_s = time.monotonic() - t0
     return result

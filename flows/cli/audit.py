@@ -92,7 +92,20 @@ def _table(audits: list[Any], summary: dict[str, Any]) -> None:
     console.print(s)
     flags = ", ".join(f"{k}: {v}" for k, v in sorted(summary["flags"].items())) or "none"
     print(f"flagged tasks: {summary['flagged_tasks']} of {summary['tasks']} ({flags}); "
-          f"not audited (checker printed no score): {summary['errors']}")  # fmt: skip
+          f"not audited (unreadable task, or its checker printed no score): {summary['errors']}")  # fmt: skip
+
+
+def _check_args(args: argparse.Namespace) -> None:
+    """AuditError (or CliError) for flags no audit can run with, before any task is read."""
+    from clawloop.flows.cli.task import _check_out, check_threshold_arg
+
+    check_threshold_arg(args.threshold)
+    if args.sample < 0:
+        raise AuditError(f"--sample {args.sample}: give a number of tasks >= 0 (0: all of them)")
+    if args.workers < 1:
+        raise AuditError(f"--workers {args.workers}: give at least 1")
+    if args.out:
+        _check_out(Path(args.out))
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
@@ -100,12 +113,13 @@ def cmd_audit(args: argparse.Namespace) -> int:
     from clawloop.harness.audit import audit_task, summarize
 
     try:
+        _check_args(args)
         folders = audit_folders(args.dirs, args.sample, args.seed)
         sandbox = _sandbox(args.backend)
     except (AuditError, CliError) as exc:
         print(f"clawloop audit: {exc}", file=sys.stderr)
         return 2
-    with ThreadPoolExecutor(max_workers=max(1, args.workers)) as pool:
+    with ThreadPoolExecutor(max_workers=args.workers) as pool:
         audits = list(pool.map(lambda f: audit_task(f, sandbox, args.threshold), folders))
     summary = summarize(audits)
     if args.out:

@@ -228,6 +228,22 @@ def _card(title: str, body: str) -> str:
     return "\n".join([*head, "", f"# {title}", "", body.strip(), ""])
 
 
+def _partial_note(root: str, run_id: str) -> str:
+    """The card's note on a run another process still writes ("" when none does)."""
+    from clawloop.flows.lease import in_progress
+
+    why = in_progress(root, run_id)
+    return f"\n\n**Partial:** exported while {why}; export again when it ends.\n" if why else ""
+
+
+def _say_partial(args: argparse.Namespace) -> None:
+    from clawloop.flows.lease import in_progress
+
+    why = in_progress(args.root, args.run)
+    if why:
+        print(f"clawloop export {args.format}: {why} (the dataset card says so)", file=sys.stderr)
+
+
 def _prepare_out(out: Path) -> None:
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ExportError(f"--out {out} already exists and is not an empty folder; choose another")
@@ -323,7 +339,7 @@ def export_trajectories(
             iterations=its,
             out=out,
             counts=", ".join(f"{s}: {n} episodes" for s, n in counts.items()) + ".",
-        )
+        ) + _partial_note(root, run_id)
         (dest / "README.md").write_text(_card(f"clawloop trajectories: {run_id}", body))
     return counts, infra
 
@@ -473,7 +489,7 @@ def export_tasks(
             which=which + (f", iteration {iteration}" if iteration is not None else ""),
             out=out,
             counts=", ".join(f"{s}: {n} tasks" for s, n in counts.items()) + ".",
-        )
+        ) + _partial_note(root, run_id)
         (dest / "README.md").write_text(_card(f"clawloop tasks: {run_id}", body))
     return counts
 
@@ -489,6 +505,7 @@ def _cmd_trajectories(args: argparse.Namespace) -> int:
     note = f"; {infra} infrastructure-fault episodes left out" if infra else ""
     how = "load_dataset(DIR)" if args.fmt == "hf" else "one JSON object per line"
     print(f"exported {what} episodes of run {args.run} to {args.out} ({how}){note}")
+    _say_partial(args)
     return 0
 
 
@@ -501,6 +518,7 @@ def _cmd_tasks(args: argparse.Namespace) -> int:
     )
     what = ", ".join(f"{n} {s}" for s, n in counts.items())
     print(f"exported {what} tasks of run {args.run} to {args.out} (load_dataset(DIR))")
+    _say_partial(args)
     return 0
 
 

@@ -175,7 +175,9 @@ def run_figures(root: str, run_id: str) -> RunFigures:
     if (base := baseline_figures(root, run_id)) is not None:
         its.insert(0, base)
         add_paired_tests(root, run_id, its)
-    return RunFigures(run_id=run_id, k=k, iterations=its)
+    from clawloop.flows.lease import in_progress
+
+    return RunFigures(run_id=run_id, k=k, iterations=its, partial=in_progress(root, run_id))
 
 
 EPISODE_COLUMNS = ["task_id", "attempt", "split", "passed", "reward", "end_reason"]
@@ -243,9 +245,17 @@ def _cmd_report(args: argparse.Namespace) -> int:
     for it in figures.iterations:
         for problem in it.damaged:  # shown as "-": said once, one line each
             print(f"clawloop report: {problem}: its figures show as -", file=sys.stderr)
+    if figures.partial:
+        print(f"clawloop report: {figures.partial}", file=sys.stderr)
     if args.json:  # the figures only, on stdout: nothing written beside the run
         print(json.dumps(run_report_json(figures), indent=2))
         return 0
+    if figures.partial:  # the run is not ours: say what is written into it
+        print(
+            f"clawloop report: writing {REPORT_MD} and {REPORT_PNG} into run {args.run}, which "
+            "another process is writing (marked partial; run it again when that one ends)",
+            file=sys.stderr,
+        )
     md, png = write_report(args.root, figures)
     console = Console(width=None if sys.stdout.isatty() else 200)  # a pipe: no 80-column wrap
     console.print(run_report_table(figures))

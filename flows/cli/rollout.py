@@ -2,8 +2,16 @@
 
     clawloop rollout TASK_DIR --base-url http://127.0.0.1:8000/v1 --model policy -n 8 --json
     clawloop rollout TASK_DIR --serve-tiny -n 2       # build + serve the tiny offline model
+    clawloop rollout TASK_DIR --vllm MODEL_DIR -n 8   # a vLLM clawloop starts (log: OUT/vllm.log)
 
-TASK_DIR may be any Harbor task folder, not only one clawloop made: a foreign task whose
+`--api tokens` (the default with --vllm) talks token in, token out (`/v1/completions` with the
+prompt's ids, rendered here with the served model's tokenizer: --tokenizer, or the --vllm folder),
+so each episode is one exact token sequence; `--api chat` asks the chat endpoint, whose template
+re-renders the history. `--tool-choice required` forces a tool call on every reply.
+
+TASK_DIR may be any task folder `clawloop import auto` recognises: a ClawGym one (data_entry.json
+and reward/reward.sh) runs as the Harbor folder its import writes, graded by its own reward.sh;
+any Harbor task folder, not only one clawloop made: a foreign task whose
 Dockerfile needs a build is built offline on the Docker backend first (harness/taskfolder/foreign.py)
 and refused on bubblewrap with the reason; it is graded by its own tests (reward.json or reward.txt).
 Prints the pass count (`passes`), the rewards, end reasons, and where the trajectories
@@ -71,6 +79,22 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="build (if missing) and serve the tiny offline model with the local policy server "
         "(plumbing check only: it has no skill)",
     )
+    p.add_argument(
+        "--vllm",
+        type=Path,
+        metavar="MODEL_DIR",
+        help="start a vLLM (harness/vllm.py; `make vllm` builds it) on this model folder, "
+        "for this command only; its log is OUT/vllm.log",
+    )
+    p.add_argument(
+        "--api",
+        choices=["chat", "tokens"],
+        help="chat: /v1/chat/completions; tokens: prompt ids to /v1/completions, one exact "
+        "sequence per episode (needs the tokenizer; default with --vllm)",
+    )
+    p.add_argument(
+        "--tool-choice", choices=["auto", "required"], default="auto", help="rollout.tool_choice"
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run)
 
@@ -81,13 +105,23 @@ def _fail(msg: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    from clawloop.harness.taskfolder.clawgym import is_clawgym_folder
+
     task_dir: Path = args.task_dir
-    if not (task_dir / "instruction.md").is_file():
+    if not is_clawgym_folder(task_dir) and not (task_dir / "instruction.md").is_file():
         return _fail(
-            f"{task_dir} is not a task folder (no instruction.md); pass a Harbor task folder"
+            f"{task_dir} is not a task folder (no instruction.md), nor a ClawGym one (no "
+            "data_entry.json and reward/reward.sh); pass a Harbor or a ClawGym task folder"
         )
-    if not args.serve_tiny and not (args.base_url and args.model):
-        return _fail("give --base-url and --model (or --serve-tiny for the local tiny model)")
+    if not (args.serve_tiny or args.vllm) and not (args.base_url and args.model):
+        return _fail(
+            "give --base-url and --model (or --serve-tiny for the local tiny model, or --vllm "
+            "MODEL_DIR for a vLLM clawloop starts)"
+        )
+    if args.api == "tokens" and not (args.tokenizer or args.vllm):
+        return _fail(
+            "--api tokens renders prompts here: give --tokenizer (the served model's folder)"
+        )
     if args.n < 1 or args.concurrency < 1:
         return _fail("-n and --concurrency must be >= 1")
     if args.request_timeout <= 0:
@@ -102,9 +136,10 @@ def run(args: argparse.Namespace) -> int:
         context_len=args.context_len,
         temperature=args.temperature,
         workers=args.concurrency,
+        tool_choice=args.tool_choice,
     )
     try:
-        rows = _rollout(args, task_dir, cfg)
+        rows = _rollout(args, task_dir, cfg, out)
     except (ServeError, TinyModelError, TaskFolderError) as exc:
         return _fail(str(exc))  # TaskFolderError: a foreign task this backend cannot run
     band = band_filter(rows, cfg.n, cfg.band_lo, cfg.band_hi)
@@ -132,15 +167,22 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _rollout(args: argparse.Namespace, task_dir: Path, cfg: RolloutConfig) -> list[dict]:
+def _rollout(args: argparse.Namespace, task_dir: Path, cfg: RolloutConfig, out: Path) -> list[dict]:
     """Run the episodes, first starting the tiny local model server when asked to."""
     from clawloop.harness import owned
+    from clawloop.harness.taskfolder.clawgym import (
+        is_clawgym_folder,
+        read_task,
+        write_harbor_folder,
+    )
     from clawloop.harness.taskfolder.foreign import prepare_task
 
     with ExitStack() as stack:
         # A foreign Harbor task runs from a prepared copy (its workspace laid out, its image
         # built on Docker); before the policy server starts, so a refusal costs nothing.
         work = Path(stack.enter_context(owned.temp_dir("clawloop-rollout-")))
+        if is_clawgym_folder(task_dir):  # the Harbor folder `import clawgym` makes of it
+            task_dir = write_harbor_folder(read_task(task_dir), work / "clawgym" / task_dir.name)
         prepared = prepare_task(task_dir, SandboxConfig(backend=args.backend), work)
         if prepared.note:
             print(f"clawloop rollout: {task_dir}: {prepared.note}", file=sys.stderr)
@@ -153,12 +195,23 @@ def _rollout(args: argparse.Namespace, task_dir: Path, cfg: RolloutConfig) -> li
             base_url = stack.enter_context(local_policy_server(model_dir))
             model = model or str(model_dir)
             tokenizer = tokenizer or str(model_dir)
+        api = args.api or "chat"
+        if args.vllm:
+            from clawloop.harness.vllm import ManagedVLLM, model_len
+
+            server = stack.enter_context(
+                ManagedVLLM(out / "vllm.log", context_len=model_len(args.vllm, args.context_len))
+            )
+            base_url = server.serve(args.vllm)
+            model, tokenizer, api = server.name, tokenizer or str(args.vllm), args.api or "tokens"
         policy = PolicyConfig(
             base_url=base_url,
             model=model,
             api_key_env=args.api_key_env,
             tokenizer=tokenizer,
             request_timeout_s=args.request_timeout,
+            api=api,
+            tool_choice=args.tool_choice,
         )
         return rollout_task(
             prepared.task_dir,

@@ -183,6 +183,11 @@ def _cmd_runs(args: argparse.Namespace) -> int:
             )
         console.print("no runs under runs yet: start one with `clawloop run`")
         return 0
+    if fs.is_local(args.root) and not Path(args.root).is_dir():
+        raise StageError(
+            f"--root {args.root} is a file, not a storage root folder: pass the folder your runs "
+            "were made under (default: runs)"
+        )
     found = runs.list_runs(args.root, STAGES, args.run_id)
     if args.run_id and found and found[0].status == "unreadable":
         from clawloop.flows.records import RunRecordError

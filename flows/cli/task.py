@@ -148,23 +148,51 @@ def cmd_import(args: argparse.Namespace) -> int:
     if out.is_dir():
         raise CliError(f"--out {out} is a folder: name the Parquet file to write")
     rows = []
+    dropped: list[tuple[str, str]] = []
+    folders: list[Path] = []
     for d in args.dirs:
         if not Path(d).exists():
             raise CliError(f"no such task folder {d}")
         try:  # a task folder, ours or foreign, or a dataset folder of them
-            for t in task_folders(Path(d)):
-                instruction = Path(t) / "instruction.md"
-                if instruction.exists() and not instruction.is_file():  # verify would drop it
-                    raise CliError(f"{instruction} is a folder, not a file: the task's prompt")
-                rows.append(import_task_folder(t))
+            folders += task_folders(Path(d))
         except TaskFolderError as exc:
             raise CliError(str(exc)) from exc
+    _check_out(out)
+    for t in folders:  # one bad task is dropped with its reason; the rest import
+        instruction = Path(t) / "instruction.md"
+        try:
+            if instruction.exists() and not instruction.is_file():  # verify would drop it
+                raise TaskFolderError(f"{instruction} is a folder, not a file: the task's prompt")
+            rows.append(import_task_folder(t))
+        except (TaskFolderError, OSError, ValueError) as exc:
+            dropped.append((str(t), str(exc)))
+    if not rows:
+        raise CliError(
+            f"no task imported from {len(folders)} folder(s): "
+            + "; ".join(why for _, why in dropped[:3])
+        )
     n, out = _write_rows(rows, Path(args.out), "harbor")
-    print(f"imported {n} task folder(s) into {out}")
+    print(
+        f"imported {n} task folder(s) into {out}"
+        + (f"; dropped {len(dropped)}:" if dropped else "")
+    )
+    for folder, why in dropped:
+        print(f"  dropped {folder}: {why}")
     for r in rows:
         if r["build_log"].startswith("imported foreign"):  # say what running it needs
             print(f"  {r['task_id']}: {r['build_log'].partition('; ')[2]}")
     return EXIT_KEPT
+
+
+def _check_out(out: Path) -> None:
+    """CliError unless `out` names a file to write in a folder that exists (none is made)."""
+    if out.is_dir():
+        raise CliError(f"--out {out} is a folder: name the Parquet file to write")
+    if not out.parent.is_dir():
+        raise CliError(
+            f"--out {out}: the folder {out.parent} does not exist; create it first (clawloop "
+            "makes no folders for an output file)"
+        )
 
 
 def _write_rows(rows: list[dict[str, Any]], out: Path, fmt: str) -> tuple[int, Path]:
@@ -185,8 +213,7 @@ def _write_rows(rows: list[dict[str, Any]], out: Path, fmt: str) -> tuple[int, P
         raise CliError(str(exc)) from exc
     from clawloop.storage import fs
 
-    if out.is_dir():
-        raise CliError(f"--out {out} is a folder: name the Parquet file to write")
+    _check_out(out)
     # Temp + rename (removed on failure), the umask's mode: never a half-written Parquet.
     fs.write_bytes_atomic(str(out), data)
     return n, out
@@ -229,6 +256,8 @@ def cmd_import_clawgym(args: argparse.Namespace) -> int:
             hint = " (it is a Harbor one: clawloop import harbor)" if harbor else ""
             raise CliError(f"{d}: not a ClawGym task folder nor a data set folder of them{hint}")
         folders += found
+    _check_out(Path(args.out))
+    check_threshold_arg(args.threshold)
     with open_sandbox(_sandbox(args.backend)) as sb:  # asked which modules checkers may import
         res = import_clawgym(folders, sb, args.threshold)
     if not res.rows:
@@ -246,6 +275,17 @@ def cmd_import_clawgym(args: argparse.Namespace) -> int:
     for task_id, note in res.warnings:
         print(f"  warning {task_id}: {note}")
     return EXIT_KEPT
+
+
+def check_threshold_arg(threshold: float) -> float:
+    """--threshold as a pass threshold (more than 0, at most 1), else CliError."""
+    from clawloop.harness.taskfolder.clawgym import check_threshold
+    from clawloop.harness.taskfolder.folder import TaskFolderError
+
+    try:
+        return check_threshold(threshold)
+    except TaskFolderError as exc:
+        raise CliError(f"--threshold: {exc}") from None
 
 
 def cmd_import_auto(args: argparse.Namespace) -> int:

@@ -140,6 +140,50 @@ def _cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_plan(args: argparse.Namespace) -> int:
+    """The memory plan per GPU of a run config's train section (training/memory.py)."""
+    from clawloop.tasks.config import load_config
+    from clawloop.training.memory import GiB, memory_plan, plan_table, shape_of, zero_stage
+    from clawloop.training.tiny_model import ensure_tiny_model
+
+    train = load_config(args.config).train
+    model = args.base_model or train.base_model or str(ensure_tiny_model())
+    gpus = args.gpus or train.num_processes
+    zero3 = zero_stage(train.deepspeed) == 3
+    shape = shape_of(model, train.lora_r, train.lora_target_modules)
+    # plans are for CUDA, where None means on for both (trainer_base, precision.py)
+    ckpt = True if train.gradient_checkpointing is None else train.gradient_checkpointing
+    bf16 = True if train.bf16 is None else train.bf16
+    common = {
+        "seq_len": train.max_seq_len,
+        "batch": train.per_device_batch_size,
+        "checkpointing": ckpt,
+        "bf16": bf16,
+        "gpu_bytes": args.gpu_memory_gb * GiB,
+    }
+    name = Path(model).name.removesuffix(".json").removesuffix(".config")
+    if args.matrix:
+        plans = [
+            memory_plan(shape, lora=lora, gpus=n, zero3=z, label=f"{name} {kind}", **common)
+            for lora, kind in ((False, "full"), (True, f"LoRA r{train.lora_r}"))
+            for n, z in ((1, False), (gpus, False), (gpus, True))
+        ]
+    else:
+        kind = f"LoRA r{train.lora_r}" if train.lora else "full"
+        plans = [memory_plan(shape, lora=train.lora, gpus=gpus, zero3=zero3,
+                             label=f"{name} {kind}", **common)]  # fmt: skip
+    if args.json:
+        print(json.dumps([p.as_dict() for p in plans], indent=2))
+        return 0
+    print(
+        f"{name}: {shape.params / 1e9:.2f}B parameters (LoRA r{train.lora_r}: "
+        f"{shape.lora_params / 1e6:.1f}M); {train.max_seq_len} tokens x "
+        f"{train.per_device_batch_size} per GPU, bf16 {bf16}, gradient checkpointing {ckpt}"
+    )
+    print(plan_table(plans))
+    return 0 if all(p.fits for p in plans) or args.matrix else 1
+
+
 def register(subparsers) -> None:
     """Add `tiny-model` and `train` to a parent parser's subcommands."""
     tiny = subparsers.add_parser("tiny-model", help="build the tiny offline Qwen3 model")
@@ -165,6 +209,20 @@ def register(subparsers) -> None:
     )
     add_config_flags(train)
     train.set_defaults(func=_cmd_train)
+    plan = subparsers.add_parser(
+        "plan",
+        help="GPU memory per GPU of a run config's training: weights, grads, optimizer, "
+        "activations, logits",
+    )
+    plan.add_argument("--config", default=None, help="run YAML (default: the embedded defaults)")
+    plan.add_argument("--base-model", default=None, help="model folder or config.json instead "
+                      "of train.base_model")  # fmt: skip
+    plan.add_argument("--gpus", type=int, default=None, help="GPUs (default: train.num_processes)")
+    plan.add_argument("--gpu-memory-gb", type=float, default=80.0, help="memory of one GPU")
+    plan.add_argument("--matrix", action="store_true",
+                      help="full vs LoRA, 1 GPU vs --gpus, ZeRO-3 or not")  # fmt: skip
+    plan.add_argument("--json", action="store_true", help="the plans as JSON")
+    plan.set_defaults(func=_cmd_plan)
 
 
 def main(argv: list[str] | None = None) -> int:

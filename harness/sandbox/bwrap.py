@@ -413,6 +413,34 @@ class BwrapSandbox(Sandbox):
         except OSError:  # a folder or file the sandbox made unreadable
             return None
 
+    def seal(self, remote: str, recursive: bool = True) -> None:
+        """Make `remote` (and with `recursive` everything under it) owned by the host's root and
+        not writable by others, from the host, while no exec runs: inside the sandbox it is then
+        an unmapped owner's, which the sandbox's commands (no capabilities) may read but never
+        change, replace or chmod. For grading files: code the verifier runs (the agent's
+        program) cannot rewrite the rest of the verifier. A no-op when not run as root (the
+        sandbox then runs as our own uid, which owns everything)."""
+        if self.uid is None:
+            return
+        top = self._host_path(remote)
+        with self._lock:
+            if self._running:
+                raise SandboxError("seal while an exec runs in the sandbox")
+        self._inside(top)
+        paths = [top]
+        if recursive and top.is_dir() and not top.is_symlink():
+            for parent, dirs, files in os.walk(top):
+                paths += [Path(parent, n) for n in dirs + files]
+        for path in paths:
+            st = os.lstat(path)
+            os.chown(path, 0, 0, follow_symlinks=False)
+            if not stat.S_ISLNK(st.st_mode):
+                os.chmod(
+                    path,
+                    stat.S_IMODE(st.st_mode) & ~0o022
+                    | (0o555 if stat.S_ISDIR(st.st_mode) else 0o444),
+                )
+
     def reset_dirs(self, remotes: list[str]) -> str:
         """Empty each directory of `remotes` from the host (what taskenv.prepare_grading's exec
         does): whatever an exec planted there is removed, a path it replaced with a file or a

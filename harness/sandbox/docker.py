@@ -37,6 +37,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from clawloop.storage.cache_key import data_text
+
 from . import pool
 from .archive import MAX_DOWNLOAD_BYTES, pack, split_remote, unpack
 from .base import (
@@ -67,21 +69,8 @@ GRACE_S = 5.0
 # than /logs: the engine does not copy image content into a volume with mount options, and the
 # layout promises only /logs/verifier.
 WRITABLE = (WORKSPACE, TESTS, SOLUTION, VERIFIER_LOGS, "/tmp")
-# Kills every process in the container but PID 1 (docker-init) and its first child, the sleeper
-# the container lives on (`kill -KILL -1` would take the sleeper too, and init exits with it).
-# Orphans are re-parented to init after the sleeper, so the sleeper is the first pid of init's
-# children list. Everything is stopped first (`kill -1` reaches all at once), so a loop cannot
-# fork a new process between the scan and the kill. Exit 3: the sleeper is not where expected.
-KILL_STRAYS_SH = r"""
-read -r sleeper rest </proc/1/task/1/children
-[ -n "$sleeper" ] || exit 3
-kill -s STOP -1 2>/dev/null
-for d in /proc/[0-9]*; do
-    p=${d#/proc/}
-    case $p in 1|"$sleeper"|$$) ;; *) kill -s KILL "$p" 2>/dev/null ;; esac
-done
-kill -s CONT "$sleeper"
-"""
+# Kills every process in the container but docker-init and the sleeper (kill_strays.sh says how).
+KILL_STRAYS_SH = data_text(__file__, "kill_strays.sh")
 
 
 def _cap_to_hard(which: int, value: int) -> int:

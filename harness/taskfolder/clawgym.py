@@ -35,7 +35,14 @@ from pathlib import Path
 from typing import Any
 
 from clawloop.harness.sandbox.base import WORKSPACE
-from clawloop.harness.taskfolder.folder import TaskFolderError, forged_row, pack_dir
+from clawloop.harness.taskfolder.folder import (
+    TaskFolderError,
+    check_folder_size,
+    check_task_id,
+    forged_row,
+    pack_dir,
+)
+from clawloop.storage.cache_key import data_text
 
 DATA_ENTRY = "data_entry.json"
 DEFAULT_MOUNT = "/root/.openclaw/workspace"
@@ -103,18 +110,29 @@ def read_task(task_dir: Path) -> ClawGymTask:
     for need in (DATA_ENTRY, "reward/reward.sh"):
         if not (task_dir / need).is_file():
             raise TaskFolderError(f"{task_dir}: missing {need}; not a ClawGym task folder")
+    check_folder_size(task_dir)  # before reading anything
     try:
-        entry = json.loads((task_dir / DATA_ENTRY).read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        entry = json.loads((task_dir / DATA_ENTRY).read_bytes().decode("utf-8"))
+    except RecursionError:
+        raise TaskFolderError(f"{task_dir}/{DATA_ENTRY}: nested too deep to read") from None
+    except (OSError, ValueError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         raise TaskFolderError(f"{task_dir}/{DATA_ENTRY}: not readable JSON ({exc})") from exc
     if not isinstance(entry, dict):
         raise TaskFolderError(f"{task_dir}/{DATA_ENTRY}: not a JSON object")
-    task_id = str(entry.get("task_id") or "").strip()
+    raw_id = entry.get("task_id")
+    task_id = check_task_id(raw_id.strip() if isinstance(raw_id, str) else raw_id,
+                            f"{task_dir}/{DATA_ENTRY}")  # fmt: skip
     query = entry.get("user_query")
-    if not task_id or "/" in task_id or task_id.startswith("."):
-        raise TaskFolderError(f"{task_dir}/{DATA_ENTRY}: task_id {task_id!r} is not a plain name")
     if not isinstance(query, str) or not query.strip():
         raise TaskFolderError(f"{task_dir}/{DATA_ENTRY}: user_query is missing or empty")
+    try:
+        query.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise TaskFolderError(
+            f"{task_dir}/{DATA_ENTRY}: user_query is not valid Unicode text ({exc})"
+        ) from exc
+    if not isinstance(entry.get("input_mount_dir", ""), str | None):
+        raise TaskFolderError(f"{task_dir}/{DATA_ENTRY}: input_mount_dir is not a string")
     mount = str(entry.get("input_mount_dir") or DEFAULT_MOUNT).rstrip("/")
     if not mount.startswith("/") or mount in ("", "/"):
         raise TaskFolderError(f"{task_dir}/{DATA_ENTRY}: input_mount_dir {mount!r} is not absolute")
@@ -139,8 +157,10 @@ def checker_modules(task_dir: Path) -> tuple[set[str], set[str]]:
     for path in sorted(reward.glob("*.py")):
         try:
             tree = ast.parse(path.read_text(errors="replace"))
-        except SyntaxError:
+        except (SyntaxError, ValueError):
             continue  # it cannot run at all: the no-op run says so
+        except (RecursionError, MemoryError):
+            raise TaskFolderError(f"{path}: nested too deep to read") from None
         top = {id(n) for n in tree.body}
         for node in ast.walk(tree):
             names: list[str] = []
@@ -176,53 +196,9 @@ def missing_in_sandbox(modules: set[str], sandbox: object) -> set[str]:
 
 # ---- the Harbor folder --------------------------------------------------------------------------
 
-TEST_SH = r"""#!/usr/bin/env bash
-# Written by `clawloop import clawgym`: grades /workspace with the ClawGym task's own
-# reward/reward.sh (verbatim in /tests/reward/), as ClawGym does: the folder is copied to
-# <workspace>/reward/ and reward.sh runs; its last stdout line is the score.
-set -u
-MOUNT=__MOUNT__
-THRESHOLD=__THRESHOLD__
-LOGS=/logs/verifier
-rm -rf /workspace/reward && cp -R /tests/reward /workspace/reward
-script="$MOUNT/reward/reward.sh"
-if [ "$(readlink -f "$MOUNT" 2>/dev/null)" != /workspace ]; then
-  # No $MOUNT -> /workspace link in this image (built before it had one): run a copy of
-  # reward.sh that names /workspace instead; check.py gets the workspace as its argument.
-  script=/tmp/clawgym-reward.sh
-  python3 -c 'import sys; t = open(sys.argv[1]).read(); open(sys.argv[2], "w").write(t.replace(sys.argv[3], "/workspace"))' \
-    /workspace/reward/reward.sh "$script" "$MOUNT"
-fi
-cd /workspace
-bash "$script" >"$LOGS/reward.stdout" 2>"$LOGS/reward.stderr"
-echo $? >"$LOGS/reward.rc"
-exec python3 - "$THRESHOLD" <<'PY'
-import json, math, sys
-
-logs = "/logs/verifier"
-threshold = float(sys.argv[1])
-out = open(f"{logs}/reward.stdout", errors="replace").read()
-err = open(f"{logs}/reward.stderr", errors="replace").read()
-rc = open(f"{logs}/reward.rc").read().strip()
-lines = [line.strip() for line in out.splitlines() if line.strip()]
-score, reason = None, ""
-try:
-    score = float(lines[-1])
-except (IndexError, ValueError):
-    tail = (err.strip().splitlines() or ["no output"])[-1][:300]
-    reason = f"reward.sh printed no score (exit {rc}): {tail}"
-if score is not None and not (math.isfinite(score) and 0.0 <= score <= 1.0):
-    reason, score = f"reward.sh printed {lines[-1][:80]!r}, not a number in [0, 1]", None
-reward = 0.0 if score is None else score
-passed = score is not None and score >= threshold
-if score is not None and not passed:
-    reason = f"reward.sh scored {score:g}, below the pass threshold {threshold:g}"
-json.dump({"reward": reward, "pass_threshold": threshold}, open(f"{logs}/reward.json", "w"))
-details = {"reward": reward, "passed": passed, "checks": [], "reason": reason,
-           "reward_sh": {"exit_code": rc, "stdout_tail": out[-2000:], "stderr_tail": err[-2000:]}}
-json.dump(details, open(f"{logs}/details.json", "w"))
-PY
-"""
+# Written by `clawloop import clawgym` as a task's tests/test.sh: grades /workspace with the ClawGym
+# task's own reward/reward.sh, as ClawGym does (templates/clawgym_test.sh).
+TEST_SH = data_text(__file__, "templates/clawgym_test.sh")
 
 
 def _toml_str(value: str) -> str:
@@ -330,12 +306,11 @@ def import_clawgym(
     out = Imported()
     tasks: list[tuple[ClawGymTask, set[str], set[str]]] = []
     for folder in folders:
-        try:
+        try:  # one bad task is dropped with its reason; the rest import
             task = read_task(folder)
+            tasks.append((task, *checker_modules(folder)))
         except TaskFolderError as exc:
             out.dropped.append((str(folder), str(exc)))
-            continue
-        tasks.append((task, *checker_modules(folder)))
     wanted = set().union(*[r | n for _, r, n in tasks]) if tasks else set()
     missing = missing_in_sandbox(wanted, sandbox)
     for task, required, nested in tasks:
@@ -350,9 +325,14 @@ def import_clawgym(
             continue
         maybe = sorted(nested & missing)
         note = f"its checker may import {', '.join(maybe)} (not in the sandbox)" if maybe else ""
+        try:
+            row = clawgym_row(task, threshold, note)
+        except (TaskFolderError, OSError, ValueError) as exc:
+            out.dropped.append((str(task.task_dir), f"{task.task_id}: cannot be written ({exc})"))
+            continue
         if maybe:
             out.warnings.append((task.task_id, note))
-        out.rows.append(clawgym_row(task, threshold, note))
+        out.rows.append(row)
     return out
 
 

@@ -1,7 +1,7 @@
 """Harbor-format task folders: write one from a build result, pack it to a deterministic tar for
 the Parquet blob, unpack it safely, and export/import sets of rows as plain folders.
 
-Layout (fixed, docs/design.md):
+Layout (fixed, docs/architecture.md, "The task folder"):
 
     <task>/task.toml             [task] name "<org>/<task_id>"; [metadata] + [metadata.clawloop];
                                  [agent]/[verifier] timeout_sec; [environment] cpus, memory_mb,
@@ -24,9 +24,12 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+import os
 import posixpath
 import re
+import shutil
 import tarfile
+import tempfile
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +37,7 @@ from typing import Any
 
 from clawloop.harness.taskfolder import grader, state_predicates
 from clawloop.harness.taskfolder.spec import BuildResult, Contract, OutputSpec
+from clawloop.storage.cache_key import data_text
 
 # Imported, not only read, so the stage cache keys (which follow imports) see grader edits.
 GRADER_PATH = Path(str(grader.__file__))
@@ -45,41 +49,11 @@ DEFAULT_ORG = "clawloop"
 # Harbor's ORG_NAME_PATTERN (harbor.constants), one side of the slash; ".." is refused too.
 NAME_PART = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9._-]*")
 
-TEST_SH = """#!/bin/bash
-# Verifier: grade /workspace against the hidden answer key in /tests; always leaves a reward.
-# reward.json holds numbers only ({"reward": float}, as Harbor requires); the per-check details
-# go beside it in details.json.
-mkdir -p /logs/verifier
-rm -f /logs/verifier/reward.* /logs/verifier/details.json
-python3 -I -S /tests/grader.py --tests-dir /tests --workspace /workspace \\
-    --out /logs/verifier/reward.json --details /logs/verifier/details.json
-status=$?
-if [ ! -s /logs/verifier/reward.json ]; then
-    reason="grader exited $status without writing a reward"
-    echo "{\\"reward\\": 0.0, \\"passed\\": false, \\"checks\\": [], \\"reason\\": \\"$reason\\"}" \\
-        > /logs/verifier/details.json
-    echo '{"reward": 0.0}' > /logs/verifier/reward.json
-fi
-exit 0
-"""
-
-SOLVE_SH = """#!/bin/bash
-# Reference solution: the generator's own solve(), run against the task's workspace.
-set -euo pipefail
-cd /workspace
-python3 -I -S -c '
-import importlib.util as u
-spec = u.spec_from_file_location("generator", "/solution/generator.py")
-mod = u.module_from_spec(spec)
-spec.loader.exec_module(mod)
-mod.solve("/workspace")
-'
-"""
-
-DOCKERFILE = f"""FROM {BASE_IMAGE}
-COPY workspace/ /workspace/
-WORKDIR /workspace
-"""
+# The programs every forged task folder holds (templates/, shipped as package data): the canonical
+# verifier and reference solution, and the environment's Dockerfile.
+TEST_SH = data_text(__file__, "templates/test.sh")
+SOLVE_SH = data_text(__file__, "templates/solve.sh")
+DOCKERFILE = data_text(__file__, "templates/Dockerfile").replace("__BASE_IMAGE__", BASE_IMAGE)
 
 
 class TaskFolderError(ValueError):
@@ -202,9 +176,68 @@ class TaskHeader:
 
 def _load_task_toml(path: Path) -> dict[str, Any]:
     try:
-        return tomllib.loads(path.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise TaskFolderError(f"{path}: task.toml is not UTF-8 text ({exc})") from exc
+    except RecursionError:
+        raise TaskFolderError(f"{path}: task.toml is nested too deep to read") from None
+    except (OSError, ValueError) as exc:  # tomllib.TOMLDecodeError is a ValueError
         raise TaskFolderError(f"{path}: cannot read task.toml ({exc})") from exc
+
+
+MAX_TASK_ID = 128  # characters: a task id is a folder name (and part of a Harbor name)
+
+
+def check_task_id(task_id: object, where: str) -> str:
+    """`task_id` when it is a plain name (a string of letters, digits, '.', '_', '-', starting
+    with a letter or digit, at most MAX_TASK_ID characters); TaskFolderError naming `where`."""
+    if not isinstance(task_id, str):
+        raise TaskFolderError(
+            f"{where}: task id {task_id!r} is a {type(task_id).__name__}, not a string"
+        )
+    if not NAME_PART.fullmatch(task_id) or ".." in task_id or len(task_id) > MAX_TASK_ID:
+        shown = task_id if len(task_id) <= 60 else task_id[:60] + "..."
+        raise TaskFolderError(
+            f"{where}: task id {shown!r} is not a plain name (letters, digits, '.', '_', '-', "
+            f"starting with a letter or digit, at most {MAX_TASK_ID} characters)"
+        )
+    return task_id
+
+
+def check_folder_size(root: Path, cap: int = MAX_UNPACKED_BYTES) -> None:
+    """TaskFolderError when the files under `root` add up to more than `cap` bytes (the unpack
+    limit a task tar must fit), from their sizes alone: nothing is read."""
+    total = 0
+    for top, _dirs, files in os.walk(root):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(top, name)).st_size
+            except OSError:
+                continue
+            if total > cap:
+                raise TaskFolderError(
+                    f"{root}: the task folder holds over {cap // (1024 * 1024)} MiB "
+                    f"(at {os.path.join(top, name)}); a task must fit the {cap} byte unpack limit"
+                )
+
+
+def strict_task_header(task_dir: Path) -> TaskHeader:
+    """read_task_header for an import: a task.toml that cannot be read, or whose task id or
+    timeouts are unusable, is a TaskFolderError (not Harbor's defaults)."""
+    header = _header(_load_task_toml(Path(task_dir, "task.toml")), Path(task_dir))
+    check_task_id(header.task_id, f"{task_dir}/task.toml")
+    return header
+
+
+def read_instruction(task_dir: Path) -> str:
+    """instruction.md as text; TaskFolderError when it is not UTF-8 (the agent's prompt)."""
+    path = Path(task_dir, "instruction.md")
+    try:
+        return path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise TaskFolderError(f"{path}: instruction.md is not UTF-8 text ({exc})") from exc
+    except OSError as exc:
+        raise TaskFolderError(f"{path}: cannot read instruction.md ({exc})") from exc
 
 
 def _table(doc: dict[str, Any], *keys: str) -> dict[str, Any]:
@@ -549,16 +582,26 @@ def export_rows(rows: list[dict[str, Any]], out_dir: Path, org: str = DEFAULT_OR
     for row in rows:
         if row.get("status") != "ok" or not row.get("task_tar"):
             continue
-        task_id = str(row["task_id"])
-        if "/" in task_id or task_id in ("", ".", ".."):
-            raise TaskFolderError(f"task_id {task_id!r} cannot be used as a folder name")
+        task_id = check_task_id(row["task_id"], "export")
         name = harbor_name(task_id, org)
-        folder = unpack_tar(row["task_tar"], out_dir / task_id)
-        doc = _load_task_toml(folder / "task.toml")
-        # A foreign Harbor task (no [metadata.clawloop]) keeps the org/name it came with.
-        if _table(doc, "metadata", "clawloop") or "/" not in str(_table(doc, "task").get("name")):
-            set_task_name(folder, name)
-        written.append(folder)
+        # Written beside its final place and renamed there once whole: an export that fails
+        # part-way (a bad tar, a full disk) leaves no half-written task folder.
+        out_dir.mkdir(parents=True, exist_ok=True)
+        part = Path(tempfile.mkdtemp(prefix=f".{task_id}.partial-", dir=out_dir))
+        try:
+            folder = unpack_tar(row["task_tar"], part / task_id)
+            doc = _load_task_toml(folder / "task.toml")
+            # A foreign Harbor task (no [metadata.clawloop]) keeps the org/name it came with.
+            claw = _table(doc, "metadata", "clawloop")
+            if claw or "/" not in str(_table(doc, "task").get("name")):
+                set_task_name(folder, name)
+            final = out_dir / task_id
+            if final.exists():
+                shutil.rmtree(final)
+            folder.rename(final)
+        finally:
+            shutil.rmtree(part, ignore_errors=True)
+        written.append(final)
     return written
 
 
@@ -598,6 +641,9 @@ def import_folder(task_dir: Path) -> dict[str, Any]:
     for need in ("task.toml", "instruction.md", "tests/test.sh", "environment"):
         if not (task_dir / need).exists():
             raise TaskFolderError(f"{task_dir}: missing {need}; not a Harbor task folder")
+    check_folder_size(task_dir)
+    strict_task_header(task_dir)
+    read_instruction(task_dir)
     info = read_task_info(task_dir)
     return forged_row(
         dataclasses.asdict(info),

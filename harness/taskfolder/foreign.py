@@ -34,7 +34,6 @@ import posixpath
 import shlex
 import shutil
 import tarfile
-import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -42,10 +41,14 @@ from typing import Any
 from clawloop.harness.sandbox.base import WORKSPACE, SandboxConfig, SandboxError
 from clawloop.harness.taskfolder.folder import (
     TaskFolderError,
+    _load_task_toml,
+    check_folder_size,
     forged_row,
     import_folder,
     pack_dir,
+    read_instruction,
     read_task_header,
+    strict_task_header,
 )
 
 BASE_IMAGE_NAMES = ("clawloop-base", "clawloop-base:latest")
@@ -99,19 +102,15 @@ class Prepared:
 def is_clawloop_folder(task_dir: Path) -> bool:
     """Whether task.toml has a [metadata.clawloop] table (a folder clawloop wrote)."""
     try:
-        doc = tomllib.loads(Path(task_dir, "task.toml").read_text())
-    except (OSError, tomllib.TOMLDecodeError):
-        return False
+        doc = _load_task_toml(Path(task_dir, "task.toml"))
+    except TaskFolderError:
+        return False  # not ours; the import of a foreign folder says what is wrong
     meta = doc.get("metadata")
     return isinstance(meta, dict) and isinstance(meta.get("clawloop"), dict)
 
 
 def _task_toml(task_dir: Path) -> dict[str, Any]:
-    path = Path(task_dir, "task.toml")
-    try:
-        return tomllib.loads(path.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise TaskFolderError(f"{path}: cannot read task.toml ({exc})") from exc
+    return _load_task_toml(Path(task_dir, "task.toml"))
 
 
 def _environment_table(task_dir: Path) -> dict[str, Any]:
@@ -252,6 +251,12 @@ def _plan_dockerfile(text: str, override: str, base_images: tuple[str, ...]) -> 
                 need(f"line {n}: {keyword} without a source and a destination")
                 continue
             *srcs, dest = paths
+            for src in srcs:
+                if "://" not in src and posixpath.normpath(src.lstrip("/")).startswith(".."):
+                    raise TaskFolderError(
+                        f"environment/Dockerfile line {n}: {keyword} {src} reaches outside the "
+                        "build context (environment/); copy only files under environment/"
+                    )
             target = _resolve(dest, workdir or "/")
             if keyword == "ADD" and any(
                 "://" in s or s.endswith((".tar", ".gz", ".tgz", ".xz", ".bz2")) for s in srcs
@@ -287,6 +292,9 @@ def check_folder(task_dir: Path) -> EnvPlan:
     for need in ("task.toml", "instruction.md", "tests/test.sh"):
         if not (task_dir / need).is_file():
             raise TaskFolderError(f"{task_dir}: missing {need}; not a Harbor task folder")
+    check_folder_size(task_dir)
+    strict_task_header(task_dir)
+    read_instruction(task_dir)
     name = _task_toml(task_dir).get("task", {})
     if isinstance(name, dict) and "name" in name and not str(name["name"]).strip("/ "):
         raise TaskFolderError(f"{task_dir}/task.toml: [task] name is empty")

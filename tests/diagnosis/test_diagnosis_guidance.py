@@ -408,7 +408,8 @@ def test_guidance_shifts_the_next_synthesis_toward_the_weakest_capability(tmp_pa
     from collections import Counter
 
     from clawloop.diagnosis.diagnose import DiagnoseConfig, diagnose_stage
-    from clawloop.synthesis.synthesize import SynthesizeConfig, synthesize
+    from clawloop.synthesis.config import SynthesizeConfig
+    from clawloop.synthesis.synthesize import synthesize
 
     caps = ["anomaly_flagging", "domain_calculation", "reconciliation"]
     scfg = SynthesizeConfig(n_train=60, n_eval=0, capabilities=caps)

@@ -27,8 +27,8 @@ serve does; `rejects_token_ids_status=400` answers 400, as other strict servers 
 `logprobs.content` (fake byte-level ids) so the token-exact path is exercised.
 
 vLLM's runtime LoRA API: `POST /v1/load_lora_adapter` `{"lora_name", "lora_path"}` is recorded in
-`lora_loads` and the adapter is listed by `/v1/models` (400 when the name is already loaded, like
-vLLM); `lora_load_status=404` answers as a server started without runtime LoRA updating.
+`lora_loads` and the adapter is listed by `/v1/models` (400 when the name is already loaded and
+the request does not set `load_inplace`, like vLLM); `lora_load_status=404` answers as a server started without runtime LoRA updating.
 `served_root` is the `root` `/v1/models` reports for the served model (vLLM: its folder): a
 string, or a callable asked on every `/v1/models` request (a server that is restarted on new
 weights while the test runs, e.g. on each iteration's checkpoint).
@@ -273,8 +273,11 @@ class FakeOpenAI:
                 return self.lora_load_status, {"detail": "Not Found"}
             if not name or not path:
                 return 400, {"message": "both 'lora_name' and 'lora_path' must be provided."}
-            if name in self.lora_adapters:
-                return 400, {"message": f"The lora adapter '{name}' has already been loaded."}
+            if name in self.lora_adapters and not body.get("load_inplace"):
+                return 400, {
+                    "message": f"The lora adapter '{name}' has already been loaded. If you want "
+                    "to load the adapter in place, set 'load_inplace' to True."
+                }
             self.lora_adapters[name] = path
         return 200, {"message": f"Success: LoRA adapter '{name}' added successfully."}
 

@@ -116,6 +116,12 @@ TABLE = [
     ),
     ("import auto", "import auto T/nonexistent --out T/x.parquet", "no such task folder", 2),
     ("audit", "audit T/nonexistent", "no such task folder T/nonexistent", 2),
+    (
+        "plan",
+        "plan --config T/nonexistent.yaml",
+        "config file T/nonexistent.yaml does not exist",
+        2,
+    ),
     ("audit", "audit T/file.txt", "T/file.txt is a file, not a task folder", 2),
     ("verify", "verify T/nonexistent", "no such task folder T/nonexistent", 2),
     ("verify", "verify T/file.txt", "T/file.txt is a file, not a task folder", 2),
@@ -214,6 +220,7 @@ def test_import_writes_an_ordinary_file_and_no_temp_file(tmp_path, capsys):
     argv = ["forge", str(good), "--seed", "2", "--out", str(task), "--backend", "bwrap"]
     assert main(argv) == 0, capsys.readouterr().err
     out = tmp_path / "o" / "tasks.parquet"
+    out.parent.mkdir()  # import makes no folder for its output (issue 34)
     assert main(["import", "harbor", str(task), "--out", str(out)]) == 0, capsys.readouterr().err
     old = __import__("os").umask(0)
     __import__("os").umask(old)

@@ -186,7 +186,7 @@ def test_forge_and_verify_on_a_two_worker_dask_cluster_write_the_threads_rows(
                 "iterations": 1,
                 "storage": {"root": root},
                 "sandbox": {"backend": "bwrap"},
-                "synthesize": {"n_train": 3, "n_eval": 1, "domain_share": 0.0},
+                "synthesize": {"n_train": 3, "n_eval": 1, "domain": {"share": 0.0}},
                 "forge": {"workers": 2},
                 "verify": {"workers": 2},
                 "execution": {"runner": runner},

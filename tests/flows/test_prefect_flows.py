@@ -78,7 +78,7 @@ def test_each_stage_flow_runs_as_many_items_at_once_as_its_own_workers():
 
     cfg = parse_config(
         {
-            "synthesize": {"llm_workers": 12},
+            "synthesize": {"writer": {"workers": 12}},
             "forge": {"workers": 3},
             "rollout": {"workers": 5},
             "diagnose": {"workers": 7},

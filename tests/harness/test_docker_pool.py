@@ -234,7 +234,7 @@ def test_a_stage_on_a_pool_where_no_host_answers_fails_naming_every_host(tmp_pat
             "iterations": 1,
             "storage": {"root": str(tmp_path / "runs")},
             "sandbox": {"docker_hosts": dead},
-            "synthesize": {"n_train": 2, "n_eval": 1, "domain_share": 0},
+            "synthesize": {"n_train": 2, "n_eval": 1, "domain": {"share": 0}},
         }
     )
     stages = [s for s in STAGES if s.name in ("synthesize", "forge")]

@@ -124,7 +124,7 @@ def test_a_stage_loses_nothing_when_a_pool_host_dies_mid_stage(
             "iterations": 1,
             "storage": {"root": str(tmp_path)},
             "sandbox": {"docker_hosts": [MAIN, second], "per_host": 2},
-            "synthesize": {"n_train": 8, "n_eval": 2, "domain_share": 0},
+            "synthesize": {"n_train": 8, "n_eval": 2, "domain": {"share": 0}},
             "forge": {"workers": 4},
             "verify": {"workers": 4},
             "llm": {"base_url": f"http://127.0.0.1:{port}/v1", "model": "fake-policy"},

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from clawloop.synthesis.synthesize import Family, SynthesizeConfig, split_groups, synthesize
+from clawloop.synthesis.config import SynthesizeConfig
+from clawloop.synthesis.synthesize import Family, split_groups, synthesize
 
 GOOD = Path(__file__).resolve().parents[1] / "fixtures" / "generators" / "good.py"
 SEEDS_SPLIT = "seeds of the same generators held out: only 1 (capability, domain) group"

@@ -49,7 +49,7 @@ def tree(tmp_path_factory) -> Path:
 # The default config: the library and the domain-grounded synthesis sources on (LLM-written and
 # SkillSynth candidates need an endpoint and skill folders).
 DEFAULT = parse_config({})
-LIBRARY_ONLY = parse_config({"synthesize": {"domain_share": 0}})
+LIBRARY_ONLY = parse_config({"synthesize": {"domain": {"share": 0}}})
 
 
 def _versions(tree: Path, cfg: Any = DEFAULT) -> dict[str, str]:
@@ -75,6 +75,15 @@ def _rerun_after_editing(tree: Path, module: str, cfg: Any = DEFAULT) -> set[str
         # predicates with the grader's comparison, so it follows these too
         ("harness/taskfolder/grader.py", {"synthesize", "forge", "verify", "rollout", "diagnose"}),
         ("harness/taskenv.py", {"synthesize", "verify", "rollout", "diagnose"}),
+        # a program read as data (storage.cache_key.data_text) is code of the stages that reach
+        # its reader, as the reader's source is
+        ("harness/reset_grading.sh", {"synthesize", "verify", "rollout", "diagnose"}),
+        (
+            "harness/taskfolder/templates/test.sh",
+            {"synthesize", "forge", "verify", "rollout", "diagnose"},
+        ),
+        ("harness/sandbox/launcher.c", {"synthesize", "forge", "verify", "rollout", "diagnose"}),
+        ("harness/taskfolder/templates/clawgym_test.sh", {"diagnose"}),
         ("harness/sandbox/bwrap.py", {"synthesize", "forge", "verify", "rollout", "diagnose"}),
         ("synthesis/domain/runtime.py", {"synthesize"}),
         # verify's ablation re-renders built-ins to know the generator is our own code
@@ -115,18 +124,38 @@ def test_a_source_that_is_off_keys_no_config(tmp_path):
         cfg = parse_config(cfg_dict)
         return json.dumps(synth_stage.config_slice(cfg, 1), sort_keys=True)
 
-    off = {"domain_share": 0}
-    assert key({"synthesize": off}) == key({"synthesize": {**off, "domain_max_nodes": 5}})
-    assert key({"synthesize": {}}) != key({"synthesize": {"domain_max_nodes": 5}})
+    off = {"domain": {"share": 0}}
+    five = {"domain": {"share": 0, "max_nodes": 5}}
+    assert key({"synthesize": off}) == key({"synthesize": five})
+    assert key({"synthesize": {}}) != key({"synthesize": {"domain": {"max_nodes": 5}}})
     assert list(synth_stage.config_slice(LIBRARY_ONLY, 1)) == ["library"]
 
 
 def test_every_synthesize_setting_keys_some_source():
-    from clawloop.synthesis.synthesize import SynthesizeConfig
+    # Each source's key holds its own section whole (a new setting keys it with no list to
+    # keep), the library's the sample's own settings; the writer and the cache folder key the
+    # sources that use them.
+    from clawloop.synthesis.config import SynthesizeConfig
 
-    keyed = set()
-    for source in synth_stage.SOURCES:
-        keyed |= importlib.import_module(source).FIELDS
+    s = SynthesizeConfig(fixed_eval=True)
+    cfg = DEFAULT.model_copy(update={"synthesize": s})
+    slices = {
+        m.rsplit(".", 1)[1]: importlib.import_module(m).config_slice(cfg, 1)
+        for m in synth_stage.SOURCES
+    }
+    assert slices["library_source"]["synthesize"] == s.sample_dump()
+    for section, module in [
+        ("llm", "llm"),
+        ("domain", "domain"),
+        ("skills", "skill"),
+        ("external", "external"),
+    ]:
+        assert slices[f"{module}_source"][section] == getattr(s, section).model_dump(mode="json")
+    assert slices["llm_source"]["writer_workers"] == slices["skill_source"]["writer_workers"]
+    assert (
+        slices["domain_source"]["cache_dir"] == slices["skill_source"]["cache_dir"] == s.cache_dir
+    )
+    keyed = set(s.sample_dump()) | set(SynthesizeConfig.SECTIONS) | {"cache_dir"}
     assert keyed == set(SynthesizeConfig.model_fields)
 
 
@@ -198,7 +227,7 @@ def test_a_grader_edit_with_only_the_library_on_skips_synthesize_and_reruns_forg
             "storage": {"root": str(tmp_path)},
             "iterations": 1,
             "sandbox": {"backend": "bwrap"},
-            "synthesize": {"n_train": 2, "n_eval": 1, "domain_share": 0},
+            "synthesize": {"n_train": 2, "n_eval": 1, "domain": {"share": 0}},
         }
     )
     first = runs.run_loop(cfg, "r", stages, thread_mapper(False))
@@ -229,7 +258,7 @@ def test_a_domain_setting_reruns_the_domain_step_only_and_writes_what_a_fresh_ru
         )
 
     assert runs.run_loop(cfg(tmp_path / "a"), "r", stages, thread_mapper(False)).ok
-    changed = cfg(tmp_path / "a", domain_max_nodes=5)
+    changed = cfg(tmp_path / "a", domain={"max_nodes": 5})
     assert _statuses(runs.run_loop(changed, "r", stages, thread_mapper(False)).outcomes) == {
         "synthesize": "ran"
     }
@@ -241,7 +270,7 @@ def test_a_domain_setting_reruns_the_domain_step_only_and_writes_what_a_fresh_ru
         "skills": "off",
         "external": "off",
     }
-    fresh = cfg(tmp_path / "b", domain_max_nodes=5)
+    fresh = cfg(tmp_path / "b", domain={"max_nodes": 5})
     assert runs.run_loop(fresh, "r", stages, thread_mapper(False)).ok
     assert _tables(tmp_path / "a", "synthesize") == _tables(tmp_path / "b", "synthesize")
     # a forced run runs every enabled step again

@@ -131,7 +131,8 @@ def test_stage_configs_come_from_their_sections():
     cfg = parse_config(
         {
             "rollout": {"n": 4, "band": [1, 3], "workers": 5, "temperature": 0.7},
-            "train": {"lora": True, "base_model": "/models/x"},
+            # a tempered sampler is for SFT only: GRPO refuses temperature != 1
+            "train": {"lora": True, "base_model": "/models/x", "phases": "sft"},
             "diagnose": {"eval_n": 3},
         }
     )
@@ -182,7 +183,7 @@ def test_each_stage_section_is_its_cores_config_class():
     from clawloop.generators.forge import ForgeConfig
     from clawloop.generators.verify import VerifyConfig
     from clawloop.harness.rollout import RolloutConfig
-    from clawloop.synthesis.synthesize import SynthesizeConfig
+    from clawloop.synthesis.config import SynthesizeConfig
     from clawloop.training.config import TrainConfig
 
     # every stage's section is its core's config class, defined once beside the core
@@ -200,7 +201,7 @@ def test_each_stage_section_is_its_cores_config_class():
     # the rollout: section is the harness's RolloutConfig itself; the run config's CPU-demo
     # defaults (DEMO_DEFAULTS) lie under the file, the library keeps the paper's
     assert RunConfig.model_fields["rollout"].annotation is RolloutConfig
-    demo = parse_config({"rollout": {"temperature": 0.5}}).rollout
+    demo = parse_config({"rollout": {"temperature": 0.5}, "train": {"phases": "sft"}}).rollout
     assert type(demo) is RolloutConfig and demo.temperature == 0.5
     assert (demo.n, demo.band, demo.workers, demo.max_turns, demo.max_tokens) == (
         2,
@@ -247,3 +248,45 @@ def test_lora_reload_is_refused_at_load_unless_train_writes_unmerged_adapters():
         parse_config({"llm": llm, "train": {"lora": True}})  # merge_lora defaults to true
     ok = parse_config({"llm": llm, "train": {"lora": True, "merge_lora": False}})
     assert ok.train.lora and not ok.train.merge_lora
+
+
+def test_the_old_flat_synthesize_keys_are_refused_with_their_new_names():
+    with pytest.raises(ConfigError) as err:
+        parse_config(
+            {"synthesize": {"domain_share": 0, "skills_dirs": [], "llm_workers": 4, "llm_share": 1}}
+        )
+    text = str(err.value)
+    for line in (
+        "synthesize.domain_share: moved to synthesize.domain.share",
+        "synthesize.skills_dirs: moved to synthesize.skills.dirs",
+        "synthesize.llm_workers: moved to synthesize.writer.workers",
+        "synthesize.llm_share: moved to synthesize.llm.share",
+    ):
+        assert line in text, text
+    # the old `llm:` was the writer's endpoint
+    with pytest.raises(
+        ConfigError,
+        match=r"synthesize\.llm\.base_url: moved to synthesize\.writer\.endpoint\.base_url",
+    ):
+        parse_config({"synthesize": {"llm": {"base_url": "http://x/v1", "model": "m"}}})
+    with pytest.raises(ConfigError, match=r"moved to synthesize\.writer\.endpoint"):
+        parse_config({"synthesize": {"llm": None}})
+    # a typo in a source's section still gets the nearest name
+    with pytest.raises(
+        ConfigError, match=r"synthesize\.domain\.shares: unknown field; did you mean 'share'"
+    ):
+        parse_config({"synthesize": {"domain": {"shares": 0}}})
+
+
+def test_each_synthesis_source_reads_its_own_section():
+    cfg = parse_config(
+        {"synthesize": {"domain": {"share": 0.5, "max_nodes": 4}, "writer": {"workers": 3}}}
+    )
+    s = cfg.synthesize
+    assert (s.domain.share, s.domain.max_nodes, s.domain.builtin) == (0.5, 4, True)
+    assert (s.writer.workers, s.writer.endpoint, s.llm.share, s.skills.share) == (
+        3,
+        None,
+        0.0,
+        0.25,
+    )

@@ -1,4 +1,4 @@
-"""synthesize.external_tasks: imported ClawGym tasks swapped into the train split (origin
+"""synthesize.external.tasks: imported ClawGym tasks swapped into the train split (origin
 external:clawgym), taken as they are by forge, kept by verify without generator checks, and
 runnable as rollout runs a train task (the unpacked row, no preparation)."""
 
@@ -15,8 +15,8 @@ from clawloop.harness.taskfolder.clawgym import clawgym_folders, clawgym_row, re
 from clawloop.harness.taskfolder.folder import unpack_tar
 from clawloop.storage.artifacts import parquet_bytes
 from clawloop.storage.schemas import FORGED
+from clawloop.synthesis.config import SynthesizeConfig
 from clawloop.synthesis.external import draw, is_external
-from clawloop.synthesis.synthesize import SynthesizeConfig
 from clawloop.tasks.external_rows import external_verdicts, forged_external, split_external
 from clawloop.tasks.external_source import SOURCE
 from clawloop.tasks.stage import StageError
@@ -48,7 +48,7 @@ def _cands(n_train: int) -> list[dict]:
 
 
 def _ctx(path: Path, share: float, iteration: int = 1, candidates: list | None = None):
-    s = SynthesizeConfig(external_tasks=[{"path": str(path), "share": share}])
+    s = SynthesizeConfig(external={"tasks": [{"path": str(path), "share": share}]})
     return SimpleNamespace(
         config=SimpleNamespace(synthesize=s, seed=7),
         iteration=iteration,
@@ -90,7 +90,7 @@ def test_forge_and_verify_take_them_as_imported(imported: Path) -> None:
     [(checks, verdict)] = external_verdicts(forged[:1])
     assert verdict["kept"] and verdict["split"] == "train" and checks[0]["check"] == "external"
     gone = dict(ext[0], generator_sha256="0" * 64)
-    with pytest.raises(StageError, match="no longer in synthesize.external_tasks"):
+    with pytest.raises(StageError, match="no longer in synthesize.external.tasks"):
         forged_external(ctx, [gone])
 
 

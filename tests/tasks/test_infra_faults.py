@@ -96,7 +96,7 @@ def test_a_missing_sandbox_image_fails_forge_once_with_what_to_do(tmp_path):
         "http://127.0.0.1:9/v1",
         sandbox={"backend": "docker", "image": "nope-missing:latest"},
     )
-    cfg.synthesize.domain_share = 0  # domain tasks run in the sandbox already at synthesis
+    cfg.synthesize.domain.share = 0  # domain tasks run in the sandbox already at synthesis
     out = runs.run_loop(cfg, "r", UP_TO_ROLLOUT, thread_mapper(False))
     assert _status(out) == {"synthesize": "ran", "forge": "failed"}
     error = out.outcomes[-1].error

@@ -5,6 +5,7 @@ stage is one module in tasks/."""
 from __future__ import annotations
 
 import ast
+import re
 import tomllib
 from pathlib import Path
 
@@ -30,8 +31,11 @@ RANK = {
 # trusts a generator that is exactly the built-in library's rendering, so it asks the library.
 # Verify holds a stored domain task to the derivability test synthesis made it with, by asking
 # that one function (a copy could drift, and making and verifying a task would disagree).
+# The token-in client (harness/tokens.py) renders each prompt with the function training renders
+# the same episode with, so the ids sent are the ids trained.
 ALLOWED = {
     ("harness/local_server.py", "clawloop.training.sequences"),
+    ("harness/tokens.py", "clawloop.training.sequences"),
     ("generators/verify/host_checks.py", "clawloop.synthesis.library"),
     ("generators/verify/derivable.py", "clawloop.synthesis.domain.derivable"),
 }
@@ -111,3 +115,94 @@ def test_each_stage_is_one_module_in_tasks():
 def test_no_test_double_ships_in_the_package():
     shipped = [p.name for pkg in RANK for p in (ROOT / pkg).rglob("*.py")]
     assert "fake_openai.py" not in shipped
+
+
+def _module_name(root: Path, path: Path) -> str:
+    parts = path.relative_to(root).with_suffix("").parts
+    return ".".join(("clawloop", *(parts[:-1] if parts[-1] == "__init__" else parts)))
+
+
+def _arrows(root: Path) -> dict[str, set[str]]:
+    """Every project module -> the project modules it imports, read from every import statement
+    (inside functions and under TYPE_CHECKING too: a reader sees those arrows). `from pkg import
+    x` points at pkg.x when that is a module, else at pkg (its __init__)."""
+    files = {_module_name(root, p): p for pkg in RANK for p in (root / pkg).rglob("*.py")}
+    out: dict[str, set[str]] = {}
+    for name, path in files.items():
+        found: set[str] = set()
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Import):
+                found.update(a.name for a in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parent = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                    base = f"{parent}.{base}" if base else parent
+                subs = [f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in files]
+                found.update(subs)
+                if len(subs) < len(node.names):
+                    found.add(base)
+        out[name] = {m for m in found if m in files and m != name}
+    return out
+
+
+def _circles(arrows: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of two or more modules (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(arrows.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for v in sorted(arrows):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_modules_import_each_other_in_a_circle():
+    assert _circles(_arrows(ROOT)) == []
+
+
+def test_the_circle_check_finds_a_circle_through_a_function_level_import(tmp_path):
+    for pkg in RANK:
+        (tmp_path / pkg).mkdir()
+    (tmp_path / "tasks" / "config.py").write_text("from clawloop.tasks import train\n")
+    (tmp_path / "tasks" / "train.py").write_text(
+        "def f():\n    from clawloop.tasks.config import RunConfig\n"
+    )
+    (tmp_path / "tasks" / "alone.py").write_text("from clawloop.tasks import config\n")
+    assert _circles(_arrows(tmp_path)) == [["clawloop.tasks.config", "clawloop.tasks.train"]]
+
+
+def test_every_doc_a_module_cites_is_in_the_repository():
+    cited = {
+        (str(path.relative_to(ROOT)), doc)
+        for pkg in RANK
+        for path in (ROOT / pkg).rglob("*.py")
+        for doc in re.findall(r"docs/[\w/.-]+\.md", path.read_text())
+    }
+    assert [c for c in sorted(cited) if not (ROOT / c[1]).is_file()] == []
+    assert any(doc == "docs/architecture.md" for _, doc in cited)

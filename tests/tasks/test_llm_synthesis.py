@@ -85,7 +85,12 @@ def _writer_cfg(tmp_path: Path, fake: FakeOpenAI) -> object:
             "storage": {"root": str(tmp_path)},
             "sandbox": {"backend": "bwrap"},
             "llm": {"base_url": fake.base_url, "model": "fake-writer"},
-            "synthesize": {"n_train": 2, "n_eval": 1, "llm_share": 0.5, "domain_share": 0},
+            "synthesize": {
+                "n_train": 2,
+                "n_eval": 1,
+                "llm": {"share": 0.5},
+                "domain": {"share": 0},
+            },
         }
     )
 
@@ -118,9 +123,9 @@ def test_guidance_pattern_text_reaches_every_capability_without_its_own_patterns
 def test_the_knob_is_in_the_cache_key(tmp_path):
     base = {"storage": {"root": str(tmp_path)}}
     off = parse_config(base)
-    on = parse_config({**base, "synthesize": {"llm_share": 0.5}})
+    on = parse_config({**base, "synthesize": {"llm": {"share": 0.5}}})
     other = parse_config(
-        {**base, "synthesize": {"llm_share": 0.5}, "llm": {"base_url": "http://x/v1"}}
+        {**base, "synthesize": {"llm": {"share": 0.5}}, "llm": {"base_url": "http://x/v1"}}
     )
     keys = {json.dumps(_synthesize_slice(c, 1), sort_keys=True) for c in (off, on, other)}
     assert len(keys) == 3
@@ -130,7 +135,12 @@ def test_without_an_endpoint_synthesis_uses_the_builtin_library_and_says_so(tmp_
     cfg = parse_config(
         {
             "storage": {"root": str(tmp_path)},
-            "synthesize": {"n_train": 4, "n_eval": 1, "llm_share": 0.5, "domain_share": 0},
+            "synthesize": {
+                "n_train": 4,
+                "n_eval": 1,
+                "llm": {"share": 0.5},
+                "domain": {"share": 0},
+            },
         }
     )
     out = runs.run_loop(cfg, "r", _synth_only(), thread_mapper(False))

@@ -91,15 +91,18 @@ def test_lora_loads_each_iterations_adapter_and_rolls_out_with_it(tmp_path):
         assert out.ok, [o.error for o in out.outcomes if o.error]
         adapters = [str(tmp_path / f"runs/r/iter-{k}/train/model/adapter") for k in (1, 2)]
         assert fake.lora_loads == [
-            {"lora_name": "clawloop-r-iter-1", "lora_path": adapters[0]},
-            {"lora_name": "clawloop-r-iter-2", "lora_path": adapters[1]},
+            {"lora_name": "clawloop-r-iter-1", "lora_path": adapters[0], "load_inplace": True},
+            {"lora_name": "clawloop-r-iter-2", "lora_path": adapters[1], "load_inplace": True},
         ]
         chats = [b["model"] for b in fake.requests]
         assert chats == ["clawloop-r-iter-1", "clawloop-r-iter-2"]
         assert "LoRA adapter of iteration 2" in _probes(out)[1]
-        # a forced re-run finds the adapter already on the server and does not load it again
+        assert all(b.get("load_inplace") is True for b in fake.lora_loads)
+        # a forced re-run loads the adapter again, in place: the server may hold an older one of
+        # that name (a re-run train stage writes new weights to the same name and path)
         runs.rerun_stage(cfg, "r", 2, "probe", _stages("lora"), thread_mapper(False))
-        assert len(fake.lora_loads) == 2 and fake.requests[-1]["model"] == "clawloop-r-iter-2"
+        assert len(fake.lora_loads) == 3 and fake.lora_loads[-1]["load_inplace"] is True
+        assert fake.requests[-1]["model"] == "clawloop-r-iter-2"
 
 
 def test_lora_load_failure_says_what_where_and_what_to_do(tmp_path):

@@ -29,7 +29,7 @@ SKILLS = Path(__file__).resolve().parents[1] / "fixtures" / "skills"
 PATH = ["pdf-to-markdown", "markdown-to-html"]  # the fixture corpus's one path of two skills
 
 
-def _cfg(tmp_path: Path, base_url: str | None, **synth) -> object:
+def _cfg(tmp_path: Path, base_url: str | None, **skills) -> object:
     return parse_config(
         {
             "iterations": 2,
@@ -39,13 +39,15 @@ def _cfg(tmp_path: Path, base_url: str | None, **synth) -> object:
             "synthesize": {
                 "n_train": 4,
                 "n_eval": 1,
-                "domain_share": 0,
-                "skill_graph_share": 0.5,
-                "skills_dirs": [str(SKILLS)],
-                "skill_scenarios": "heuristic",
-                "skill_path_len": [2, 2],
+                "domain": {"share": 0},
+                "skills": {
+                    "share": 0.5,
+                    "dirs": [str(SKILLS)],
+                    "scenarios": "heuristic",
+                    "path_len": [2, 2],
+                    **skills,
+                },
                 "cache_dir": str(tmp_path / "cache"),
-                **synth,
             },
         }  # fmt: skip
     )
@@ -100,7 +102,7 @@ def test_skill_graph_tasks_are_made_forged_and_kept_and_visits_carry_over(tmp_pa
 def test_a_corpus_edit_changes_the_cache_key(tmp_path: Path) -> None:
     corpus = tmp_path / "skills"
     shutil.copytree(SKILLS, corpus)
-    cfg = _cfg(tmp_path, "http://127.0.0.1:9/v1", skills_dirs=[str(corpus)])
+    cfg = _cfg(tmp_path, "http://127.0.0.1:9/v1", dirs=[str(corpus)])
     before = json.dumps(config_slice(cfg, 1), sort_keys=True)
     (corpus / "pdf-to-markdown" / "SKILL.md").write_text(
         (corpus / "pdf-to-markdown" / "SKILL.md").read_text() + "\nAlso handles scanned pages.\n"
@@ -110,7 +112,7 @@ def test_a_corpus_edit_changes_the_cache_key(tmp_path: Path) -> None:
 
 def test_the_source_is_off_and_says_why_without_folders_or_an_endpoint(tmp_path: Path) -> None:
     for cfg, why in (
-        (_cfg(tmp_path / "a", None, skills_dirs=[]), "no synthesize.skills_dirs"),
+        (_cfg(tmp_path / "a", None, dirs=[]), "no synthesize.skills.dirs"),
         (_cfg(tmp_path / "b", None), "SkillSynth needs an LLM"),
     ):
         root = Path(cfg.storage.root).parent

@@ -135,7 +135,7 @@ def test_turn_count_mismatch_uses_only_what_the_messages_hold(tiny_tokenizer):
     )
 
 
-def test_truncation_keeps_left_part_and_drops_actionless():
+def test_truncate_keeps_the_left_part_and_drops_actionless():
     s = chain_turns([Turn([1, 2, 3, 4], [5, 6], None, "rendered")])[0][0]
     assert truncate(s, 3) is None
     s = chain_turns([Turn([1, 2], [5, 6, 7], None, "rendered")])[0][0]

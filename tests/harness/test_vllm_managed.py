@@ -1,0 +1,270 @@
+"""The managed vLLM's pieces that need no vLLM: its launch line, which Python serves, the guard
+that stops the engine when its owner dies, and the token-in request (pinned sampling, no seed).
+Against a real vLLM: tests/harness/test_vllm_real.py (`make test-vllm`)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from doubles.fake_openai import FakeOpenAI
+
+from clawloop.harness import owned, vllm
+from clawloop.harness.llm import LLMEndpoint, LLMError, chat, make_client
+from clawloop.harness.serve import ServeError
+from clawloop.harness.tokens import (
+    PINNED_SAMPLING,
+    TokenRoute,
+    completion_parts,
+    forced_calls,
+    required_tools_schema,
+)
+from clawloop.harness.tools import TOOLS
+from clawloop.training.tiny_model import ensure_tiny_model
+
+
+def test_launch_line_is_the_module_entry_point_with_the_flags_training_needs():
+    argv = vllm.vllm_argv("/v/bin/python", "/m", 8123, context_len=4096, lora_rank=16)
+    assert argv[:3] == ["/v/bin/python", "-m", "vllm.entrypoints.openai.api_server"]
+    line = " ".join(argv)
+    for flag in (
+        "--model /m",
+        "--served-model-name policy",
+        "--logprobs-mode processed_logprobs",
+        "--generation-config vllm",  # the model's sampling defaults are not applied
+        "--max-model-len 4096",
+        "--host 127.0.0.1 --port 8123",
+        "--enable-lora --max-lora-rank 16",
+    ):
+        assert flag in line
+    assert "--enable-lora" not in " ".join(vllm.vllm_argv("p", "/m", 1))
+    env = vllm.vllm_env(lora=True, gpu=False)
+    assert env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] == "True" and env["HF_HUB_OFFLINE"] == "1"
+    assert "VLLM_CPU_KVCACHE_SPACE" in env
+
+
+def test_python_that_serves_is_the_named_venv_and_a_missing_one_says_what_to_do(
+    tmp_path, monkeypatch
+):
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").write_text("")
+    monkeypatch.setenv(vllm.VENV_ENV, str(venv))
+    assert vllm.vllm_python() == str(venv / "bin" / "python")
+    monkeypatch.setenv(vllm.VENV_ENV, str(tmp_path / "nothing"))
+    with pytest.raises(ServeError, match="make vllm"):
+        vllm.vllm_python()
+    monkeypatch.delenv(vllm.VENV_ENV)
+    monkeypatch.setattr(vllm, "DEFAULT_VENV", tmp_path / "none")
+    monkeypatch.setattr(vllm.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(ServeError, match="make vllm"):
+        vllm.vllm_python()
+
+
+def test_a_server_that_never_answers_is_stopped_and_its_log_quoted(tmp_path, monkeypatch):
+    # a "vLLM" that prints and then sleeps: health never answers within the timeout
+    fake = tmp_path / "venv" / "bin"
+    fake.mkdir(parents=True)
+    script = tmp_path / "fake_vllm.py"
+    script.write_text(
+        "import sys, time\nprint('fake engine starting', flush=True)\ntime.sleep(60)\n"
+    )
+    (fake / "python").write_text(f"#!/bin/sh\nexec {sys.executable} {script}\n")
+    (fake / "python").chmod(0o755)
+    monkeypatch.setenv(vllm.VENV_ENV, str(tmp_path / "venv"))
+    model = ensure_tiny_model()
+    server = vllm.ManagedVLLM(tmp_path / "run" / "vllm.log", startup_timeout_s=3)
+    with pytest.raises(ServeError, match="fake engine starting"):
+        server.serve(model)
+    assert not server.alive() and not list(owned.owner_dir().glob("child-*.json"))
+
+
+GUARDED = """
+import os, sys, time
+from pathlib import Path
+from clawloop.harness import vllm
+server = vllm.ManagedVLLM(Path(sys.argv[1]), startup_timeout_s=1)
+try:
+    server.serve(sys.argv[2])
+except Exception:
+    pass
+"""
+
+
+def test_the_guard_stops_the_engine_when_its_owner_is_killed(tmp_path):
+    """A SIGKILLed owner cannot clean up: its guard notices and stops the engine's group."""
+    pidfile = tmp_path / "engine.pid"
+    engine = tmp_path / "engine.py"
+    engine.write_text(
+        f"import os, time\nopen({str(pidfile)!r}, 'w').write(str(os.getpid()))\ntime.sleep(120)\n"
+    )
+    owner = tmp_path / "owner.py"
+    owner.write_text(
+        "import os, signal, subprocess, sys\n"
+        "from clawloop.harness import owned\n"
+        "me = os.getpid()\n"
+        "p = subprocess.Popen([sys.executable, '-m', 'clawloop.harness.vllm', '--guard', str(me),"
+        " str(owned.start_time(me)), '--', sys.executable, sys.argv[1]], start_new_session=True)\n"
+        "print(p.pid, flush=True)\n"
+        "import time; time.sleep(120)\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, str(owner), str(engine)], stdout=subprocess.PIPE, text=True
+    )
+    guard_pid = int(proc.stdout.readline())
+    deadline = time.monotonic() + 30
+    while not pidfile.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    engine_pid = int(pidfile.read_text())
+    assert owned.start_time(engine_pid) is not None
+    proc.kill()
+    proc.wait()
+    deadline = time.monotonic() + 20
+    while _running(engine_pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _running(engine_pid), "the engine outlived its killed owner"
+    assert not _running(guard_pid)
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (an orphan's exit may wait for a reaper that never comes here)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+@pytest.fixture(scope="module")
+def route() -> TokenRoute:
+    return TokenRoute(str(ensure_tiny_model()))
+
+
+def test_token_request_pins_sampling_and_never_sends_a_seed(route):
+    prompt = route.prompt_ids([{"role": "user", "content": "hi"}], TOOLS)
+    body = route.request_body("policy", prompt, 32, 1.0, TOOLS)
+    assert body["prompt"] == prompt and body["return_token_ids"] is True
+    assert {k: body[k] for k in PINNED_SAMPLING} == PINNED_SAMPLING
+    assert body["top_k"] == -1 and body["top_p"] == 1.0 and body["min_p"] == 0.0
+    assert "seed" not in body and "structured_outputs" not in body
+    assert set(body["stop_token_ids"]) >= {route.tokenizer.convert_tokens_to_ids("<|im_end|>")}
+
+
+def test_required_tool_choice_forces_vllms_call_shape_and_reads_it_back(route):
+    forced = TokenRoute(route.tokenizer_dir, "required")
+    body = forced.request_body("policy", [1, 2], 32, 1.0, TOOLS)
+    schema = body["structured_outputs"]["json"]
+    assert schema == required_tools_schema(TOOLS) and schema["minItems"] == 1
+    names = [v["properties"]["name"]["enum"][0] for v in schema["items"]["anyOf"]]
+    assert names == [t["function"]["name"] for t in TOOLS]
+    calls = forced_calls('[{"name": "run_shell", "parameters": {"command": "ls"}}]')
+    assert calls and calls[0]["function"] == {
+        "name": "run_shell",
+        "arguments": json.dumps({"command": "ls"}),
+    }
+    assert forced_calls('[{"name": "run_sh') is None  # cut at max_tokens: no call
+
+
+def test_each_turn_is_sent_back_as_the_ids_it_sampled(route):
+    """The next prompt extends the last prompt + completion even where the template would
+    re-render the reply differently (here: a tool call written as a fenced block)."""
+    tok = route.tokenizer
+    msgs = [{"role": "user", "content": "list the files"}]
+    prompt = route.prompt_ids(msgs, TOOLS)
+    text = '```json\n{"name": "run_shell", "arguments": {"command": "ls"}}\n```'
+    ids = list(tok(text, add_special_tokens=False)["input_ids"]) + route.ends[:1]
+    ids[-1] = tok.convert_tokens_to_ids("<|im_end|>")
+    message = route.message(ids, "stop", TOOLS)
+    assert message["sampled"] == {"token_ids": ids}
+    msgs.append(
+        {
+            **message,
+            "tool_calls": [
+                {
+                    "id": "c",
+                    "type": "function",
+                    "function": {"name": "run_shell", "arguments": "{}"},
+                }
+            ],
+        }
+    )
+    msgs.append({"role": "tool", "tool_call_id": "c", "content": "a.txt"})
+    nxt = route.prompt_ids(msgs, TOOLS)
+    assert nxt[: len(prompt) + len(ids)] == prompt + ids
+
+
+def test_completion_parts_reads_vllms_completion_shape():
+    data = {
+        "choices": [
+            {
+                "token_ids": [5, 9],
+                "prompt_token_ids": [1, 2],
+                "logprobs": {"token_logprobs": [-0.5, -0.25]},
+                "finish_reason": "stop",
+                "stop_reason": None,
+            }
+        ]
+    }
+    assert completion_parts(data, [9]) == ([1, 2], [5, 9], [-0.5, -0.25], "stop", None)
+    data["choices"][0].update(token_ids=[5], stop_reason=9, logprobs={"token_logprobs": [-0.5]})
+    prompt, ids, lps, _, stop = completion_parts(data, [9])
+    assert ids == [5, 9] and stop == 9 and lps is None  # the stop id put back, no logprob for it
+
+
+def test_a_server_that_answers_without_ids_is_warned_about_under_auto_and_refused_under_on(
+    caplog,
+):
+    with FakeOpenAI("chatty") as fake:  # answers 200 without token ids
+        auto = make_client(LLMEndpoint(fake.base_url, "m", max_retries=0, token_ids="auto"))
+        with caplog.at_level(logging.WARNING, "clawloop.llm"):
+            r1 = chat(auto, "m", [{"role": "user", "content": "hi"}], max_tokens=4)
+            r2 = chat(auto, "m", [{"role": "user", "content": "hi"}], max_tokens=4)
+        assert r1.needs_retokenize and r2.needs_retokenize
+        warned = [r for r in caplog.records if "without prompt_token_ids" in r.getMessage()]
+        assert len(warned) == 1  # once per endpoint
+        assert fake.requests[0]["top_k"] == -1 and "seed" not in fake.requests[0]
+        on = make_client(LLMEndpoint(fake.base_url, "m", max_retries=0, token_ids="on"))
+        with pytest.raises(LLMError, match="llm.token_ids is 'on'"):
+            chat(on, "m", [{"role": "user", "content": "hi"}], max_tokens=4)
+
+
+def test_rollout_tool_choice_required_reaches_a_chat_endpoint():
+    with FakeOpenAI("chatty") as fake:
+        ep = LLMEndpoint(fake.base_url, "m", max_retries=0, tool_choice="required")
+        chat(make_client(ep), "m", [{"role": "user", "content": "hi"}], tools=TOOLS, max_tokens=4)
+        assert fake.requests[-1]["tool_choice"] == "required"
+
+
+def test_sweep_kills_a_recorded_engine_group_of_a_dead_owner(tmp_path):
+    """`clawloop sweep`: the guard is recorded as an owned child; its group goes with it."""
+    base = str(tmp_path / "tmp")
+    dead_owner = Path(base) / owned.OWNED / "999999-1"
+    dead_owner.mkdir(parents=True)
+    group = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True
+    )
+    info = {"pid": group.pid, "start": owned.start_time(group.pid), "argv": ["vllm"]}
+    (dead_owner / f"child-{group.pid}.json").write_text(json.dumps(info))
+    swept = owned.sweep([base])
+    assert str(group.pid) in swept["processes"]
+    assert group.wait(timeout=10) == -9  # SIGKILLed
+
+
+def test_train_releases_the_managed_server_only_when_new_weights_restart_it(tmp_path):
+    from clawloop.tasks.config import parse_config
+    from clawloop.tasks.policy import release_for_training, served_lora_rank
+
+    restart = parse_config({"llm": {"server": "vllm"}})
+    lora = parse_config({"llm": {"server": "vllm"}, "train": {"lora": True, "merge_lora": False}})
+    assert served_lora_rank(restart) is None and served_lora_rank(lora) == 16
+    server = vllm.shared_server(tmp_path / "vllm.log")
+    release_for_training(lora)
+    assert vllm.shared_server(tmp_path / "vllm.log") is server  # kept: the adapter loads into it
+    release_for_training(restart)
+    assert vllm.shared_server(tmp_path / "vllm.log") is not server  # stopped before training
+    vllm.close_shared()

@@ -1,0 +1,74 @@
+"""Truncated importance sampling (train.tis_cap, as TRL's vllm_importance_sampling_cap): the
+ratio is taken against the trainer's own logprobs of the rollout policy, each token whose sampler
+logprob was recorded is weighted by min(exp(trainer - sampler), cap), and the weights and the
+sampler-trainer mismatch are logged per step. Off, a sampler that computed the policy
+differently shows up in the ratio itself."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+import pytest
+import torch
+from doubles.episodes import band_frame
+from test_ratio_reference import _id_rows
+
+from clawloop.training.config import TrainConfig, TrainConfigError
+from clawloop.training.grpo import grpo_token_loss
+from clawloop.training.stage import train_stage
+
+
+def test_tis_weights_the_loss_and_ratios_against_the_trainer():
+    logp = torch.tensor([[-1.0, -2.0, -0.5, -3.0]], requires_grad=True)
+    sampler = torch.tensor([[-1.5, -4.0, math.nan, -3.0]])  # 3rd: not recorded (frozen elsewhere)
+    trainer = logp.detach().clone()
+    mask = torch.ones(1, 4)
+    recorded = torch.tensor([[1.0, 1.0, 0.0, 1.0]])
+    adv = torch.tensor([1.0])
+    per_token, stats = grpo_token_loss(
+        logp, sampler, adv, mask, 0.2, recorded=recorded, trainer_logp=trainer, tis_cap=3.0
+    )
+    weights = [math.exp(0.5), 3.0, 1.0, 1.0]  # exp(2) = 7.4 truncated at the cap
+    assert per_token.detach()[0].tolist() == pytest.approx([-w for w in weights])  # ratio 1
+    assert stats["ratio_mean"].item() == pytest.approx(1.0)
+    assert stats["tis_mean"].item() == pytest.approx((math.exp(0.5) + 3.0 + 1.0) / 3)
+    assert stats["tis_capped_frac"].item() == pytest.approx(1 / 3)
+    assert stats["logp_diff_mean"].item() == pytest.approx((0.5 + 2.0 + 0.0) / 3)
+    # off: the ratio is against the sampler's recorded logprobs, unweighted
+    per_token, stats = grpo_token_loss(logp, sampler, adv, mask, 10.0, recorded=recorded)
+    assert per_token.detach()[0, 0].item() == pytest.approx(-math.exp(0.5))
+    assert "tis_mean" not in stats
+
+
+def _shifted(rows: list[dict], shift: float) -> list[dict]:
+    """The same episodes as a sampler whose logprobs are `shift` below the trainer's."""
+    out = []
+    for row in rows:
+        turns = json.loads(row["turns_json"])
+        for t in turns:
+            t["logprobs"] = [x - shift for x in t["logprobs"]]
+        out.append({**row, "turns_json": json.dumps(turns)})
+    return out
+
+
+def test_a_grpo_step_logs_tis_per_step(tiny_model_dir, tiny_tokenizer, tmp_path):
+    rows = _shifted(_id_rows(tiny_tokenizer, tiny_model_dir, True), 0.3)
+    traj, band = pd.DataFrame(rows), band_frame(["t1"], [True])
+    base = {"phases": "grpo", "grpo_max_steps": 1, "per_device_batch_size": 8, "bf16": False}
+    on = train_stage(traj, band, TrainConfig(**base, tis_cap=2.0), tiny_model_dir, tmp_path / "a")
+    row = on.metrics[0]
+    assert row["ratio_mean"] == pytest.approx(1.0, abs=1e-4)  # against the trainer's own
+    assert row["logp_diff_mean"] == pytest.approx(0.3, abs=1e-3)
+    assert row["tis_mean"] == pytest.approx(math.exp(0.3), abs=1e-3)
+    assert row["tis_capped_frac"] == 0.0
+    assert not math.isnan(on.metrics_frame()["tis_mean"].iloc[0])
+    off = train_stage(traj, band, TrainConfig(**base), tiny_model_dir, tmp_path / "b")
+    assert off.metrics[0]["ratio_mean"] == pytest.approx(math.exp(0.3), abs=1e-3)
+    assert math.isnan(off.metrics_frame()["tis_mean"].iloc[0])
+
+
+def test_tis_cap_below_one_is_refused():
+    with pytest.raises(TrainConfigError, match="tis_cap must be >= 1"):
+        TrainConfig(tis_cap=0.5)
