@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -263,12 +264,16 @@ def fill(
     rng: random.Random,
     fixed: dict[str, Any] | None = None,
     entity: tuple[str, dict[str, Any]] | None = None,
+    wide: bool = False,
 ) -> dict[str, Any] | None:
     """Every parameter of `tool` a value (None if a required one cannot have one). `fixed` are
-    already chosen (refs); `entity` (table, record) supplies the key of that record."""
+    already chosen (refs); `entity` (table, record) supplies the key of that record. `wide`
+    (the wide grounding, `ground`): a parameter no field names takes a value nested in the
+    records the call picks or their neighbours (`_held_near`)."""
     params = dict(fixed or {})
     keys = {p.name: (t, f) for p, t, f in key_params(tool, ix)}
     picked: list[tuple[str, dict[str, Any]]] = [entity] if entity else []
+    open_: list[Param] = []
     for p in tool.params:
         if p.name in params:
             continue
@@ -278,13 +283,17 @@ def fill(
             record = record or rng.choice(ix.tables[t])
             params[p.name] = record[f]
             picked.append((t, record))
-    sources = _sources(ix, picked)
-    for p in tool.params:
-        if p.name in params:
             continue
         found, value = literal(p, tool, ix, rng)
-        if not found:
-            found, value = _held_near(p, sources, rng)
+        if found:
+            params[p.name] = value
+        elif wide:
+            open_.append(p)  # after every key is picked: its record's neighbours may hold it
+        elif p.required:
+            return None
+    sources = _sources(ix, picked) if open_ else []
+    for p in open_:
+        found, value = _held_near(p, sources, rng)
         if found:
             params[p.name] = value
         elif p.required:
@@ -534,14 +543,16 @@ def _siblings(
 
 def _act(
     domain: Domain, node: Node, ix: Index, rng: random.Random, g: Grounded, chain: float = 0.0,
-    admitted: Admission | None = None,
+    admitted: Admission | None = None, wide: bool = False,
 ) -> Step | None:  # fmt: skip
     """Ground an act node: a write tool whose parameters the node's inputs can feed. Its lookups
     go to `g.lookups` by lookup node (they run first; `_place` numbers them); returns the act.
-    Where `chain` is set (the graph wants long range) its first input is a chained lookup (two
-    reads) where one fits, the others with probability `chain`. The record
-    it changes is one the probe saw the tool accept (`admitted`); its lookups most often read
-    that record's neighbours."""
+    With probability `chain` an input is a chained lookup (two reads), where one fits.
+
+    `wide` (the wide grounding, `ground`): the first input is a chain where one fits, the record
+    the act changes is one the probe saw the tool accept (`admitted`), its lookups most often
+    read that record's neighbours, and its open parameters take the values beside what a
+    lookup reads (`_siblings`) or nested in the records it picks (`fill`)."""
     tools = _writes(domain)
     rng.shuffle(tools)
     if chain and rng.random() < chain:  # a tool a chain can feed first (stable: still shuffled)
@@ -553,14 +564,14 @@ def _act(
             continue
         fixed: dict[str, Any] = {}
         made: dict[int, list[tuple[Step, dict[str, Any]]]] = {}
-        anchor = _anchor(w, ix, rng, admitted)
+        anchor = _anchor(w, ix, rng, admitted) if wide else None
         near = [r for _, r in ix.near(*anchor)] if anchor else []
         for lookup_id in node.inputs:
             lookup = Node(lookup_id, "lookup", node.goal)
             options = [c for c in feeds if c[3] not in fixed]
             long = [c for c in linked if c.param not in fixed]
             one = None
-            if long and (not options or not made or rng.random() < chain):  # first: a chain
+            if long and (not options or (wide and not made) or rng.random() < chain):
                 picked = rng.choice(long)
                 one, param, name = _chained(picked, ix, rng, lookup), picked.param, picked.field
                 hop = 1
@@ -573,8 +584,9 @@ def _act(
             made[lookup_id] = one
             fixed[param] = _ref(lookup_id, hop, name)
         else:
-            _siblings(w, fixed, made, ix)
-            params = fill(w, ix, rng, fixed=fixed, entity=anchor)
+            if wide:
+                _siblings(w, fixed, made, ix)
+            params = fill(w, ix, rng, fixed=fixed, entity=anchor, wide=wide)
             if params is not None:
                 for lookup_id, reads in made.items():  # a branch's arms share their lookups
                     g.lookups.setdefault(lookup_id, reads)
@@ -731,12 +743,13 @@ def _fixes(
 
 def recovery_candidates(
     domain: Domain, tables: Tables, refused: list[tuple[Step, str]], rng: random.Random,
-    per_call: int = RECOVERY_TRIES,
+    per_call: int = RECOVERY_TRIES, wide: bool = False,
 ) -> list[Recovery]:  # fmt: skip
     """For each refused call (and its error text): fixes to try, each another write on a record
     the refusal is about, followed by the same call again. Each fix is tried with values drawn
     as usual and with values the refusal teaches (learned_params), so the instruction need not
-    give the fix away; execution keeps those that work."""
+    give the fix away; execution keeps those that work. `wide`: also fixes on the records that
+    hold what the call passes (`reach.holding`), the refused tool's own included."""
     ix = Index.of(tables, domain.keys)
     out: list[Recovery] = []
     for call, error in refused:
@@ -752,20 +765,21 @@ def recovery_candidates(
         # Then the records that hold what the call passes somewhere inside them (the other
         # orders a refused gift card paid for: cancelling one refunds the card), on a budget
         # of their own: where a state-level cause sits when the call's own record is not it.
-        held = reach.holding(ix.tables, [v for v in call.params.values() if isinstance(v, str)])
-        own = {id(row) for _, row in mentioned(ix, "", call.params)}
-        held = [(t, row) for t, row in held if id(row) not in own]
-        around = [x for x in _fixes(domain, ix, call, held, same_tool=True)
-                  if x not in passed + named]  # fmt: skip
-        picked += extra.sample(around, min(per_call, len(around)))
+        if wide:
+            values = [v for v in call.params.values() if isinstance(v, str)]
+            own = {id(row) for _, row in mentioned(ix, "", call.params)}
+            held = [(t, row) for t, row in reach.holding(ix.tables, values) if id(row) not in own]
+            around = [x for x in _fixes(domain, ix, call, held, same_tool=True)
+                      if x not in passed + named]  # fmt: skip
+            picked += extra.sample(around, min(per_call, len(around)))
         first = replace(call, refusal=error)
         about = [row for _, row in mentioned(ix, error, call.params)]
         for f, entity in picked:
             keys = {p.name for p, t, _ in key_params(f, ix) if t == entity[0]}
-            tries = [fill(f, ix, rng, entity=entity)]
+            tries = [fill(f, ix, rng, entity=entity, wide=wide)]
             for learned in learned_params(f, call, error, about):
                 fixed = {k: v for k, v in learned.items() if k not in keys}  # the entity's key
-                tries.append(fill(f, ix, extra, fixed=fixed, entity=entity))
+                tries.append(fill(f, ix, extra, fixed=fixed, entity=entity, wide=wide))
             made: list[dict[str, Any]] = []
             for params in tries:
                 if params is not None and params not in made:
@@ -796,13 +810,16 @@ def learnable(recovery: Recovery, ix: Index) -> bool:
 LEARNED = 0.75  # how often a recover node takes a fix the refusal teaches, where one ran
 
 
-def _recover(node: Node, rng: random.Random, verified: list[Recovery], ix: Index) -> list[Step]:
+def _recover(
+    node: Node, rng: random.Random, verified: list[Recovery], ix: Index, learned: float = LEARNED
+) -> list[Step]:
     """One of the recoveries execution confirmed (refused, fixed, then accepted), for `node`:
-    most often one whose fix the refusal teaches (the instruction then need not state it)."""
+    with probability `learned` one whose fix the refusal teaches (the instruction then need not
+    state it), where one ran."""
     if not verified:
         return []
     taught = [r for r in verified if learnable(r, ix)]
-    pool = taught if taught and rng.random() < LEARNED else verified
+    pool = taught if taught and rng.random() < learned else verified
     return [replace(s, node=node.id) for s in rng.choice(pool)]
 
 
@@ -868,8 +885,10 @@ def _place(g: Grounded, order: list[int], steps: list[Step]) -> list[Step]:
 
 def ground_once(
     domain: Domain, graph: TaskGraph, ix: Index, rng: random.Random, recoveries: list[Recovery],
-    admitted: Admission | None = None,
+    admitted: Admission | None = None, wide: bool = False,
 ) -> Grounded:  # fmt: skip
+    """One grounding of `graph`; `wide` as in `_act`, and a recover node takes a fix the
+    refusal teaches wherever one ran."""
     g = Grounded(graph=graph, steps=[])
     lookups = [n.id for n in graph.nodes if n.kind == "lookup"]  # they run first, in graph order
     chain = CHAIN if "long_range" in graph.wanted else 0.0
@@ -879,12 +898,12 @@ def ground_once(
         if node.kind in ("lookup", "branch"):
             continue
         if node.kind == "recover":
-            steps = _recover(node, rng, recoveries, ix)
+            steps = _recover(node, rng, recoveries, ix, 1.0 if wide else LEARNED)
             if not steps:
                 raise GroundingError("no error-recovery path (refused, fixed, accepted) ran")
             acts += steps
             continue
-        step = _act(domain, node, ix, rng, g, chain, admitted)
+        step = _act(domain, node, ix, rng, g, chain, admitted, wide)
         if step is None:
             raise GroundingError(f"no write tool fits node {node.id} ({len(node.inputs)} inputs)")
         if node.arm:
@@ -906,6 +925,17 @@ def ground_once(
     return g
 
 
+@dataclass(frozen=True)
+class Wide:
+    """What the wide grounding uses (`ground`): its own generator (so the plain grounding draws
+    what it always did), the recoveries the probes found beyond the plain ones, and which
+    records each write tool admits (`Admission`)."""
+
+    rng: random.Random
+    recoveries: list[Recovery] = field(default_factory=list)
+    admitted: Admission = field(default_factory=dict)
+
+
 def ground(
     domain: Domain,
     graph: TaskGraph,
@@ -913,20 +943,37 @@ def ground(
     rng: random.Random,
     variants: int = VARIANTS,
     recoveries: list[Recovery] | None = None,
-    admitted: Admission | None = None,
+    wide: Wide | None = None,
+    usable: Callable[[Grounded], bool] | None = None,
 ) -> tuple[list[Grounded], list[str]]:
     """Up to `variants` groundings of one graph (other tools, entities, fixes) and why the others
-    failed. A recover node takes one of `recoveries`: paths execution already confirmed."""
+    failed. A recover node takes one of `recoveries`: paths execution already confirmed.
+
+    With `wide`, a graph the plain grounding leaves without a `usable` variant is grounded again
+    the wide way (`_act`: nested values, neighbouring records, records the probe saw admit the
+    write; recoveries from every refusal the probes met), on its own generator: a domain the
+    plain grounding serves draws exactly what it did before."""
     ix = Index.of(tables, domain.keys)
     out, why = [], []
     for _ in range(variants * 3):
         if len(out) == variants:
             break
         try:
-            out.append(ground_once(domain, graph, ix, rng, recoveries or [], admitted))
+            out.append(ground_once(domain, graph, ix, rng, recoveries or []))
         except GroundingError as exc:
             why.append(str(exc))
-    return out, why
+    if wide is None or any(usable is None or usable(v) for v in out):
+        return out, why
+    more = (recoveries or []) + [r for r in wide.recoveries if r not in (recoveries or [])]
+    wider = []
+    for _ in range(variants * 3):
+        if len(wider) == variants:
+            break
+        try:
+            wider.append(ground_once(domain, graph, ix, wide.rng, more, wide.admitted, True))
+        except GroundingError as exc:
+            why.append(str(exc))
+    return (wider or out), why
 
 
 def coverage_problems(g: Grounded, domain: Domain, skills: list[Skill]) -> list[str]:

@@ -35,6 +35,7 @@ from clawloop.synthesis.domain.ground import (
     Index,
     Recovery,
     Step,
+    Wide,
     all_refs,
     coverage_problems,
     every_write_plan,
@@ -90,12 +91,17 @@ DECISIONS = [
 @dataclass
 class Probed:
     """What execution showed of a domain before grounding: the recoveries that ran (refused,
-    fixed, accepted), which records each write tool accepts (`Admission`), and the refusals met
-    (kind -> how often; ground.refusal_kind)."""
+    fixed, accepted) for the plain grounding and, beyond them, for the wide one (`wide`), which
+    records each write tool accepts (`Admission`), and the refusals met (kind -> how often;
+    ground.refusal_kind)."""
 
     recoveries: list[Recovery] = field(default_factory=list)
+    wide: list[Recovery] = field(default_factory=list)
     admitted: Admission = field(default_factory=dict)
     refusals: dict[str, int] = field(default_factory=dict)
+
+    def every(self) -> list[Recovery]:
+        return self.recoveries + self.wide
 
 
 @dataclass
@@ -122,7 +128,7 @@ class DomainSynth:
         recover from it."""
         if self.probed is None:
             return {}
-        fixed = {refusal_kind(r[0].tool, r[0].refusal) for r in self.probed.recoveries}
+        fixed = {refusal_kind(r[0].tool, r[0].refusal) for r in self.probed.every()}
         tasks: dict[str, int] = {}
         for g in self.graphs:
             for st in json.loads(g["plan"]) if g["kept"] and g["plan"] else []:
@@ -206,13 +212,16 @@ def _plan_steps(g: Grounded, skills: dict[str, str]) -> list[dict[str, Any]]:
 
 def _probe(
     domain: Domain, tables: execute.Tables, files: dict[str, str], sandbox: SandboxConfig,
-    rng: random.Random, recover: bool,
+    rng: random.Random, recover: bool, seed: int,
 ) -> Probed:  # fmt: skip
-    """One sandbox run tries each write tool on some of its records (the admission probe, its
-    own generator so a seed draws the graphs it did) and, with `recover`, calls likely to be
-    refused; a second run tries fixes for every refusal met on the records it is about, on
-    records beside them, and with the values the refusal teaches. Error-recovery paths that ran
-    as planned (refused, fixed, then accepted) on the snapshot are kept."""
+    """One sandbox run tries, with `recover`, calls likely to be refused (drawn from `rng`, as
+    the plain grounding always drew them) and each write tool on some of its records (the
+    admission probe, on a generator of its own); a second run tries fixes for the refusals met:
+    the plain ones (from `rng`, on the records each refusal names) and, on a generator of their
+    own, wide ones for every refusal met, the admission probe's too (on records beside them and
+    holding the call's values, with the values the refusal teaches). Error-recovery paths that
+    ran as planned (refused, fixed, then accepted) on the snapshot are kept; a seed draws the
+    graphs it drew before the probes."""
     out = Probed()
     calls = refusal_candidates(domain, tables, rng) if recover else []
     probes = probe_calls(domain, tables, random.Random(f"{domain.name}:probe"))
@@ -222,19 +231,26 @@ def _probe(
     _, runs = execute.run_plans(files, plans, sandbox)
     refused = [(c, str(r.trace[0].get("error") or r.trace[0].get("result") or ""))
                for c, r in zip(calls, runs[: len(calls)], strict=True) if r.ok and r.trace]  # fmt: skip
+    met = list(refused)
     for (call, key), r in zip(probes, runs[len(calls) :], strict=True):
         ok, no = out.admitted.setdefault(call.tool, (set(), set()))
         error = str(r.trace[0].get("error") or "") if r.ok and r.trace else ""
         (no if error else ok).add(key)
         if error:
-            refused.append((replace(call, expect="error"), error))
-    for call, error in refused:
+            met.append((replace(call, expect="error"), error))
+    for call, error in met:
         kind = refusal_kind(call.tool, error)
         out.refusals[kind] = out.refusals.get(kind, 0) + 1
-    guesses = recovery_candidates(domain, tables, refused, rng) if recover else []
-    if guesses:
-        _, runs = execute.run_plans(files, [_plan(*g) for g in guesses], sandbox)
-        out.recoveries = [g for g, r in zip(guesses, runs, strict=True) if r.ok]
+    if not recover:
+        return out
+    plain = recovery_candidates(domain, tables, refused, rng) if refused else []
+    wrng = random.Random(f"{domain.name}:{seed}:wide-recovery")
+    wide = [g for g in recovery_candidates(domain, tables, met, wrng, wide=True)
+            if g not in plain]  # fmt: skip
+    if plain or wide:
+        _, runs = execute.run_plans(files, [_plan(*g) for g in plain + wide], sandbox)
+        out.recoveries = [g for g, r in zip(plain, runs, strict=False) if r.ok]
+        out.wide = [g for g, r in zip(wide, runs[len(plain) :], strict=True) if r.ok]
     return out
 
 
@@ -397,16 +413,16 @@ def synthesize_domain(
     files = workspace_files(domain, skills)
     by_tool = skill_of(skills)
     rng = random.Random(f"{domain.name}:{seed}")
-    probed = _probe(domain, tables, files, sandbox, rng, knobs.error_recovery)
+    probed = _probe(domain, tables, files, sandbox, rng, knobs.error_recovery, seed)
     out.probed = probed
     sampled = {"long_range", "convergence"} | (
         {"error_recovery"} if knobs.error_recovery else set()
     )
-    out.relaxed = {f: why for f, why in unsupported(domain, tables, probed.recoveries).items()
+    out.relaxed = {f: why for f, why in unsupported(domain, tables, probed.every()).items()
                    if f in sampled and f not in knobs.exclude}  # fmt: skip
     knobs = replace(knobs, exclude=knobs.exclude | set(out.relaxed))
     ctx = _Round(domain, tables, files, skills, by_tool, sandbox, knobs, seed, probed.recoveries,
-                 dict(skill_weights or {}), probed.admitted)  # fmt: skip
+                 dict(skill_weights or {}), probed)  # fmt: skip
     pending: list[tuple[dict[str, Any], list[Grounded], list[Any]]] = []  # ran, not yet made
     initial: execute.Tables = {}
     all_writes: execute.PlanRun | None = None
@@ -508,7 +524,7 @@ class _Round:
     seed: int
     recoveries: list[Recovery]
     weights: dict[str, float] = field(default_factory=dict)  # skill_weights
-    admitted: Admission = field(default_factory=dict)  # the admission probe's findings
+    probed: Probed = field(default_factory=Probed)  # the probes' findings (the wide grounding)
     # the "every write tool" probe, drawn once after the first round's graphs (so a seed grounds
     # the graphs it always did)
     probe: list[Grounded] = field(default_factory=list)
@@ -528,8 +544,13 @@ def _sample_round(
         graph = sample_task_graph(rng, ctx.knobs)
         row = _graph_row(domain.name, len(out.graphs), graph, ctx.seed)
         out.graphs.append(row)
+        wide = Wide(
+            random.Random(f"{domain.name}:{ctx.seed}:wide:{row['graph_id']}"),
+            ctx.probed.wide,
+            ctx.probed.admitted,
+        )  # the plain draws stay as they were
         variants, why = ground(domain, graph, ctx.tables, rng, recoveries=ctx.recoveries,
-                               admitted=ctx.admitted)  # fmt: skip
+                               wide=wide, usable=lambda v: not coverage_problems(v, domain, skills))  # fmt: skip
         fit = [v for v in variants if not coverage_problems(v, domain, skills)]
         if not fit:
             problems = [p for v in variants for p in coverage_problems(v, domain, skills)]

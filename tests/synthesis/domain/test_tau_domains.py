@@ -79,7 +79,7 @@ def test_a_call_takes_what_its_record_and_its_neighbours_hold():
     assert any(r is user for _, r in ix.near("orders", order))
     for seed in range(5):
         params = fill(domain.tool("return_delivered_order_items"), ix, random.Random(seed),
-                      entity=("orders", order))  # fmt: skip
+                      entity=("orders", order), wide=True)  # fmt: skip
         assert params is not None and params["order_id"] == order["order_id"]
         assert params["item_ids"][0] in {i["item_id"] for i in order["items"]}  # its own items
         held = {p["payment_method_id"] for p in order["payment_history"]} | set(
@@ -106,7 +106,7 @@ def test_a_refusal_is_fixed_on_a_record_that_holds_what_the_call_passed():
     call = Step("modify_pending_order_payment", {"order_id": other, "payment_method_id": card},
                 "error")  # fmt: skip
     error = "Error: insufficient gift card balance to pay for the order"
-    tried = recovery_candidates(domain, tables, [(call, error)], random.Random(0))
+    tried = recovery_candidates(domain, tables, [(call, error)], random.Random(0), wide=True)
     fixes = {(f.tool, f.params.get("order_id")) for _, f, _ in tried}
     assert any(("cancel_pending_order", o) in fixes for o in paid)
     assert all(first.refusal == error and retry == Step(call.tool, call.params)
@@ -160,3 +160,72 @@ def test_of_a_nested_derived_value_only_what_is_new_and_not_passed_is_hidden():
     preds = predicates(initial, final, diff(initial, final, keys), ["W1", "gift_2"], keys, args)
     (history,) = [p for p in preds if p.get("field") == "history"]
     assert history["hidden"] == [{"type": "refund"}]
+
+
+def test_the_plain_grounding_never_reads_nested_values_the_wide_one_does():
+    import random
+
+    from clawloop.synthesis.domain.ground import fill
+
+    domain, tables, ix = _retail()
+    order = next(o for o in tables["orders"] if o["status"] == "delivered")
+    tool = domain.tool("return_delivered_order_items")
+    assert fill(tool, ix, random.Random(0), entity=("orders", order)) is None  # as before
+    assert fill(tool, ix, random.Random(0), entity=("orders", order), wide=True) is not None
+
+
+def _graph(rng_seed: int, wanted: str, domain, tables):
+    """The first graph a seeded generator draws that wants `wanted`."""
+    import random
+
+    from clawloop.synthesis.domain.taskgraph import Knobs, sample_task_graph
+
+    rng = random.Random(rng_seed)
+    while True:
+        g = sample_task_graph(rng, Knobs(error_recovery=False))
+        if wanted in g.wanted:
+            return g
+
+
+def test_a_graph_the_plain_grounding_cannot_carry_is_grounded_the_wide_way_on_its_own_draws():
+    """Convergence on retail: no write tool fits two plain lookups, so every plain try fails;
+    the wide grounding (nested values, neighbouring records) carries it, from a generator of
+    its own: the shared generator ends where the plain grounding alone leaves it."""
+    import random
+
+    from clawloop.synthesis.domain.ground import Wide, ground
+
+    domain, tables, _ = _retail()
+    graph = _graph(0, "convergence", domain, tables)
+    plain_rng, rng = random.Random(5), random.Random(5)
+    plain, why = ground(domain, graph, tables, plain_rng)
+    assert not plain and any("no write tool fits" in w for w in why)
+    wide, _ = ground(domain, graph, tables, rng, wide=Wide(random.Random(9)))
+    assert wide and rng.getstate() == plain_rng.getstate()
+    acts = [s for s in wide[0].steps if domain.tool(s.tool).writes]
+    refs = [v for s in acts for v in s.params.values() if isinstance(v, dict) and "$ref" in v]
+    assert len(refs) >= 2  # the act takes values from two reads: it converges
+
+
+def test_a_domain_the_plain_grounding_serves_draws_what_it_drew_without_the_wide_one():
+    """The built-in domains: every graph the plain grounding carries is grounded exactly as
+    before (same variants, same generator state after), wide grounding or not."""
+    import random
+
+    from clawloop.synthesis.domain.ground import Wide, ground
+    from clawloop.synthesis.domain.state import load_tables
+    from clawloop.synthesis.domain.taskgraph import Knobs, sample_task_graph
+
+    root = Path(__file__).resolve().parents[3] / "synthesis" / "domain" / "builtin"
+    for name in ("apiary_coop", "seed_library"):
+        domain = load_domain(root / name)
+        tables = load_tables(domain)
+        a, b = random.Random(f"{name}:1"), random.Random(f"{name}:1")
+        for _ in range(12):
+            graph = sample_task_graph(a, Knobs(error_recovery=False))
+            assert sample_task_graph(b, Knobs(error_recovery=False)) == graph
+            plain, _ = ground(domain, graph, tables, a, variants=3)
+            both, _ = ground(domain, graph, tables, b, variants=3, wide=Wide(random.Random(0)))
+            if plain:
+                assert [v.steps for v in both] == [v.steps for v in plain]
+            assert a.getstate() == b.getstate()
