@@ -7,7 +7,11 @@ code that ran before grading is untrusted, so grading runs in a context it never
 `prepare_grading` kills what it left running and empties /tests, /logs/verifier, /solution and
 /tmp; the verifier then runs from fresh copies under the grading supervisor
 (harness/grading_supervisor.py), with a fresh HOME and TMPDIR and isolated interpreters
-(`grading_env`), and whatever it leaves running, or a non-zero exit, fails the grade.
+(`grading_env`), and whatever it leaves running, or a non-zero exit, fails the grade. /tests
+and the grading kit are sealed (Sandbox.upload_sealed: owned by another uid, read-only; on
+Docker and on bubblewrap run as root), and the supervisor keeps every process of the verifier
+from writing another's memory: code the verifier runs (the agent's program) can rewrite neither
+the rest of the verifier nor the running test runner.
 
     with open_task(task_dir, SandboxConfig(backend="bwrap")) as sb:
         run_solution(sb, task_dir)
@@ -27,6 +31,7 @@ from typing import Any
 
 from clawloop.harness import grading_supervisor
 from clawloop.harness.sandbox.base import (
+    GRADING_KIT,
     SOLUTION,
     TESTS,
     VERIFIER_LOGS,
@@ -37,7 +42,7 @@ from clawloop.harness.sandbox.base import (
     SandboxError,
 )
 from clawloop.harness.sandbox.scratch import scratch
-from clawloop.harness.taskfolder.folder import read_task_header
+from clawloop.harness.taskfolder.folder import TaskFolder
 from clawloop.storage.cache_key import data_text
 
 REWARD_FILE = f"{VERIFIER_LOGS}/reward.json"  # {"reward": float}: numbers only (Harbor's rule)
@@ -47,16 +52,10 @@ DETAILS_FILE = f"{VERIFIER_LOGS}/details.json"  # {"reward", "passed", "checks",
 MAX_REWARD_BYTES = 1024 * 1024
 MAX_DETAILS_BYTES = 8 * 1024 * 1024  # one entry per check, each detail capped by the grader
 LOG_TAIL = 4000
-# The folders emptied before grading: the verifier's, and those the episode wrote apart from
-# /workspace (/tmp is its HOME). reset_grading.sh says how.
-GRADING_DIRS = (TESTS, VERIFIER_LOGS, SOLUTION, "/tmp")
-RESET_GRADING_SH = (
-    data_text(__file__, "reset_grading.sh")
-    .replace("__TESTS__", TESTS)
-    .replace("__VERIFIER_LOGS__", VERIFIER_LOGS)
-    .replace("__SOLUTION__", SOLUTION)
-    .replace("__TMP__", "/tmp")
-)
+# The folders emptied before grading: the verifier's, the kits of earlier gradings, and those the
+# episode wrote apart from /workspace (/tmp is its HOME). sandbox/reset_dirs.sh says how.
+GRADING_DIRS = (TESTS, VERIFIER_LOGS, GRADING_KIT, SOLUTION, "/tmp")
+RESET_DIRS_SH = data_text(__file__, "sandbox/reset_dirs.sh")
 
 
 @dataclass
@@ -72,8 +71,8 @@ class Grade:
 
 def task_timeouts(task_dir: Path) -> tuple[float, float]:
     """(agent timeout_sec, verifier timeout_sec) from task.toml, with Harbor's usual defaults."""
-    header = read_task_header(Path(task_dir))
-    return header.agent_timeout_sec, header.verifier_timeout_sec
+    info = TaskFolder.read(task_dir).info
+    return info.agent_timeout_sec, info.verifier_timeout_sec
 
 
 def load_workspace(sb: Sandbox, task_dir: Path) -> None:
@@ -209,15 +208,17 @@ def prepare_grading(sb: Sandbox) -> str:
     generated solve.sh): kill every process it left behind — a background loop could otherwise
     rewrite /tests or reward.json while or after the verifier runs — then empty /tests,
     /logs/verifier, /solution and /tmp (the old HOME: start-up hooks, a planted script, a folder
-    made read-only). On bubblewrap from the host, else by an exec. Returns "" when done, else
-    why the sandbox cannot be graded."""
+    made read-only) and the kits of earlier gradings. Through the backend's reset_dirs (from the
+    host on bubblewrap; on Docker an exec as each dir's owner), else one exec. Returns "" when
+    done, else why the sandbox cannot be graded."""
     if not sb.kill_strays():
         return "processes left running in the sandbox could not be killed; not graded"
     reset = getattr(sb, "reset_dirs", None)
     if reset is not None:
         why = reset(list(GRADING_DIRS))
     else:
-        res = sb.exec(["sh", "-c", RESET_GRADING_SH], timeout=30.0, cwd="/")
+        argv = ["sh", "-c", RESET_DIRS_SH, "reset_dirs", *GRADING_DIRS]
+        res = sb.exec(argv, timeout=30.0, cwd="/")
         why = (
             ""
             if res.ok
@@ -230,14 +231,14 @@ def prepare_grading(sb: Sandbox) -> str:
     return ""
 
 
-def grading_env(kit: str) -> dict[str, str]:
+def grading_env(kit: str, scratch_dir: str) -> dict[str, str]:
     """The verifier's environment (over the sandbox's base PATH, LANG, TERM): HOME and TMPDIR
-    fresh under the grading kit `kit`; Python never imports from the current folder (the
-    workspace) nor a user site, writes no bytecode, and `kit`/site's sitecustomize puts back only
+    fresh under `scratch_dir`; Python never imports from the current folder (the workspace) nor
+    a user site, writes no bytecode, and the sealed kit `kit`'s site/sitecustomize puts back only
     the folder of a script run by path."""
     return {
-        "HOME": f"{kit}/home",
-        "TMPDIR": f"{kit}/tmp",
+        "HOME": f"{scratch_dir}/home",
+        "TMPDIR": f"{scratch_dir}/tmp",
         "PYTHONSAFEPATH": "1",
         "PYTHONNOUSERSITE": "1",
         "PYTHONDONTWRITEBYTECODE": "1",
@@ -245,29 +246,24 @@ def grading_env(kit: str) -> dict[str, str]:
     }
 
 
-def upload_kit(sb: Sandbox) -> str:
-    """Put a fresh grading kit (the supervisor, the sitecustomize, empty home/ and tmp/) at a
-    new random folder under the just-emptied /tmp; returns its sandbox path."""
-    kit = f"/tmp/clawloop-grading-{secrets.token_hex(8)}"
+def upload_kit(sb: Sandbox) -> tuple[str, str]:
+    """Put a fresh grading kit (the supervisor and the sitecustomize) in a new folder of the
+    sealed GRADING_KIT, where the sandbox's commands can neither write nor rename it (a kit
+    under the writable /tmp could be swapped for the agent's while the verifier runs), and
+    empty home/ and tmp/ for the verifier under the just-emptied /tmp. Returns (kit, scratch)."""
+    name = f"clawloop-grading-{secrets.token_hex(8)}"
+    kit, scratch_dir = f"{GRADING_KIT}/{name}", f"/tmp/{name}"
     with scratch("clawloop-kit-") as tmp:
         local = Path(tmp, "kit")
-        for sub in ("home", "tmp", "site"):
-            (local / sub).mkdir(parents=True)
+        (local / "site").mkdir(parents=True)
         (local / "supervise.py").write_bytes(Path(grading_supervisor.__file__).read_bytes())
         (local / "site/sitecustomize.py").write_text(grading_supervisor.SITECUSTOMIZE)
-        sb.upload(local, kit)
-    _seal(sb, kit, recursive=False)
-    _seal(sb, f"{kit}/site")
-    _seal(sb, f"{kit}/supervise.py")
-    return kit
-
-
-def _seal(sb: Sandbox, remote: str, recursive: bool = True) -> None:
-    """Make grading files read-only to the sandbox's commands where the backend can
-    (bubblewrap run as root: BwrapSandbox.seal); elsewhere they stay as uploaded."""
-    seal = getattr(sb, "seal", None)
-    if seal is not None:
-        seal(remote, recursive)
+        sb.upload_sealed(local, kit)
+        work = Path(tmp, "scratch")
+        for sub in ("home", "tmp"):
+            (work / sub).mkdir(parents=True)
+        sb.upload(work, scratch_dir)
+    return kit, scratch_dir
 
 
 def supervised_run(sb: Sandbox, argv: list[str], limit: float, cwd: str = WORKSPACE) -> Grade | str:
@@ -275,11 +271,11 @@ def supervised_run(sb: Sandbox, argv: list[str], limit: float, cwd: str = WORKSP
     returns its log when it ended cleanly, else a failed Grade with the reason: it ran past
     `limit`, exited non-zero, left processes running, or the supervisor reported nothing."""
     try:
-        kit = upload_kit(sb)
+        kit, scratch_dir = upload_kit(sb)
     except (SandboxError, OSError, ValueError) as exc:
         return Grade(0.0, False, reason=f"could not put the grading kit in place ({exc})")
     cmd = ["python3", "-I", f"{kit}/supervise.py", "--", *argv]
-    res = sb.exec(cmd, timeout=limit, cwd=cwd, env=grading_env(kit))
+    res = sb.exec(cmd, timeout=limit, cwd=cwd, env=grading_env(kit, scratch_dir))
     log = res.stderr[-LOG_TAIL:]
     if res.timed_out:
         return Grade(0.0, False, log=log, reason=f"the verifier ran past {limit:g}s and was killed")
@@ -304,6 +300,8 @@ def supervised_run(sb: Sandbox, argv: list[str], limit: float, cwd: str = WORKSP
             0.0, False, log=log,
             reason=f"{name} exited {verdict['exit']}: {tail[0][:300]}; not graded",
         )  # fmt: skip
+    if verdict.get("unconfined"):
+        log = f"grading ran partly confined: {verdict['unconfined']}\n{log}"
     if verdict.get("unlinked"):
         log = f"removed links to grading folders: {', '.join(verdict['unlinked'][:10])}\n{log}"
     return log
@@ -328,8 +326,7 @@ def run_tests(sb: Sandbox, task_dir: Path, timeout: float | None = None) -> Grad
     if unfit:
         return Grade(0.0, False, reason=unfit)
     try:
-        sb.upload(Path(task_dir, "tests"), TESTS)
-        _seal(sb, TESTS)
+        sb.upload_sealed(Path(task_dir, "tests"), TESTS)
     except (SandboxError, OSError, ValueError) as exc:
         return Grade(0.0, False, reason=f"could not copy the task's tests/ in ({exc}); not graded")
     limit = timeout if timeout is not None else task_timeouts(task_dir)[1]
