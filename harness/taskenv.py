@@ -42,7 +42,7 @@ from clawloop.harness.sandbox.base import (
     SandboxError,
 )
 from clawloop.harness.sandbox.scratch import scratch
-from clawloop.harness.taskfolder.folder import read_task_header
+from clawloop.harness.taskfolder.folder import TaskFolder
 from clawloop.storage.cache_key import data_text
 
 REWARD_FILE = f"{VERIFIER_LOGS}/reward.json"  # {"reward": float}: numbers only (Harbor's rule)
@@ -71,8 +71,8 @@ class Grade:
 
 def task_timeouts(task_dir: Path) -> tuple[float, float]:
     """(agent timeout_sec, verifier timeout_sec) from task.toml, with Harbor's usual defaults."""
-    header = read_task_header(Path(task_dir))
-    return header.agent_timeout_sec, header.verifier_timeout_sec
+    info = TaskFolder.read(task_dir).info
+    return info.agent_timeout_sec, info.verifier_timeout_sec
 
 
 def load_workspace(sb: Sandbox, task_dir: Path) -> None:
