@@ -474,7 +474,6 @@ def test_a_batch_gives_each_task_the_rows_it_gets_alone_on_every_backend(
     assert [v["kept"] for _, v in together] == [True, False, True, True]
 
 
-
 # -- verify grades on the rollouts' grading path (taskenv.supervised_grading) -----------------
 
 # A Harbor-style test.sh (not the canonical one): our grader, started from a `python3 -` in
