@@ -16,7 +16,16 @@ vllm_importance_sampling_cap): their mean and the share truncated.
 Settings: pinned T=1 (what clawloop sends: top_p 1, top_k -1, min_p 0, repetition_penalty 1);
 unpinned (top_k 20, top_p 0.95: what vLLM fills in from a Qwen3 generation_config.json when a
 request leaves them out; its processed logprobs are renormalised over the kept ids); T=0.7 scored
-by a trainer at T=1 (no temperature scaling) and at T=0.7 (logits scaled by 1/T).
+by a trainer at T=1 (no temperature scaling) and at T=0.7 (logits scaled by 1/T); pinned T=1
+under `rollout.tool_choice: required` (the forced-call grammar, `structured_outputs`): vLLM
+applies the grammar's bitmask to the logits before its sampler, so every logprobs mode is
+renormalised over the tokens the grammar allows (log p - log Z, Z = the allowed mass).
+
+Two more columns separate the grammar from the weights: `forced`, the share of sampled tokens
+vLLM gave logprob 0 (the only token the grammar allowed, or p rounding to 1), and `vllm|d|`, the
+mean |dlogp| between the trainer and vLLM rescoring the same prompt + completion with no grammar
+(`prompt_logprobs`, one request per sample): near 0 says the served weights are the trainer's and
+the whole gap is the sampler's settings.
 """
 
 from __future__ import annotations
@@ -34,7 +43,7 @@ from transformers import AutoModelForCausalLM
 
 from clawloop.harness.llm import LLMEndpoint, make_client
 from clawloop.harness.prompts import initial_messages
-from clawloop.harness.tokens import TokenRoute
+from clawloop.harness.tokens import TokenRoute, required_tools_schema
 from clawloop.harness.tools import TOOLS
 from clawloop.harness.vllm import ManagedVLLM, model_len
 from clawloop.training.tiny_model import ensure_tiny_model
@@ -47,6 +56,7 @@ SETTINGS: list[tuple[str, float, dict[str, Any], float]] = [
     ("unpinned top_k=20 top_p=0.95", 1.0, {"top_k": 20, "top_p": 0.95}, 1.0),
     ("pinned T=0.7, trainer T=1", 0.7, {}, 1.0),
     ("pinned T=0.7, trainer T=0.7", 0.7, {}, 0.7),
+    ("pinned T=1, tool_choice required", 1.0, {"structured_outputs": "required"}, 1.0),
 ]
 
 
@@ -57,8 +67,27 @@ def trainer_logprobs(model, prompt: list[int], ids: list[int], temperature: floa
     return [float(logp[len(prompt) - 1 + k, t]) for k, t in enumerate(ids)]
 
 
-def stats(sampler: list[float], trainer: list[float], clip_eps: float, cap: float) -> dict:
-    """Mismatch figures of paired logprobs (sampler's, trainer's) of the same sampled ids."""
+def vllm_rescored(client, name: str, prompt: list[int], ids: list[int]) -> list[float]:
+    """vLLM's own logprobs of `ids` after `prompt`, with no grammar and no sampler settings:
+    `prompt_logprobs` of prompt + ids (raw log-softmax of the served weights)."""
+    body = {"model": name, "prompt": prompt + ids, "max_tokens": 1, "prompt_logprobs": 0,
+            "temperature": 1.0, "top_p": 1.0, "top_k": -1, "min_p": 0.0}  # fmt: skip
+    choice = client.post("/completions", cast_to=object, body=body)["choices"][0]
+    rows = choice["prompt_logprobs"][len(prompt) :]
+    return [float(row[str(t)]["logprob"]) for row, t in zip(rows, ids, strict=True)]
+
+
+def stats(
+    sampler: list[float],
+    trainer: list[float],
+    clip_eps: float,
+    cap: float,
+    rescored: list[float] | None = None,
+    trainer_t1: list[float] | None = None,
+) -> dict:
+    """Mismatch figures of paired logprobs (sampler's, trainer's) of the same sampled ids; with
+    `rescored` (vLLM's logprobs of the same ids at T=1, no grammar) and `trainer_t1` (the
+    trainer's at T=1) also their gap: the served weights against the trainer's."""
     d = [t - s for s, t in zip(sampler, trainer, strict=True)]
     ratio = [math.exp(x) for x in d]
     weights = [min(r, cap) for r in ratio]
@@ -70,6 +99,13 @@ def stats(sampler: list[float], trainer: list[float], clip_eps: float, cap: floa
         "outside_clip": sum(not (1 - clip_eps <= r <= 1 + clip_eps) for r in ratio) / n,
         "tis_mean": sum(weights) / n,
         "tis_truncated": sum(r > cap for r in ratio) / n,
+        "forced": sum(x == 0.0 for x in sampler) / n,
+        "sampler_above": sum(x > 1e-3 for x in (-y for y in d)) / n,
+        "vllm_abs": (
+            sum(abs(a - b) for a, b in zip(rescored, trainer_t1, strict=True)) / n
+            if rescored is not None and trainer_t1 is not None
+            else math.nan
+        ),
     }
 
 
@@ -101,22 +137,31 @@ def main() -> int:
         for label, temp, overrides, trainer_temp in SETTINGS:
             s_lp: list[float] = []
             t_lp: list[float] = []
+            v_lp: list[float] = []
+            t1_lp: list[float] = []  # the trainer at T=1: what vLLM's rescoring computes
+            if overrides.get("structured_outputs") == "required":  # what TokenRoute sends then
+                overrides = {"structured_outputs": {"json": required_tools_schema(TOOLS)}}
             for _ in range(args.samples):
                 body = route.request_body(server.name, prompt, args.max_tokens, temp, None)
                 choice = client.post("/completions", cast_to=object, body=body | overrides)
                 choice = choice["choices"][0]
                 ids = choice["token_ids"]
                 s_lp += [float(x) for x in choice["logprobs"]["token_logprobs"]]
-                t_lp += trainer_logprobs(trainer, prompt, ids, trainer_temp)
-            rows.append((label, stats(s_lp, t_lp, args.clip_eps, args.tis_cap)))
+                own = trainer_logprobs(trainer, prompt, ids, trainer_temp)
+                t_lp += own
+                t1_lp += own if trainer_temp == 1.0 else trainer_logprobs(trainer, prompt, ids, 1.0)
+                v_lp += vllm_rescored(client, server.name, prompt, ids)
+            rows.append((label, stats(s_lp, t_lp, args.clip_eps, args.tis_cap, v_lp, t1_lp)))
     print(f"model {model_dir}; clip [1-{args.clip_eps}, 1+{args.clip_eps}]; TIS cap {args.tis_cap}")
     print(
-        f"{'setting':32} {'tokens':>6} {'mean|d|':>8} {'KL':>8} {'>clip':>6} {'TIS w':>6} {'cut':>5}"
+        f"{'setting':34} {'tokens':>6} {'mean|d|':>8} {'KL':>8} {'>clip':>6} {'TIS w':>6} "
+        f"{'cut':>5} {'forced':>6} {'s>t':>6} {'vllm|d|':>8}"
     )
     for label, s in rows:
         print(
-            f"{label:32} {s['tokens']:6d} {s['mean_abs']:8.4f} {s['kl']:8.4f} "
-            f"{s['outside_clip']:6.1%} {s['tis_mean']:6.3f} {s['tis_truncated']:5.1%}"
+            f"{label:34} {s['tokens']:6d} {s['mean_abs']:8.4f} {s['kl']:8.4f} "
+            f"{s['outside_clip']:6.1%} {s['tis_mean']:6.3f} {s['tis_truncated']:5.1%} "
+            f"{s['forced']:6.1%} {s['sampler_above']:6.1%} {s['vllm_abs']:8.4f}"
         )
     return 0
 

@@ -21,14 +21,9 @@ from clawloop.generators.candidates import candidate_row, code_sha256, parse_met
 from clawloop.generators.contract import ContractError
 from clawloop.generators.runner import GeneratorError, build_chain, stage_generator, validated
 from clawloop.harness.sandbox.base import SandboxConfig, SandboxError
-from clawloop.harness.taskfolder.folder import (
-    TaskFolderError,
-    TaskInfo,
-    forged_row,
-    pack_files,
-    task_files,
-    unpack_tar,
-)
+from clawloop.harness.taskfolder.folder import TaskFolderError, TaskInfo, task_files
+from clawloop.harness.taskfolder.packing import pack_files, unpack_tar
+from clawloop.harness.taskfolder.rows import forged_row
 
 RETRY_BACKOFF_S = 0.5
 RETRIES = 3  # the mission's rule: a failed sandbox build is retried up to three times

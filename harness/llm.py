@@ -135,6 +135,9 @@ class ChatReply:
     # vLLM's `stop_reason`: the stop token id (int) or stop string that ended the reply; None
     # for eos or a cut. Training trains that id as the turn's end when it has no token ids.
     stop_reason: int | str | None = None
+    # The request carried a grammar (tool_choice required: vLLM's structured outputs), so the
+    # logprobs are renormalised over the tokens it allowed, not the model's (harness/tokens.py).
+    constrained: bool = False
 
     @property
     def needs_retokenize(self) -> bool:
@@ -236,7 +239,8 @@ def chat(
     route = _TOKEN_ROUTES.get(base)
     if route is not None:
         return _chat_tokens(client, route, model, messages, tools, max_tokens, temperature, options)
-    if tools and _TOOL_CHOICES.get(base, "auto") == "required":
+    required = bool(tools) and _TOOL_CHOICES.get(base, "auto") == "required"
+    if required:
         kwargs["tool_choice"] = "required"
     mode = _TOKEN_ID_MODES.get(base, "auto")
     ask_tokens = want_token_ids and mode != "off" and (mode == "on" or base not in _NO_TOKEN_IDS)
@@ -269,6 +273,7 @@ def chat(
     if not isinstance(data, dict):
         raise LLMError("bad_response", f"{base} answered with non-JSON-object {str(data)[:200]!r}")
     reply = reply_from_response(data, latency)
+    reply.constrained = required  # vLLM meets `required` with a JSON-schema grammar
     if ask_tokens and base not in _NO_TOKEN_IDS and reply.needs_retokenize:
         _no_ids(base, mode)
     return reply
@@ -348,6 +353,7 @@ def _chat_tokens(
         raw_tool_calls=list(message.get("tool_calls") or []),
         reasoning_content=message.get("reasoning_content"),
         stop_reason=stop,
+        constrained="structured_outputs" in body,
     )
 
 

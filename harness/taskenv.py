@@ -7,7 +7,11 @@ code that ran before grading is untrusted, so grading runs in a context it never
 `prepare_grading` kills what it left running and empties /tests, /logs/verifier, /solution and
 /tmp; the verifier then runs from fresh copies under the grading supervisor
 (harness/grading_supervisor.py), with a fresh HOME and TMPDIR and isolated interpreters
-(`grading_env`), and whatever it leaves running, or a non-zero exit, fails the grade.
+(`grading_env`), and whatever it leaves running, or a non-zero exit, fails the grade. /tests
+and the grading kit are sealed (Sandbox.upload_sealed: owned by another uid, read-only; on
+Docker and on bubblewrap run as root), and the supervisor keeps every process of the verifier
+from writing another's memory: code the verifier runs (the agent's program) can rewrite neither
+the rest of the verifier nor the running test runner.
 
     with open_task(task_dir, SandboxConfig(backend="bwrap")) as sb:
         run_solution(sb, task_dir)
@@ -19,7 +23,7 @@ from __future__ import annotations
 import json
 import math
 import secrets
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +31,7 @@ from typing import Any
 
 from clawloop.harness import grading_supervisor
 from clawloop.harness.sandbox.base import (
+    GRADING_KIT,
     SOLUTION,
     TESTS,
     VERIFIER_LOGS,
@@ -37,7 +42,7 @@ from clawloop.harness.sandbox.base import (
     SandboxError,
 )
 from clawloop.harness.sandbox.scratch import scratch
-from clawloop.harness.taskfolder.folder import read_task_header
+from clawloop.harness.taskfolder.folder import TaskFolder
 from clawloop.storage.cache_key import data_text
 
 REWARD_FILE = f"{VERIFIER_LOGS}/reward.json"  # {"reward": float}: numbers only (Harbor's rule)
@@ -47,16 +52,10 @@ DETAILS_FILE = f"{VERIFIER_LOGS}/details.json"  # {"reward", "passed", "checks",
 MAX_REWARD_BYTES = 1024 * 1024
 MAX_DETAILS_BYTES = 8 * 1024 * 1024  # one entry per check, each detail capped by the grader
 LOG_TAIL = 4000
-# The folders emptied before grading: the verifier's, and those the episode wrote apart from
-# /workspace (/tmp is its HOME). reset_grading.sh says how.
-GRADING_DIRS = (TESTS, VERIFIER_LOGS, SOLUTION, "/tmp")
-RESET_GRADING_SH = (
-    data_text(__file__, "reset_grading.sh")
-    .replace("__TESTS__", TESTS)
-    .replace("__VERIFIER_LOGS__", VERIFIER_LOGS)
-    .replace("__SOLUTION__", SOLUTION)
-    .replace("__TMP__", "/tmp")
-)
+# The folders emptied before grading: the verifier's, the kits of earlier gradings, and those the
+# episode wrote apart from /workspace (/tmp is its HOME). sandbox/reset_dirs.sh says how.
+GRADING_DIRS = (TESTS, VERIFIER_LOGS, GRADING_KIT, SOLUTION, "/tmp")
+RESET_DIRS_SH = data_text(__file__, "sandbox/reset_dirs.sh")
 
 
 @dataclass
@@ -72,8 +71,8 @@ class Grade:
 
 def task_timeouts(task_dir: Path) -> tuple[float, float]:
     """(agent timeout_sec, verifier timeout_sec) from task.toml, with Harbor's usual defaults."""
-    header = read_task_header(Path(task_dir))
-    return header.agent_timeout_sec, header.verifier_timeout_sec
+    info = TaskFolder.read(task_dir).info
+    return info.agent_timeout_sec, info.verifier_timeout_sec
 
 
 def load_workspace(sb: Sandbox, task_dir: Path) -> None:
@@ -209,15 +208,17 @@ def prepare_grading(sb: Sandbox) -> str:
     generated solve.sh): kill every process it left behind — a background loop could otherwise
     rewrite /tests or reward.json while or after the verifier runs — then empty /tests,
     /logs/verifier, /solution and /tmp (the old HOME: start-up hooks, a planted script, a folder
-    made read-only). On bubblewrap from the host, else by an exec. Returns "" when done, else
-    why the sandbox cannot be graded."""
+    made read-only) and the kits of earlier gradings. Through the backend's reset_dirs (from the
+    host on bubblewrap; on Docker an exec as each dir's owner), else one exec. Returns "" when
+    done, else why the sandbox cannot be graded."""
     if not sb.kill_strays():
         return "processes left running in the sandbox could not be killed; not graded"
     reset = getattr(sb, "reset_dirs", None)
     if reset is not None:
         why = reset(list(GRADING_DIRS))
     else:
-        res = sb.exec(["sh", "-c", RESET_GRADING_SH], timeout=30.0, cwd="/")
+        argv = ["sh", "-c", RESET_DIRS_SH, "reset_dirs", *GRADING_DIRS]
+        res = sb.exec(argv, timeout=30.0, cwd="/")
         why = (
             ""
             if res.ok
@@ -230,14 +231,14 @@ def prepare_grading(sb: Sandbox) -> str:
     return ""
 
 
-def grading_env(kit: str) -> dict[str, str]:
+def grading_env(kit: str, scratch_dir: str) -> dict[str, str]:
     """The verifier's environment (over the sandbox's base PATH, LANG, TERM): HOME and TMPDIR
-    fresh under the grading kit `kit`; Python never imports from the current folder (the
-    workspace) nor a user site, writes no bytecode, and `kit`/site's sitecustomize puts back only
+    fresh under `scratch_dir`; Python never imports from the current folder (the workspace) nor
+    a user site, writes no bytecode, and the sealed kit `kit`'s site/sitecustomize puts back only
     the folder of a script run by path."""
     return {
-        "HOME": f"{kit}/home",
-        "TMPDIR": f"{kit}/tmp",
+        "HOME": f"{scratch_dir}/home",
+        "TMPDIR": f"{scratch_dir}/tmp",
         "PYTHONSAFEPATH": "1",
         "PYTHONNOUSERSITE": "1",
         "PYTHONDONTWRITEBYTECODE": "1",
@@ -245,68 +246,101 @@ def grading_env(kit: str) -> dict[str, str]:
     }
 
 
-def upload_kit(sb: Sandbox) -> str:
-    """Put a fresh grading kit (the supervisor, the sitecustomize, empty home/ and tmp/) at a
-    new random folder under the just-emptied /tmp; returns its sandbox path."""
-    kit = f"/tmp/clawloop-grading-{secrets.token_hex(8)}"
+def upload_kit(sb: Sandbox) -> tuple[str, str]:
+    """Put a fresh grading kit (the supervisor and the sitecustomize) in a new folder of the
+    sealed GRADING_KIT, where the sandbox's commands can neither write nor rename it (a kit
+    under the writable /tmp could be swapped for the agent's while the verifier runs), and
+    empty home/ and tmp/ for the verifier under the just-emptied /tmp. Returns (kit, scratch)."""
+    name = f"clawloop-grading-{secrets.token_hex(8)}"
+    kit, scratch_dir = f"{GRADING_KIT}/{name}", f"/tmp/{name}"
     with scratch("clawloop-kit-") as tmp:
         local = Path(tmp, "kit")
-        for sub in ("home", "tmp", "site"):
-            (local / sub).mkdir(parents=True)
+        (local / "site").mkdir(parents=True)
         (local / "supervise.py").write_bytes(Path(grading_supervisor.__file__).read_bytes())
         (local / "site/sitecustomize.py").write_text(grading_supervisor.SITECUSTOMIZE)
-        sb.upload(local, kit)
-    _seal(sb, kit, recursive=False)
-    _seal(sb, f"{kit}/site")
-    _seal(sb, f"{kit}/supervise.py")
-    return kit
+        sb.upload_sealed(local, kit)
+        work = Path(tmp, "scratch")
+        for sub in ("home", "tmp"):
+            (work / sub).mkdir(parents=True)
+        sb.upload(work, scratch_dir)
+    return kit, scratch_dir
 
 
-def _seal(sb: Sandbox, remote: str, recursive: bool = True) -> None:
-    """Make grading files read-only to the sandbox's commands where the backend can
-    (bubblewrap run as root: BwrapSandbox.seal); elsewhere they stay as uploaded."""
-    seal = getattr(sb, "seal", None)
-    if seal is not None:
-        seal(remote, recursive)
+@dataclass
+class Supervised:
+    """How a supervised grading command ended (`supervised_grading`): `why` is "" when it ended
+    cleanly (exit 0, nothing left running), else why its grade fails; `trusted` is False when
+    nothing it wrote may be read at all (it ran past its limit, left processes running, or the
+    supervisor reported nothing), True when only its exit failed it."""
+
+    log: str
+    why: str = ""
+    trusted: bool = True
 
 
-def supervised_run(sb: Sandbox, argv: list[str], limit: float, cwd: str = WORKSPACE) -> Grade | str:
-    """Run a verifier command under the supervisor in a fresh kit (after prepare_grading);
-    returns its log when it ended cleanly, else a failed Grade with the reason: it ran past
-    `limit`, exited non-zero, left processes running, or the supervisor reported nothing."""
+def supervised_run(
+    sb: Sandbox, argv: list[str], limit: float, cwd: str = WORKSPACE, name: str = ""
+) -> Supervised:
+    """Run a verifier command under the supervisor in a fresh kit (after prepare_grading and the
+    grading files put in): it fails when it ran past `limit`, exited non-zero, left processes
+    running, or the supervisor reported nothing. `name` names the command in the reason."""
     try:
-        kit = upload_kit(sb)
+        kit, scratch_dir = upload_kit(sb)
     except (SandboxError, OSError, ValueError) as exc:
-        return Grade(0.0, False, reason=f"could not put the grading kit in place ({exc})")
+        return Supervised("", f"could not put the grading kit in place ({exc})", False)
     cmd = ["python3", "-I", f"{kit}/supervise.py", "--", *argv]
-    res = sb.exec(cmd, timeout=limit, cwd=cwd, env=grading_env(kit))
+    res = sb.exec(cmd, timeout=limit, cwd=cwd, env=grading_env(kit, scratch_dir))
     log = res.stderr[-LOG_TAIL:]
     if res.timed_out:
-        return Grade(0.0, False, log=log, reason=f"the verifier ran past {limit:g}s and was killed")
+        return Supervised(log, f"the verifier ran past {limit:g}s and was killed", False)
     verdict = _verdict(res.stdout)
     if verdict is None:
         tail = res.stderr.strip()[-300:] or f"exit {res.exit_code}"
-        return Grade(
-            0.0, False, log=log, reason=f"the grading supervisor reported nothing ({tail})"
-        )
-    name = " ".join(argv[-1:])
+        return Supervised(log, f"the grading supervisor reported nothing ({tail})", False)
     if verdict["left"]:
         ps = ", ".join(str(p) for p in verdict["left"][:5])
         how = " and some could not be killed" if verdict.get("unkillable") else ""
-        return Grade(
-            0.0, False, log=log,
-            reason=f"the verifier left {len(verdict['left'])} process(es) running ({ps}){how}; "
-            "not graded",
-        )  # fmt: skip
-    if verdict["exit"] != 0:
-        tail = res.stderr.strip().splitlines()[-1:] or ["no output"]
-        return Grade(
-            0.0, False, log=log,
-            reason=f"{name} exited {verdict['exit']}: {tail[0][:300]}; not graded",
-        )  # fmt: skip
+        why = f"the verifier left {len(verdict['left'])} process(es) running ({ps}){how}; "
+        return Supervised(log, why + "not graded", False)
+    if verdict.get("unconfined"):
+        log = f"grading ran partly confined: {verdict['unconfined']}\n{log}"
     if verdict.get("unlinked"):
         log = f"removed links to grading folders: {', '.join(verdict['unlinked'][:10])}\n{log}"
-    return log
+    if verdict["exit"] != 0:
+        tail = res.stderr.strip().splitlines()[-1:] or ["no output"]
+        name = name or " ".join(argv[-1:])
+        return Supervised(log, f"{name} exited {verdict['exit']}: {tail[0][:300]}; not graded")
+    return Supervised(log)
+
+
+def supervised_grading(
+    sb: Sandbox,
+    put_files: Callable[[Sandbox], None],
+    argv: list[str],
+    limit: float,
+    cwd: str = WORKSPACE,
+    name: str = "",
+    prepared: bool = False,
+) -> Supervised:
+    """The one grading path, for rollouts and audits (run_tests) and for verify's oracle and
+    probes (generators/verify/grading.py): prepare_grading (unless `prepared`: done already,
+    with no exec since), `put_files` (the grading files, through Sandbox.upload_sealed), `argv`
+    under the supervisor in a fresh kit (supervised_run), then whatever is still running
+    killed. Read the verifier's files only when `why` is "" (or, for what it wrote before a
+    failed exit, when `trusted`)."""
+    if not prepared:
+        unfit = prepare_grading(sb)
+        if unfit:
+            return Supervised("", unfit, False)
+    try:
+        put_files(sb)
+    except (SandboxError, OSError, ValueError) as exc:
+        return Supervised("", f"could not copy the grading files in ({exc}); not graded", False)
+    ran = supervised_run(sb, argv, limit, cwd, name)
+    if ran.trusted and not sb.kill_strays():
+        why = "the verifier left processes that could not be killed"
+        return Supervised(ran.log, why, False)
+    return ran
 
 
 def _verdict(stdout: str) -> dict[str, Any] | None:
@@ -321,25 +355,21 @@ def _verdict(stdout: str) -> dict[str, Any] | None:
 
 
 def run_tests(sb: Sandbox, task_dir: Path, timeout: float | None = None) -> Grade:
-    """Grade the sandbox's current state: prepare_grading, upload tests/ to /tests, run
-    `bash /tests/test.sh` under the supervisor (supervised_run: a fresh kit, an isolated
-    environment, nothing left running), then read /logs/verifier/reward.json and details.json."""
-    unfit = prepare_grading(sb)
-    if unfit:
-        return Grade(0.0, False, reason=unfit)
-    try:
-        sb.upload(Path(task_dir, "tests"), TESTS)
-        _seal(sb, TESTS)
-    except (SandboxError, OSError, ValueError) as exc:
-        return Grade(0.0, False, reason=f"could not copy the task's tests/ in ({exc}); not graded")
+    """Grade the sandbox's current state (supervised_grading): prepare_grading, tests/ sealed in
+    /tests, `bash /tests/test.sh` under the supervisor (a fresh kit, an isolated environment,
+    nothing left running), then /logs/verifier/reward.json and details.json read."""
     limit = timeout if timeout is not None else task_timeouts(task_dir)[1]
-    ran = supervised_run(sb, ["bash", f"{TESTS}/test.sh"], limit)
-    if isinstance(ran, Grade):
-        return ran
-    if not sb.kill_strays():
-        return Grade(
-            0.0, False, log=ran, reason="the verifier left processes that could not be killed"
-        )
+    tests = Path(task_dir, "tests")
+    ran = supervised_grading(sb, lambda s: put_tests(s, tests), ["bash", f"{TESTS}/test.sh"], limit)
+    if ran.why:
+        return Grade(0.0, False, log=ran.log, reason=ran.why)
     grade = read_grade(sb)
-    grade.log = ran
+    grade.log = ran.log
     return grade
+
+
+def put_tests(sb: Sandbox, tests: Path) -> None:
+    """The task's tests/ folder, sealed, at /tests; a missing one is a clear error."""
+    if not tests.is_dir():
+        raise FileNotFoundError(f"the task has no tests/ folder ({tests})")
+    sb.upload_sealed(tests, TESTS)

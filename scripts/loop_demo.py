@@ -80,7 +80,7 @@ class TaskIndex:
         self._lock = threading.Lock()
 
     def _refresh(self) -> None:
-        from clawloop.harness.taskfolder.folder import unpack_tar
+        from clawloop.harness.taskfolder.packing import unpack_tar
 
         for parquet in sorted(self.run_dir.glob("iter-*/forge/tasks.parquet")):
             frame = pd.read_parquet(

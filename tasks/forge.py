@@ -16,7 +16,7 @@ from prefect.cache_policies import NO_CACHE
 from clawloop.generators.forge import forge_candidate
 from clawloop.harness.sandbox.base import SandboxConfig
 from clawloop.harness.sandbox.pool import HOST_COLUMN, hosts_used, with_host_column
-from clawloop.harness.taskfolder.folder import forged_row
+from clawloop.harness.taskfolder.rows import forged_row
 from clawloop.storage import schemas
 from clawloop.storage.schemas import Candidate, Forged
 from clawloop.synthesis.external import is_external

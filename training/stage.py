@@ -176,6 +176,8 @@ TURN_PATHS = ("turns_from_ids", "turns_from_text", "turns_from_template", "turns
 TOKEN_FLAGS = (
     "logprobs_missing",
     "logprobs_mismatched",
+    "logprobs_constrained",
+    "forced_tokens",
     "eos_missing",
     "completions_cut",
     "prompts_cut_left",

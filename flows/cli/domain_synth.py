@@ -20,6 +20,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from clawloop.synthesis.config import DomainSource
+
 
 def _fail(msg: str) -> int:
     print(f"clawloop domain synth: {msg}", file=sys.stderr)
@@ -33,7 +35,7 @@ def _forge_and_verify(backend: str, out: Path, rows: list[dict[str, Any]]):
     from clawloop.generators.forge import forge_candidate
     from clawloop.generators.verify import verify_task
     from clawloop.harness.sandbox.base import SandboxConfig
-    from clawloop.harness.taskfolder.folder import unpack_tar
+    from clawloop.harness.taskfolder.packing import unpack_tar
 
     sandbox = SandboxConfig(backend=backend)
 
@@ -124,8 +126,11 @@ def register_synth(verbs: argparse._SubParsersAction) -> None:
                    help="tasks to keep; a dropped one is replaced, up to 3 x N made")  # fmt: skip
     v.add_argument("--seed", type=int, default=0)
     v.add_argument("--out", required=True, help="an empty or new folder for the task folders")
-    v.add_argument("--max-nodes", type=int, default=6, help="abstract graph size (difficulty)")
-    v.add_argument("--subgoals", type=int, default=2, help="sub-goals per task (difficulty)")
+    # The defaults are the run config's (synthesize.domain: DomainSource), written there only.
+    for name in ("max_nodes", "subgoals"):
+        f = DomainSource.model_fields[name]
+        v.add_argument("--" + name.replace("_", "-"), type=int, default=f.default,
+                       help=f"{f.description} (default: {f.default})")  # fmt: skip
     v.add_argument("--no-error-recovery", action="store_true", help="no error-recovery paths")
     v.add_argument("--backend", choices=("auto", "bwrap", "docker"), default="auto")
     v.add_argument("--json", action="store_true", help="print the report as JSON")

@@ -376,7 +376,7 @@ def _task_features() -> Any:
 
 def _tar_gz(folder: Path) -> bytes:
     """The folder's deterministic tar (harness.taskfolder pack_dir), gzipped with mtime 0."""
-    from clawloop.harness.taskfolder.folder import pack_dir
+    from clawloop.harness.taskfolder.packing import pack_dir
 
     buf = io.BytesIO()
     with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0) as gz:
@@ -393,7 +393,8 @@ def task_records(
 ) -> dict[str, list[dict[str, Any]]]:
     """{split: task rows} from the run's forge stages (first iteration that forged a task id
     wins), each folder exported as `clawloop export harbor` writes it."""
-    from clawloop.harness.taskfolder.folder import export_rows, read_task_info
+    from clawloop.harness.taskfolder.folder import TaskFolder
+    from clawloop.harness.taskfolder.rows import export_rows
     from clawloop.storage import artifacts
 
     out: dict[str, list[dict[str, Any]]] = {s: [] for s in SPLITS}
@@ -417,7 +418,7 @@ def task_records(
                 kept = bool(verdict and verdict["kept"])
                 if not kept and not include_dropped:
                     continue
-                info = read_task_info(folder)
+                info = TaskFolder.read_clawloop(folder).info
                 seen.add(folder.name)
                 split = "test" if info.split == "eval" else "train"
                 out[split].append(

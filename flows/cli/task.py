@@ -71,7 +71,8 @@ def cmd_forge(args: argparse.Namespace) -> int:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     from clawloop.generators.verify import is_warning, verify_task
-    from clawloop.harness.taskfolder.folder import TaskFolderError, import_folder
+    from clawloop.harness.taskfolder.folder import TaskFolderError
+    from clawloop.harness.taskfolder.rows import import_folder
 
     task_dir = Path(args.task_dir)
     if not task_dir.exists():
@@ -103,10 +104,10 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     from clawloop.harness.taskfolder.folder import (
         TaskFolderError,
-        export_rows,
         harbor_name,
         writes_numeric_reward,
     )
+    from clawloop.harness.taskfolder.rows import export_rows
 
     try:
         harbor_name("x", args.org)

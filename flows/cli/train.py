@@ -15,46 +15,21 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import MISSING, fields
 from pathlib import Path
 
+from clawloop.flows.cli import config_flags
 from clawloop.training.config import TrainConfig, TrainConfigError
 
 
-def _parse_bool(text: str) -> bool:
-    low = text.lower()
-    if low in ("1", "true", "yes", "on"):
-        return True
-    if low in ("0", "false", "no", "off"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
-
-
-def _flag_type(annotation: str):
-    kinds = {"int": int, "float": float, "str": str, "bool": _parse_bool}
-    for name, kind in kinds.items():
-        if annotation.startswith(name):
-            return kind
-    return str
-
-
 def add_config_flags(parser: argparse.ArgumentParser) -> None:
-    for f in fields(TrainConfig):
-        if f.name == "base_model":  # the verb's own required --base-model sets it
-            continue
-        default = f.default if f.default is not MISSING else None
-        parser.add_argument(
-            "--" + f.name.replace("_", "-"),
-            dest=f.name,
-            type=_flag_type(str(f.type)),
-            default=default,
-            help=f"{f.metadata.get('help', '')} (default: {default})",
-        )
+    """Every TrainConfig field as a flag (base_model: the verb's own required --base-model)."""
+    config_flags.add_config_flags(parser, TrainConfig, skip={"base_model"})
 
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
-    flags = {f.name: getattr(args, f.name) for f in fields(TrainConfig) if f.name != "base_model"}
-    return TrainConfig(**flags, base_model=getattr(args, "base_model", None))
+    return config_flags.config_from_args(
+        args, TrainConfig, skip={"base_model"}, base_model=getattr(args, "base_model", None)
+    )
 
 
 def _cmd_tiny_model(args: argparse.Namespace) -> int:

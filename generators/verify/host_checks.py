@@ -27,12 +27,9 @@ from clawloop.generators.verify.leaks import (
 )
 from clawloop.generators.verify.taskfiles import TaskFiles, warning
 from clawloop.harness.sandbox.scratch import scratch
-from clawloop.harness.taskfolder.folder import (
-    TaskFolderError,
-    parse_task_info,
-    write_files,
-)
+from clawloop.harness.taskfolder.folder import TaskFolderError, parse_task_info
 from clawloop.harness.taskfolder.grader import grade
+from clawloop.harness.taskfolder.packing import write_files
 from clawloop.synthesis.library import RenderError, render_generator
 
 

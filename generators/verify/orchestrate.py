@@ -40,12 +40,8 @@ from clawloop.harness.sandbox.base import (
     WORKSPACE,
     SandboxConfig,
 )
-from clawloop.harness.taskfolder.folder import (
-    TaskFolderError,
-    parse_task_header,
-    parse_task_info,
-    tar_files,
-)
+from clawloop.harness.taskfolder.folder import TaskFolderError, parse_task_header, parse_task_info
+from clawloop.harness.taskfolder.packing import tar_files
 
 
 class VerifyConfig(BaseModel):

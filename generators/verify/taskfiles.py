@@ -1,4 +1,4 @@
-"""A forged task's files as verify reads them: in memory (folder.tar_files entries), never written
+"""A forged task's files as verify reads them: in memory (packing.tar_files entries), never written
 to disk; and the CHECKS row every check writes (a warning is a passing row that says what it saw)."""
 
 from __future__ import annotations
@@ -8,10 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from clawloop.harness.taskfolder.folder import (
-    pack_dir,
-    tar_files,
-)
+from clawloop.harness.taskfolder.packing import pack_dir, tar_files
 
 # A passing CHECKS row whose reason opens with this is a warning: what the check read may be
 # wrong (prose read as a field name), so it keeps the task and says what it saw.
@@ -37,7 +34,7 @@ _MISSING: Any = object()
 
 
 class TaskFiles:
-    """A task folder's files in memory (folder.tar_files entries): what the host-side checks
+    """A task folder's files in memory (packing.tar_files entries): what the host-side checks
     read, so verify never writes the folder it was handed as a tar to disk."""
 
     def __init__(self, entries: Entries, name: str = "task") -> None:

@@ -15,30 +15,46 @@ import posixpath
 import shutil
 import tarfile
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 # Largest archive a download may produce; beyond it the sandbox is treated as hostile.
 MAX_DOWNLOAD_BYTES = 1 << 30
 
 
-def _reset_owner(info: tarfile.TarInfo) -> tarfile.TarInfo:
-    info.uid = info.gid = 0
-    info.uname = info.gname = "root"
-    return info
+def owner_filter(
+    uid: int = 0, readonly: bool = False
+) -> Callable[[tarfile.TarInfo], tarfile.TarInfo]:
+    """A tar filter giving every member the owner `uid` (never the host's), and with `readonly`
+    the mode 0555 (folders, executables) or 0444: anyone may read, nobody may write."""
+
+    def reset(info: tarfile.TarInfo) -> tarfile.TarInfo:
+        info.uid = info.gid = uid
+        info.uname = info.gname = "root" if uid == 0 else ""
+        if readonly and not info.issym():
+            info.mode = 0o555 if info.isdir() or info.mode & 0o111 else 0o444
+        return info
+
+    return reset
 
 
-def pack(local: Path, name: str, prefix: str = "") -> bytes:
+def pack(local: Path, name: str, prefix: str = "", uid: int = 0, readonly: bool = False) -> bytes:
     """Tar `local` for upload. A file becomes the single member `name`; a directory's contents
     become the top-level members (so they land inside the remote directory). `prefix` (a
-    relative path) is put in front of every member name."""
+    relative path) is put in front of every member name. Members are owned by `uid`; with
+    `readonly` nobody may write them, and a directory packed under a `prefix` gets that folder's
+    own member too (else the engine would make it, writable)."""
     local = Path(local)
     buf = io.BytesIO()
+    reset = owner_filter(uid, readonly)
     with tarfile.open(fileobj=buf, mode="w") as tar:
         if local.is_dir():
+            if prefix and readonly:
+                tar.add(str(local), arcname=prefix, recursive=False, filter=reset)
             for child in sorted(local.iterdir()):
-                tar.add(str(child), arcname=posixpath.join(prefix, child.name), filter=_reset_owner)
+                tar.add(str(child), arcname=posixpath.join(prefix, child.name), filter=reset)
         elif local.is_file():
-            tar.add(str(local), arcname=posixpath.join(prefix, name), filter=_reset_owner)
+            tar.add(str(local), arcname=posixpath.join(prefix, name), filter=reset)
         else:
             raise FileNotFoundError(f"upload source {local} is neither a file nor a directory")
     return buf.getvalue()

@@ -7,7 +7,12 @@ fixed layout the rest of clawloop relies on:
     /tests          the verifier (uploaded only when grading)
     /solution       the reference solution (uploaded only for the oracle check)
     /logs/verifier  where tests/test.sh writes reward.json
+    /logs/grading   the grading kit (taskenv.upload_kit): written only from the host, sealed
     /tmp            scratch
+
+/tests and /logs/grading hold what grading reads (`upload_sealed`): where the backend can, the
+sandbox's own commands may read but never change, replace or rename what is put there, so code
+the verifier runs (the agent's program) cannot rewrite the rest of the verifier.
 
 No network, no host paths beyond these, and limits on CPU time, memory, processes, file size and
 wall time. Commands are treated as hostile: a timeout or a crash is an `ExecResult`, not an
@@ -26,6 +31,9 @@ WORKSPACE = "/workspace"
 TESTS = "/tests"
 SOLUTION = "/solution"
 VERIFIER_LOGS = "/logs/verifier"
+GRADING_KIT = "/logs/grading"
+# The folders `upload_sealed` seals: files there are only ever the host's.
+SEALED = (TESTS, GRADING_KIT)
 
 Backend = Literal["auto", "docker", "bwrap"]
 
@@ -102,6 +110,14 @@ class Sandbox(abc.ABC):
     @abc.abstractmethod
     def upload(self, local: Path, remote: str) -> None:
         """Copy a host file or directory to `remote` (a directory's contents land in `remote`)."""
+
+    def upload_sealed(self, local: Path, remote: str) -> bool:
+        """`upload`, then make what landed at `remote` (under one of SEALED) read-only to the
+        sandbox's commands, which may then read it but never change, replace, rename or chmod
+        it. True when sealed; False where the backend cannot (this default; bubblewrap run
+        without root, whose commands run as our own uid)."""
+        self.upload(local, remote)
+        return False
 
     @abc.abstractmethod
     def download(self, remote: str, local: Path) -> None:

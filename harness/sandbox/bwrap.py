@@ -170,11 +170,14 @@ class BwrapSandbox(Sandbox):
             fs.mkdir()
             self.mounted = _mount_tmpfs(fs, self.limits)
             made = [fs / sub for sub in MOUNTS.values()] + [fs / "logs/verifier"]
-            for path in made:
+            for path in [*made, fs / "logs/grading"]:
                 path.mkdir(exist_ok=True)
             if self.uid is not None:
+                # /logs and /logs/grading stay the host root's (read-only inside): the grading
+                # kit put there cannot be renamed away or replaced (upload_sealed).
                 for path in (self.dir, fs, *made):
-                    os.chown(path, self.uid, self.uid)
+                    if path != fs / "logs":
+                        os.chown(path, self.uid, self.uid)
             disk = self.limits.disk_mb if self.mounted else None
             self.cgroup = cgroup.create(
                 self.dir.name, cgroup.memory_bytes(self.limits.memory_mb, disk)
@@ -321,6 +324,13 @@ class BwrapSandbox(Sandbox):
             for member in names:
                 with contextlib.suppress(FileNotFoundError):
                     os.chown(dest / member, self.uid, self.uid, follow_symlinks=False)
+
+    def upload_sealed(self, local: Path, remote: str) -> bool:
+        """`upload`, then `seal` what landed (True), from the host while no exec runs; not
+        sealed (False) when not run as root."""
+        self.upload(local, remote)
+        self.seal(remote)
+        return self.uid is not None
 
     # -- direct file access (no tar): the sandbox's files are host files under self.fs ---------
     # Each is safe only between execs: every process an exec started is dead when it returns

@@ -42,6 +42,8 @@ from clawloop.storage.cache_key import data_text
 from . import pool
 from .archive import MAX_DOWNLOAD_BYTES, pack, split_remote, unpack
 from .base import (
+    GRADING_KIT,
+    SEALED,
     SOLUTION,
     TESTS,
     VERIFIER_LOGS,
@@ -68,9 +70,16 @@ GRACE_S = 5.0
 # The writable dirs of the sandbox layout, each a size-capped tmpfs volume. /logs/verifier rather
 # than /logs: the engine does not copy image content into a volume with mount options, and the
 # layout promises only /logs/verifier.
-WRITABLE = (WORKSPACE, TESTS, SOLUTION, VERIFIER_LOGS, "/tmp")
+WRITABLE = (WORKSPACE, TESTS, SOLUTION, VERIFIER_LOGS, GRADING_KIT, "/tmp")
+# Owner of the sealed dirs (base.SEALED) and of all that is put there: not the uid the
+# sandbox's commands run as (the image's root, without capabilities, so without the power to
+# override permissions, chown or chmod what it does not own), nor one they can become
+# (no-new-privileges). Only the engine (uploads) and the host's own resets run as it.
+SEALED_UID = 65534
 # Kills every process in the container but docker-init and the sleeper (kill_strays.sh says how).
 KILL_STRAYS_SH = data_text(__file__, "kill_strays.sh")
+# Empties the dirs named as its arguments (taskenv.prepare_grading).
+RESET_DIRS_SH = data_text(__file__, "reset_dirs.sh")
 
 
 def _cap_to_hard(which: int, value: int) -> int:
@@ -80,12 +89,21 @@ def _cap_to_hard(which: int, value: int) -> int:
 
 
 def tmpfs_mounts(disk_mb: int) -> list[Any]:
-    """One anonymous tmpfs-backed volume per writable dir, each capped at `disk_mb`."""
+    """One anonymous tmpfs-backed volume per writable dir, each capped at `disk_mb`: open to all
+    (1777), but the sealed ones, which belong to SEALED_UID and are read-only to others."""
     from docker.types import DriverConfig, Mount
 
-    opts = {"type": "tmpfs", "device": "tmpfs", "o": f"size={disk_mb}m,mode=1777"}
+    def opts(path: str) -> dict[str, str]:
+        who = f"uid={SEALED_UID},gid={SEALED_UID},mode=0755" if path in SEALED else "mode=1777"
+        return {"type": "tmpfs", "device": "tmpfs", "o": f"size={disk_mb}m,{who}"}
+
     return [
-        Mount(target=path, source=None, type="volume", driver_config=DriverConfig("local", opts))
+        Mount(
+            target=path,
+            source=None,
+            type="volume",
+            driver_config=DriverConfig("local", opts(path)),
+        )
         for path in WRITABLE
     ]
 
@@ -325,14 +343,54 @@ class DockerSandbox(Sandbox):
         return res.exit_code == 0
 
     def upload(self, local: Path, remote: str) -> None:
+        self._put(local, remote, sealed=False)
 
+    def upload_sealed(self, local: Path, remote: str) -> bool:
+        """Upload owned by SEALED_UID, read-only (0444/0555), under a sealed dir: the engine
+        writes it; the sandbox's commands (root without capabilities) may only read it."""
+        self._put(local, remote, sealed=True)
+        return True
+
+    def reset_dirs(self, remotes: list[str]) -> str:
+        """Empty each dir of `remotes` in an exec (reset_dirs.sh) while no other runs (call
+        after kill_strays): the sealed ones as their owner SEALED_UID, the rest as the sandbox's
+        root. Returns "" when done, else why not."""
+        for who in ("0:0", f"{SEALED_UID}:{SEALED_UID}"):
+            dirs = [d for d in remotes if (d in SEALED) == (who != "0:0")]
+            if not dirs:
+                continue
+            container = self._require()
+            try:
+                res = container.exec_run(
+                    ["sh", "-c", RESET_DIRS_SH, "reset_dirs", *dirs],
+                    user=who,
+                    workdir="/",
+                    environment=env_for(None),
+                )
+            except engine_errors() as exc:
+                raise self._fault(
+                    SandboxError(
+                        f"resetting {', '.join(dirs)} in {container.short_id} failed: {exc}"
+                    )
+                ) from exc
+            if res.exit_code != 0:
+                out = (res.output or b"").decode(errors="replace").strip()
+                return out[-300:] or f"exit {res.exit_code}"
+        return ""
+
+    def _put(self, local: Path, remote: str, sealed: bool) -> None:
         container = self._require()
         parent, name = split_remote(remote)
         local = Path(local)
         # Members carry their path below the writable mount and go to that mount (the read-only
         # root refuses archives): the engine creates missing parents, so no `mkdir -p` exec.
         mount, below = archive_target(posixpath.join(parent, name) if local.is_dir() else parent)
-        data = pack(local, name, prefix=below)
+        if sealed and mount not in SEALED:
+            raise ValueError(f"a sealed upload goes under {' or '.join(SEALED)}, not {remote!r}")
+        if sealed:
+            data = pack(local, name, prefix=below, uid=SEALED_UID, readonly=True)
+        else:
+            data = pack(local, name, prefix=below)
         try:
             ok = container.put_archive(mount, data)
         except engine_errors() as exc:

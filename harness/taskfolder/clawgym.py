@@ -35,13 +35,9 @@ from pathlib import Path
 from typing import Any
 
 from clawloop.harness.sandbox.base import WORKSPACE
-from clawloop.harness.taskfolder.folder import (
-    TaskFolderError,
-    check_folder_size,
-    check_task_id,
-    forged_row,
-    pack_dir,
-)
+from clawloop.harness.taskfolder.folder import TaskFolderError, check_task_id
+from clawloop.harness.taskfolder.packing import check_folder_size, pack_dir
+from clawloop.harness.taskfolder.rows import forged_row
 from clawloop.storage.cache_key import data_text
 
 DATA_ENTRY = "data_entry.json"

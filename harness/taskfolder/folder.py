@@ -1,5 +1,6 @@
-"""Harbor-format task folders: write one from a build result, pack it to a deterministic tar for
-the Parquet blob, unpack it safely, and export/import sets of rows as plain folders.
+"""Harbor-format task folders: the layout, task.toml (render, read, check), the contract as a
+reader sees it, and writing a folder from a build result. Tars live in packing.py, forged rows
+(import, export) in rows.py.
 
 Layout (fixed, docs/architecture.md, "The task folder"):
 
@@ -22,14 +23,8 @@ older folders whose name has no org still read and import.
 from __future__ import annotations
 
 import dataclasses
-import io
 import json
-import os
-import posixpath
 import re
-import shutil
-import tarfile
-import tempfile
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,7 +38,6 @@ from clawloop.storage.cache_key import data_text
 GRADER_PATH = Path(str(grader.__file__))
 STATE_PREDICATES_PATH = Path(str(state_predicates.__file__))
 BASE_IMAGE = "clawloop-base:latest"
-MAX_UNPACKED_BYTES = 64 * 1024 * 1024
 MAX_TIMEOUT_SEC = 24 * 3600.0  # a task.toml timeout_sec longer than a day is refused
 DEFAULT_ORG = "clawloop"
 # Harbor's ORG_NAME_PATTERN (harbor.constants), one side of the slash; ".." is refused too.
@@ -60,19 +54,35 @@ class TaskFolderError(ValueError):
     """A task folder or tar is malformed or unsafe (path escape, missing file, oversize)."""
 
 
+# The [metadata.clawloop] keys every clawloop-made task.toml holds (forge writes them all).
+PROVENANCE = (
+    "capability",
+    "domain",
+    "seed",
+    "multihop",
+    "dirtiness",
+    "output_format",
+    "generator_sha256",
+    "origin",
+)
+
+
 @dataclass(frozen=True)
 class TaskInfo:
-    """The [metadata.clawloop] table of task.toml: where a task came from."""
+    """task.toml as clawloop reads it, for any Harbor task folder: [task] name (the bare id),
+    capability, split, the [agent]/[verifier] timeouts and [environment] resources; and, for a
+    clawloop-made task, where it came from ([metadata.clawloop]; left empty for a foreign task).
+    read_task_header fills what running a task needs, read_task_info all of it."""
 
     task_id: str
-    capability: str
-    domain: str
-    seed: int
-    multihop: int
-    dirtiness: int
-    output_format: str
-    generator_sha256: str
-    origin: str
+    capability: str = ""
+    domain: str = ""
+    seed: int = 0
+    multihop: int = 0
+    dirtiness: int = 0
+    output_format: str = ""
+    generator_sha256: str = ""
+    origin: str = ""
     title: str = ""
     split: str = "train"
     task_sha256: str = ""  # digest of the build result the folder was written from
@@ -112,22 +122,7 @@ def bare_task_id(name: str) -> str:
 
 def render_task_toml(info: TaskInfo, org: str = DEFAULT_ORG) -> str:
     """task.toml with Harbor's field names plus clawloop's provenance under [metadata.clawloop]."""
-    claw = {
-        k: getattr(info, k)
-        for k in (
-            "capability",
-            "domain",
-            "seed",
-            "multihop",
-            "dirtiness",
-            "output_format",
-            "generator_sha256",
-            "origin",
-            "title",
-            "split",
-            "task_sha256",
-        )
-    }
+    claw = {k: getattr(info, k) for k in (*PROVENANCE, "title", "split", "task_sha256")}
     difficulty = ("easy", "medium", "medium", "hard", "hard", "hard", "hard")[
         info.multihop + info.dirtiness
     ]
@@ -163,17 +158,6 @@ def render_task_toml(info: TaskInfo, org: str = DEFAULT_ORG) -> str:
     return "\n".join(lines)
 
 
-@dataclass(frozen=True)
-class TaskHeader:
-    """What any Harbor task.toml says that running the task needs, clawloop-made or not."""
-
-    task_id: str
-    capability: str = ""
-    split: str = "train"
-    agent_timeout_sec: float = 600.0
-    verifier_timeout_sec: float = 120.0
-
-
 def _load_task_toml(path: Path) -> dict[str, Any]:
     try:
         return tomllib.loads(path.read_text(encoding="utf-8"))
@@ -204,24 +188,7 @@ def check_task_id(task_id: object, where: str) -> str:
     return task_id
 
 
-def check_folder_size(root: Path, cap: int = MAX_UNPACKED_BYTES) -> None:
-    """TaskFolderError when the files under `root` add up to more than `cap` bytes (the unpack
-    limit a task tar must fit), from their sizes alone: nothing is read."""
-    total = 0
-    for top, _dirs, files in os.walk(root):
-        for name in files:
-            try:
-                total += os.lstat(os.path.join(top, name)).st_size
-            except OSError:
-                continue
-            if total > cap:
-                raise TaskFolderError(
-                    f"{root}: the task folder holds over {cap // (1024 * 1024)} MiB "
-                    f"(at {os.path.join(top, name)}); a task must fit the {cap} byte unpack limit"
-                )
-
-
-def strict_task_header(task_dir: Path) -> TaskHeader:
+def strict_task_header(task_dir: Path) -> TaskInfo:
     """read_task_header for an import: a task.toml that cannot be read, or whose task id or
     timeouts are unusable, is a TaskFolderError (not Harbor's defaults)."""
     header = _header(_load_task_toml(Path(task_dir, "task.toml")), Path(task_dir))
@@ -246,7 +213,7 @@ def _table(doc: dict[str, Any], *keys: str) -> dict[str, Any]:
     return doc if isinstance(doc, dict) else {}
 
 
-def _header(doc: dict[str, Any], task_dir: Path) -> TaskHeader:
+def _header(doc: dict[str, Any], task_dir: Path) -> TaskInfo:
     claw = _table(doc, "metadata", "clawloop")
     try:
         agent = float(_table(doc, "agent").get("timeout_sec", 600.0))
@@ -261,7 +228,7 @@ def _header(doc: dict[str, Any], task_dir: Path) -> TaskHeader:
                 f"{task_dir}/task.toml: [{name}] timeout_sec is {value!r}; it must be more than 0 "
                 f"and at most {MAX_TIMEOUT_SEC:g} seconds"
             )
-    return TaskHeader(
+    return TaskInfo(
         task_id=bare_task_id(str(_table(doc, "task").get("name") or Path(task_dir).name)),
         capability=str(claw.get("capability") or _table(doc, "metadata").get("category") or ""),
         split=str(claw.get("split") or "train"),
@@ -270,22 +237,22 @@ def _header(doc: dict[str, Any], task_dir: Path) -> TaskHeader:
     )
 
 
-def read_task_header(task_dir: Path) -> TaskHeader:
+def read_task_header(task_dir: Path) -> TaskInfo:
     """Name, capability, split and timeouts of any Harbor task folder: [task] name without its
     org (else the folder name), [metadata.clawloop] or [metadata] category, [agent]/[verifier]
     timeout_sec; Harbor's defaults where task.toml is missing, unreadable or silent."""
     try:
         return _header(_load_task_toml(Path(task_dir, "task.toml")), Path(task_dir))
     except TaskFolderError:
-        return TaskHeader(task_id=Path(task_dir).name)
+        return TaskInfo(task_id=Path(task_dir).name)
 
 
-def parse_task_header(text: str, task_dir: Path) -> TaskHeader:
+def parse_task_header(text: str, task_dir: Path) -> TaskInfo:
     """read_task_header of a task.toml given as text (`task_dir`: the folder it names)."""
     try:
         return _header(tomllib.loads(text), Path(task_dir))
     except (tomllib.TOMLDecodeError, TaskFolderError):
-        return TaskHeader(task_id=Path(task_dir).name)
+        return TaskInfo(task_id=Path(task_dir).name)
 
 
 def read_task_info(task_dir: Path) -> TaskInfo:
@@ -313,18 +280,80 @@ def _task_info(doc: dict[str, Any], task_dir: Path) -> TaskInfo:
     from_header = {"task_id", "agent_timeout_sec", "verifier_timeout_sec", "cpus", "memory_mb"}
     fields = set(TaskInfo.__dataclass_fields__) - from_header
     known = {k: v for k, v in claw.items() if k in fields}
-    env = _table(doc, "environment")
-    try:
-        return TaskInfo(
-            task_id=header.task_id,
-            agent_timeout_sec=header.agent_timeout_sec,
-            verifier_timeout_sec=header.verifier_timeout_sec,
-            cpus=int(env.get("cpus", 1)),
-            memory_mb=int(env.get("memory_mb", 2048)),
-            **known,
+    missing = [k for k in PROVENANCE if k not in claw]
+    if missing:
+        raise TaskFolderError(
+            f"{path}: [metadata.clawloop] is incomplete (missing {', '.join(missing)})"
         )
-    except TypeError as exc:
-        raise TaskFolderError(f"{path}: [metadata.clawloop] is incomplete ({exc})") from exc
+    env = _table(doc, "environment")
+    return dataclasses.replace(
+        header,
+        cpus=int(env.get("cpus", 1)),
+        memory_mb=int(env.get("memory_mb", 2048)),
+        **known,
+    )
+
+
+@dataclass(frozen=True)
+class TaskFolder:
+    """One task folder on disk: where its parts are (the layout above), what its task.toml says
+    (`info`), its instruction and its contract. `read` takes any Harbor folder (Harbor's defaults
+    where task.toml is silent), `read_clawloop` a clawloop-made one (TaskFolderError otherwise)."""
+
+    root: Path
+    info: TaskInfo
+
+    @classmethod
+    def read(cls, root: Path) -> TaskFolder:
+        return cls(Path(root), read_task_header(Path(root)))
+
+    @classmethod
+    def read_clawloop(cls, root: Path) -> TaskFolder:
+        return cls(Path(root), read_task_info(Path(root)))
+
+    @classmethod
+    def for_row(cls, root: Path, row: dict[str, Any]) -> TaskFolder:
+        """The folder unpacked from a forged row: task_id, capability and split are the row's
+        (the folder name, "" and "train" where it has none); the rest is task.toml's."""
+        info = dataclasses.replace(
+            read_task_header(Path(root)),
+            task_id=str(row.get("task_id") or Path(root).name),
+            capability=str(row.get("capability") or ""),
+            split=str(row.get("split") or "train"),
+        )
+        return cls(Path(root), info)
+
+    @property
+    def task_id(self) -> str:
+        return self.info.task_id
+
+    # The parts of the layout the code reaches through the object (module docstring: all of it).
+    @property
+    def instruction_path(self) -> Path:
+        return self.root / "instruction.md"
+
+    @property
+    def workspace(self) -> Path:
+        return self.root / "environment" / "workspace"
+
+    @property
+    def tests(self) -> Path:
+        return self.root / "tests"
+
+    def instruction(self) -> str:
+        """instruction.md as text (TaskFolderError when it is missing or not UTF-8)."""
+        return read_instruction(self.root)
+
+    def contract(self) -> dict[str, Any] | None:
+        """tests/contract.json (a clawloop task's answer contract); None when the folder has
+        none (a foreign task); TaskFolderError when it is there but unreadable."""
+        path = self.tests / "contract.json"
+        if not path.is_file():
+            return None
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise TaskFolderError(f"{path}: cannot read the contract ({exc})") from exc
 
 
 def _render_output(o: OutputSpec) -> list[str]:
@@ -442,101 +471,6 @@ def write_task_folder(dest: Path, build: BuildResult, code: str, info: TaskInfo)
     return dest
 
 
-def _tar(entries: list[tuple[str, bytes | None, bool]]) -> bytes:
-    """A deterministic tar of (relative path, data or None for a folder, executable) entries:
-    sorted names, mtime 0, owner root, fixed modes."""
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tar:
-        for rel, data, executable in sorted(entries, key=lambda e: e[0]):
-            info = tarfile.TarInfo(rel)
-            info.mtime = 0
-            info.uid = info.gid = 0
-            info.uname = info.gname = "root"
-            if data is None:
-                info.type = tarfile.DIRTYPE
-                info.mode = 0o755
-                tar.addfile(info)
-            else:
-                info.size = len(data)
-                info.mode = 0o755 if executable else 0o644
-                tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
-
-
-def pack_files(files: dict[str, tuple[str, bool]]) -> bytes:
-    """The tar of a task folder given as task_files() returns it, without writing it to disk;
-    byte-equal to pack_dir() of the same folder written by write_task_folder()."""
-    folders = {posixpath.dirname(rel) for rel in files}
-    for rel in list(folders):
-        while rel:
-            folders.add(rel)
-            rel = posixpath.dirname(rel)
-    folders.discard("")
-    entries: list[tuple[str, bytes | None, bool]] = [(d, None, False) for d in folders]
-    entries += [(rel, text.encode(), ex) for rel, (text, ex) in files.items()]
-    return _tar(entries)
-
-
-def pack_dir(root: Path) -> bytes:
-    """A deterministic tar of `root`'s contents: sorted names, mtime 0, owner root, fixed modes.
-    Equal folders give byte-equal tars, so the blob's sha256 identifies the task."""
-    root = Path(root)
-    entries: list[tuple[str, bytes | None, bool]] = []
-    for path in root.rglob("*"):
-        rel = path.relative_to(root).as_posix()
-        if path.is_symlink():
-            raise TaskFolderError(f"{path}: symlinks are not allowed in a task folder")
-        if path.is_dir():
-            entries.append((rel, None, False))
-        else:
-            entries.append((rel, path.read_bytes(), bool(path.stat().st_mode & 0o111)))
-    return _tar(entries)
-
-
-def tar_files(blob: bytes) -> dict[str, tuple[bytes, bool] | None]:
-    """A task tar's members as {normalised relative path: (data, executable)}, None for a
-    folder, refusing links, devices, absolute or escaping paths and oversize contents (what
-    unpack_tar writes; verify puts them in a sandbox without a folder on disk in between)."""
-    out: dict[str, tuple[bytes, bool] | None] = {}
-    total = 0
-    with tarfile.open(fileobj=io.BytesIO(blob), mode="r:") as tar:
-        for m in tar.getmembers():
-            norm = posixpath.normpath(m.name)
-            if m.name.startswith("/") or norm.startswith("..") or norm == ".":
-                raise TaskFolderError(f"task tar member {m.name!r} escapes the task folder")
-            if m.isdir():
-                out.setdefault(norm, None)
-                continue
-            if not m.isfile():
-                raise TaskFolderError(f"task tar member {m.name!r} is not a regular file or folder")
-            total += m.size
-            if total > MAX_UNPACKED_BYTES:
-                raise TaskFolderError(f"task tar unpacks to over {MAX_UNPACKED_BYTES} bytes")
-            src = tar.extractfile(m)
-            out[norm] = (src.read() if src else b"", bool(m.mode & 0o111))
-    return out
-
-
-def write_files(files: dict[str, tuple[bytes, bool] | None], dest: Path) -> Path:
-    """Write tar_files()'s entries under `dest` (created)."""
-    dest = Path(dest)
-    dest.mkdir(parents=True, exist_ok=True)
-    for rel, entry in files.items():
-        target = dest / rel
-        if entry is None:
-            target.mkdir(parents=True, exist_ok=True)
-            continue
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(entry[0])
-        target.chmod(0o755 if entry[1] else 0o644)
-    return dest
-
-
-def unpack_tar(blob: bytes, dest: Path) -> Path:
-    """Extract a task tar into `dest`, refusing links, devices, absolute or escaping paths."""
-    return write_files(tar_files(blob), dest)
-
-
 _TASK_TABLE = re.compile(r"^\[task\][ \t]*(#.*)?$")
 _TABLE_HEADER = re.compile(r"^\[")
 _NAME_LINE = re.compile(r"^name[ \t]*=")
@@ -574,37 +508,6 @@ def set_task_name(task_dir: Path, name: str) -> None:
     path.write_text(text)
 
 
-def export_rows(rows: list[dict[str, Any]], out_dir: Path, org: str = DEFAULT_ORG) -> list[Path]:
-    """Write each forged-ok row's tar as out_dir/<task_id>/ with [task] name "<org>/<task_id>"
-    (what Harbor requires; rows forged before names had an org get one); returns the folders."""
-    out_dir = Path(out_dir)
-    written = []
-    for row in rows:
-        if row.get("status") != "ok" or not row.get("task_tar"):
-            continue
-        task_id = check_task_id(row["task_id"], "export")
-        name = harbor_name(task_id, org)
-        # Written beside its final place and renamed there once whole: an export that fails
-        # part-way (a bad tar, a full disk) leaves no half-written task folder.
-        out_dir.mkdir(parents=True, exist_ok=True)
-        part = Path(tempfile.mkdtemp(prefix=f".{task_id}.partial-", dir=out_dir))
-        try:
-            folder = unpack_tar(row["task_tar"], part / task_id)
-            doc = _load_task_toml(folder / "task.toml")
-            # A foreign Harbor task (no [metadata.clawloop]) keeps the org/name it came with.
-            claw = _table(doc, "metadata", "clawloop")
-            if claw or "/" not in str(_table(doc, "task").get("name")):
-                set_task_name(folder, name)
-            final = out_dir / task_id
-            if final.exists():
-                shutil.rmtree(final)
-            folder.rename(final)
-        finally:
-            shutil.rmtree(part, ignore_errors=True)
-        written.append(final)
-    return written
-
-
 def writes_numeric_reward(task_dir: Path) -> bool:
     """Whether the folder's verifier writes reward.json with numbers only (per-check details in
     details.json), as Harbor requires; folders forged before that put them all in reward.json."""
@@ -612,43 +515,3 @@ def writes_numeric_reward(task_dir: Path) -> bool:
         return "details.json" in Path(task_dir, "tests", "test.sh").read_text()
     except OSError:
         return False
-
-
-def forged_row(cand: dict[str, Any], **values: Any) -> dict[str, Any]:
-    """The one constructor of FORGED rows (storage.schemas.FORGED): a failed row for candidate
-    `cand` unless `values` say otherwise (forge and import fill in the task)."""
-    row = {
-        "task_id": str(cand.get("task_id", "")),
-        "status": "failed",
-        "error": "",
-        "error_kind": "",
-        "attempts": 0,
-        "build_log": "",
-        "task_sha256": "",
-        "rebuild_sha256": "",
-        "task_tar": b"",
-        "capability": str(cand.get("capability", "")),
-        "domain": str(cand.get("domain", "")),
-        "split": str(cand.get("split", "")),
-    }
-    row.update(values)
-    return row
-
-
-def import_folder(task_dir: Path) -> dict[str, Any]:
-    """A forged row (storage.schemas.FORGED columns) from a clawloop task folder on disk."""
-    task_dir = Path(task_dir)
-    for need in ("task.toml", "instruction.md", "tests/test.sh", "environment"):
-        if not (task_dir / need).exists():
-            raise TaskFolderError(f"{task_dir}: missing {need}; not a Harbor task folder")
-    check_folder_size(task_dir)
-    strict_task_header(task_dir)
-    read_instruction(task_dir)
-    info = read_task_info(task_dir)
-    return forged_row(
-        dataclasses.asdict(info),
-        status="ok",
-        build_log=f"imported from {task_dir}",
-        task_sha256=info.task_sha256,
-        task_tar=pack_dir(task_dir),
-    )

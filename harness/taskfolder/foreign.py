@@ -42,14 +42,12 @@ from clawloop.harness.sandbox.base import WORKSPACE, SandboxConfig, SandboxError
 from clawloop.harness.taskfolder.folder import (
     TaskFolderError,
     _load_task_toml,
-    check_folder_size,
-    forged_row,
-    import_folder,
-    pack_dir,
     read_instruction,
     read_task_header,
     strict_task_header,
 )
+from clawloop.harness.taskfolder.packing import check_folder_size, pack_dir
+from clawloop.harness.taskfolder.rows import forged_row, import_folder
 
 BASE_IMAGE_NAMES = ("clawloop-base", "clawloop-base:latest")
 # Instructions that leave the filesystem and the process environment alone: a base-only

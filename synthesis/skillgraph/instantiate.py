@@ -31,7 +31,9 @@ from clawloop.generators.verify import verify_task
 from clawloop.harness.llm import ChatFn, LLMError
 from clawloop.harness.sandbox.base import SandboxConfig, SandboxError
 from clawloop.harness.sandbox.scratch import scratch
-from clawloop.harness.taskfolder.folder import TaskFolderError, export_rows, unpack_tar
+from clawloop.harness.taskfolder.folder import TaskFolderError
+from clawloop.harness.taskfolder.packing import unpack_tar
+from clawloop.harness.taskfolder.rows import export_rows
 from clawloop.synthesis.llm_writer import (
     WriterError,
     forge_failure,

@@ -38,7 +38,7 @@ def batch_sizes(monkeypatch: pytest.MonkeyPatch, name: str) -> list[int]:
 
 def edited(row: dict, tmp_path: Path, edit: Callable[[Path], None]) -> dict:
     """A FORGED row whose task folder `edit` changed (unpacked under tmp_path, then repacked)."""
-    from clawloop.harness.taskfolder.folder import pack_dir, unpack_tar
+    from clawloop.harness.taskfolder.packing import pack_dir, unpack_tar
 
     folder = unpack_tar(row["task_tar"], tmp_path / "task")
     edit(folder)

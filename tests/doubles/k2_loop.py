@@ -25,7 +25,7 @@ from safetensors.torch import load_file
 from clawloop.flows import runs
 from clawloop.flows.pipeline import STAGES
 from clawloop.harness.prompts import task_message
-from clawloop.harness.taskfolder.folder import unpack_tar
+from clawloop.harness.taskfolder.packing import unpack_tar
 from clawloop.storage import artifacts
 from clawloop.storage.manifest import read_manifest
 from clawloop.tasks.config import parse_config

@@ -21,7 +21,7 @@ import doubles.episodes as episodes
 import pytest
 
 from clawloop.flows.cli import main
-from clawloop.harness.taskfolder.folder import import_folder
+from clawloop.harness.taskfolder.rows import import_folder
 from clawloop.storage import artifacts, fs, schemas
 from clawloop.training.tiny_model import ensure_tiny_model
 

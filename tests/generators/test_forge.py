@@ -18,16 +18,13 @@ from clawloop.harness.sandbox.base import SandboxConfig, SandboxError
 from clawloop.harness.taskfolder.folder import (
     TaskFolderError,
     TaskInfo,
-    export_rows,
-    import_folder,
-    pack_dir,
-    pack_files,
     read_task_info,
     render_instruction,
     task_files,
-    unpack_tar,
     write_task_folder,
 )
+from clawloop.harness.taskfolder.packing import pack_dir, pack_files, unpack_tar
+from clawloop.harness.taskfolder.rows import export_rows, import_folder
 from clawloop.storage.schemas import FORGED
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "generators"

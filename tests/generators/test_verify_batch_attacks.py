@@ -25,7 +25,7 @@ from clawloop.generators.forge import forge_candidate
 from clawloop.generators.verify import TaskFiles, verify_task, verify_tasks
 from clawloop.harness.sandbox.base import Limits, SandboxConfig, SandboxError
 from clawloop.harness.sandbox.bwrap import BwrapSandbox
-from clawloop.harness.taskfolder.folder import tar_files
+from clawloop.harness.taskfolder.packing import tar_files
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="no bwrap")
 

@@ -34,8 +34,9 @@ from clawloop.generators.verify.taskfiles import under
 from clawloop.harness.sandbox.base import SandboxConfig
 from clawloop.harness.sandbox.bwrap import BwrapSandbox
 from clawloop.harness.taskfolder import state_predicates
-from clawloop.harness.taskfolder.folder import parse_task_info, tar_files
+from clawloop.harness.taskfolder.folder import parse_task_info
 from clawloop.harness.taskfolder.grader import read_output
+from clawloop.harness.taskfolder.packing import tar_files
 from clawloop.synthesis.library import render_generator
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="no bwrap")
@@ -561,7 +562,7 @@ def test_a_dump_cannot_call_fts3_tokenizer(tmp_path: Path) -> None:
 ABLATE = """
 import pickle, sys
 from clawloop.generators.verify import TaskFiles, check_ablation
-from clawloop.harness.taskfolder.folder import tar_files
+from clawloop.harness.taskfolder.packing import tar_files
 print(check_ablation(TaskFiles(tar_files(pickle.load(open(sys.argv[1], "rb"))))))
 """
 

@@ -58,10 +58,17 @@ def test_read_file_caps_and_misses(sb) -> None:
 def test_reset_empties_what_an_exec_planted_even_a_symlinked_folder(sb) -> None:
     planted = (
         "mkdir -p /tests/sub && echo x > /tests/sub/f && chmod 000 /tests/sub; "
-        "echo '{\"reward\": 1.0}' > /logs/verifier/reward.json; "
-        "mkdir -p /workspace/fake && rm -rf /logs/verifier && ln -s /workspace/fake /logs/verifier"
+        "echo '{\"reward\": 1.0}' > /logs/verifier/reward.json; mkdir -p /workspace/fake"
     )
     assert sb.exec(["sh", "-c", planted]).ok
+    # Run as root, /logs is the host root's: no exec can swap /logs/verifier for a link; the
+    # host's reset undoes such a link all the same (a sandbox run as our own uid can make one).
+    swap = "rm -rf /logs/verifier && ln -s /workspace/fake /logs/verifier"
+    assert sb.exec(["sh", "-c", swap]).ok == (sb.uid is None)
+    if sb.uid is not None:
+        (sb.fs / "logs/verifier/reward.json").unlink(missing_ok=True)
+        (sb.fs / "logs/verifier").rmdir()
+        (sb.fs / "logs/verifier").symlink_to("/workspace/fake")
     assert sb.reset_dirs(["/tests", "/logs/verifier"]) == ""
     res = sb.exec(["sh", "-c", "ls -A /tests /logs/verifier; test -L /logs/verifier || echo real"])
     assert res.ok, res.stderr

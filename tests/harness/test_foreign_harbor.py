@@ -22,13 +22,14 @@ from doubles.fake_openai import FakeOpenAI
 
 from clawloop.flows.cli import main
 from clawloop.harness.sandbox.base import SandboxConfig
-from clawloop.harness.taskfolder.folder import TaskFolderError, pack_dir, unpack_tar
+from clawloop.harness.taskfolder.folder import TaskFolderError
 from clawloop.harness.taskfolder.foreign import (
     ForeignTaskError,
     dockerfile_instructions,
     plan_environment,
     prepare_task,
 )
+from clawloop.harness.taskfolder.packing import pack_dir, unpack_tar
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
 WORDS = "the quick brown fox jumps over the lazy dog\n"  # 9 words

@@ -49,6 +49,9 @@ AIMED = [
     ("sitecustomize_env_files", "clawgym"), ("pth_file", "harbor"),
     ("fake_python_on_path", "harbor"), ("pytest_conftest_plugin", "harbor"),
     ("symlink_to_grading_files", "ours"), ("rewrite_tests_while_graded", "harbor"),
+    ("swap_grading_kit", "harbor"), ("patch_runner_memory", "harbor"),
+    ("kill_the_supervisor", "harbor"), ("system_shims_and_hooks", "harbor"),
+    ("system_shims_and_hooks", "clawgym"),
 ]  # fmt: skip
 MATRIX = [(t, k) for t in sorted(TRICKS) for k in sorted(TASKS)]
 
@@ -57,6 +60,20 @@ MATRIX = [(t, k) for t in sorted(TRICKS) for k in sorted(TASKS)]
 @pytest.mark.parametrize("trick, kind", AIMED)
 def test_trick_scores_zero_in_bwrap(trick: str, kind: str, tmp_path: Path) -> None:
     _check_caught(trick, kind, attack(TASKS[kind], TRICKS[trick], "bwrap", tmp_path / "out"))
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize(
+    "trick", ["rewrite_tests_while_graded", "swap_grading_kit", "patch_runner_memory"]
+)
+def test_tricks_on_the_running_verifier_score_zero_in_docker(trick: str, tmp_path: Path) -> None:
+    """The tricks of the agent's program run by a Harbor verifier: rewriting /tests (sealed:
+    owned by another uid, read-only), swapping the grading kit (sealed, in /logs/grading) and
+    patching the test runner's memory (seccomp and Landlock) all fail on Docker too."""
+    _docker_or_skip()
+    got = attack(TASKS["harbor"], TRICKS[trick], "docker", tmp_path / "out")
+    _check_caught(trick, "harbor", got)
+    assert "partly confined" not in got["log"], got["log"][:300]
 
 
 @pytest.mark.slow
@@ -87,8 +104,6 @@ def test_all_tricks_at_once_still_leave_a_sound_solution_at_one(tmp_path: Path) 
 @pytest.mark.parametrize("trick, kind", MATRIX)
 def test_trick_scores_zero_in_docker(trick: str, kind: str, tmp_path: Path) -> None:
     _docker_or_skip()
-    if (trick, kind) == ("rewrite_tests_while_graded", "harbor"):
-        pytest.xfail("docker: /tests is not sealed (uploads stay the exec's root's; no chown)")
     _check_caught(trick, kind, attack(TASKS[kind], TRICKS[trick], "docker", tmp_path / "out"))
 
 

@@ -27,14 +27,13 @@ from clawloop.harness.taskenv import (
 from clawloop.harness.taskfolder.folder import (
     TaskFolderError,
     bare_task_id,
-    export_rows,
     harbor_name,
-    import_folder,
     read_task_header,
     read_task_info,
     set_task_name,
     writes_numeric_reward,
 )
+from clawloop.harness.taskfolder.rows import export_rows, import_folder
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "generators"
 BWRAP = SandboxConfig(backend="bwrap")

@@ -23,7 +23,7 @@ from doubles.k2_loop import GENERATOR, MODEL  # the generator and model name of 
 from clawloop.flows import cli, runs
 from clawloop.flows.pipeline import STAGES
 from clawloop.harness.prompts import task_message
-from clawloop.harness.taskfolder.folder import unpack_tar
+from clawloop.harness.taskfolder.packing import unpack_tar
 from clawloop.storage import artifacts, fs
 from clawloop.storage.manifest import read_manifest, why_incomplete
 from clawloop.tasks.config import parse_config

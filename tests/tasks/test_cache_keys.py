@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from doubles.layout import PACKAGES
 
 from clawloop.flows import runs
 from clawloop.flows.pipeline import STAGES
@@ -24,16 +25,6 @@ from clawloop.tasks.mapping import thread_mapper
 from clawloop.tasks.stage import stage_code
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = (
-    "flows",
-    "tasks",
-    "diagnosis",
-    "synthesis",
-    "generators",
-    "harness",
-    "training",
-    "storage",
-)
 NAMES = [s.name for s in STAGES]
 
 
@@ -77,7 +68,7 @@ def _rerun_after_editing(tree: Path, module: str, cfg: Any = DEFAULT) -> set[str
         ("harness/taskenv.py", {"synthesize", "verify", "rollout", "diagnose"}),
         # a program read as data (storage.cache_key.data_text) is code of the stages that reach
         # its reader, as the reader's source is
-        ("harness/reset_grading.sh", {"synthesize", "verify", "rollout", "diagnose"}),
+        ("harness/sandbox/reset_dirs.sh", {"synthesize", "forge", "verify", "rollout", "diagnose"}),
         (
             "harness/taskfolder/templates/test.sh",
             {"synthesize", "forge", "verify", "rollout", "diagnose"},

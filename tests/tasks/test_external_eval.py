@@ -23,7 +23,8 @@ import pytest
 from doubles.fake_openai import FakeOpenAI, first_user_text, solution_steps, wrong_steps
 
 from clawloop.flows import runs
-from clawloop.harness.taskfolder.folder import forged_row, pack_dir
+from clawloop.harness.taskfolder.packing import pack_dir
+from clawloop.harness.taskfolder.rows import forged_row
 from clawloop.storage import schemas
 from clawloop.storage.artifacts import empty_row
 from clawloop.tasks import diagnose

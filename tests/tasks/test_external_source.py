@@ -12,7 +12,7 @@ import pytest
 
 from clawloop.harness.sandbox.base import SandboxConfig
 from clawloop.harness.taskfolder.clawgym import clawgym_folders, clawgym_row, read_task
-from clawloop.harness.taskfolder.folder import unpack_tar
+from clawloop.harness.taskfolder.packing import unpack_tar
 from clawloop.storage.artifacts import parquet_bytes
 from clawloop.storage.schemas import FORGED
 from clawloop.synthesis.config import SynthesizeConfig

@@ -367,6 +367,8 @@ def test_logprob_mismatches_are_counted_in_the_stage_summary(
         "turns_dropped": 0,
         "logprobs_missing": 0,
         "logprobs_mismatched": 1,
+        "logprobs_constrained": 0,
+        "forced_tokens": 0,
         "eos_missing": 0,
         "completions_cut": 0,
         "turns_cut_away": 0,

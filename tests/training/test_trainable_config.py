@@ -57,7 +57,7 @@ def test_trainable_configs_load(rollout, train):
 
 
 def test_shipped_configs_load():
-    for name in ("local", "cluster"):
+    for name in ("local", "cluster", "learning-cpu"):
         load_config(ROOT / f"configs/{name}.yaml")
 
 

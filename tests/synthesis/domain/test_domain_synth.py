@@ -14,7 +14,7 @@ import pytest
 from clawloop.generators.forge import forge_candidate
 from clawloop.generators.verify import verify_task
 from clawloop.harness.sandbox.base import SandboxConfig
-from clawloop.harness.taskfolder.folder import unpack_tar
+from clawloop.harness.taskfolder.packing import unpack_tar
 from clawloop.synthesis.domain.ground import Grounded, Step, coverage_problems, ground
 from clawloop.synthesis.domain.load import builtin_domains, load_domain
 from clawloop.synthesis.domain.skills import cluster_skills

@@ -18,7 +18,7 @@ from clawloop.generators.forge import forge_candidate
 from clawloop.generators.verify import HOST_CHECKS, TaskFiles, check_derivable, verify_task
 from clawloop.generators.verify.derivable import embedded_task
 from clawloop.harness.sandbox.base import SandboxConfig
-from clawloop.harness.taskfolder.folder import tar_files
+from clawloop.harness.taskfolder.packing import tar_files
 from clawloop.synthesis.domain.ground import Step
 
 BWRAP = SandboxConfig(backend="bwrap")

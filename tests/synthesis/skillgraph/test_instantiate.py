@@ -18,7 +18,7 @@ from doubles.skillsynth import generator, plan_for, router_for, system_of
 from clawloop.generators.verify import verify_task
 from clawloop.harness.llm import LLMEndpoint, endpoint_chat
 from clawloop.harness.sandbox.base import SandboxConfig
-from clawloop.harness.taskfolder.folder import import_folder
+from clawloop.harness.taskfolder.rows import import_folder
 from clawloop.synthesis.skillgraph.instantiate import (
     ATTEMPT_STAGES,
     PATH_KEY,

@@ -13,7 +13,7 @@ from doubles.skillsynth import generator, plan_for, router_for
 from clawloop.flows.cli import main
 from clawloop.generators.verify import verify_task
 from clawloop.harness.sandbox.base import SandboxConfig
-from clawloop.harness.taskfolder.folder import import_folder
+from clawloop.harness.taskfolder.rows import import_folder
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "skills"
 PATH = ["pdf-to-markdown", "markdown-to-html"]  # the fixtures' one chain
