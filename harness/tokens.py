@@ -18,7 +18,11 @@ repetition_penalty 1): vLLM fills missing ones from the model's generation_confi
 at the kept mass, not 1. No `seed` is ever sent: it kills vLLM's CPU engine.
 
 `tool_choice: required` constrains the reply to vLLM's own forced-call shape (a JSON array of
-`{"name", "parameters"}`, `structured_outputs.json`) and reads the calls from it.
+`{"name", "parameters"}`, `structured_outputs.json`) and reads the calls from it. vLLM applies the
+grammar's token bitmask to the logits before its sampler computes any logprob (v1
+`apply_grammar_bitmask` in the model runner, then `Sampler.forward`; raw and processed modes
+alike), so such a reply's logprobs are renormalised over the allowed tokens: `ChatReply.
+constrained` says so, and training does not take them as the model's (training/sequences.py).
 """
 
 from __future__ import annotations

@@ -52,3 +52,20 @@ def test_the_agent_loop_takes_its_settings_from_the_rollout_section():
     agent = RolloutConfig(temperature=0.7, max_turns=5).agent_config(request_timeout_s=9)
     assert (agent.temperature, agent.max_turns, agent.request_timeout_s) == (0.7, 5, 9)
     assert RolloutConfig().agent_config().temperature == RolloutConfig().temperature
+
+
+def test_synth_verbs_take_their_defaults_from_the_run_configs_sections():
+    from clawloop.synthesis.config import DomainSource, SkillsSource
+
+    skills = make_parser().parse_args(["skills", "synth", "g", "--n", "1", "--out", "o"])
+    want = SkillsSource()
+    assert (skills.sampler, (skills.min_len, skills.max_len), skills.max_repairs) == (
+        want.sampler,
+        tuple(want.path_len),
+        want.max_repairs,
+    )
+    domain = make_parser().parse_args(["domain", "synth", "d", "--out", "o"])
+    assert (domain.max_nodes, domain.subgoals) == (
+        DomainSource().max_nodes,
+        DomainSource().subgoals,
+    )
