@@ -2,9 +2,11 @@
 
 Every row trains the same SFT sequences, in the same order (sequential sampler), in the same
 batches, for one epoch, in its own fresh process (so each row's memory and threads start clean),
-and reports real (non-pad) tokens per second over the steps after the first (the first step
-builds the kernels), with the row's peak RSS. Ratios are against the first row, `ours fp32 full
-padded`, of the same invocation. The sequences are the train stage's encoding (`sft_samples`,
+and reports real (non-pad) tokens per CPU-second of its process (all threads) and per wall
+second over the steps after the first (the first step builds the kernels), with the row's peak
+RSS. On a shared host wall time measures the share of the cores the row got as much as the
+training: the CPU-second ratio is the comparison. Ratios are against `ours fp32 full padded` of
+the same invocation; the table is printed again after every row. The sequences are the train stage's encoding (`sft_samples`,
 the agent's parser) of synthetic multi-turn tool episodes of 1-4 turns, so lengths differ and
 padding is real.
 
@@ -56,6 +58,7 @@ ROWS = {
     "packed": ("ours", False, False, True),
     "trl-pf": ("trl", False, False, True),
 }
+ORDER = ("base", "trl", "lora", "packed", "bf16", "trl-pf", "lora-bf16", "trl-lora")
 LABELS = {
     "base": "ours fp32 full padded",
     "trl": "TRL  fp32 full padded",
@@ -188,13 +191,15 @@ def _step_timer():
     class StepTimer(TrainerCallback):
         def __init__(self) -> None:
             self.times: list[float] = []
-            self._t = 0.0
+            self.cpu: list[float] = []  # process CPU seconds (all threads) per step
+            self._t = self._c = 0.0
 
         def on_step_begin(self, args, state, control, **kw):
-            self._t = time.perf_counter()
+            self._t, self._c = time.perf_counter(), time.process_time()
 
         def on_step_end(self, args, state, control, **kw):
             self.times.append(time.perf_counter() - self._t)
+            self.cpu.append(time.process_time() - self._c)
 
     return StepTimer()
 
@@ -332,6 +337,8 @@ def run_row(name: str, model_dir: Path, work_file: Path, batch: int, profile: bo
         "tokens": real,
         "padded_tokens": padded,
         "tokens_s": real / sum(timed),
+        "cpu_s": sum(timer.cpu[1:]),
+        "tokens_cpu_s": real / sum(timer.cpu[1:]),
         "wall_s": wall,
         "trainable": trainable,
         "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
@@ -345,13 +352,32 @@ def run_row(name: str, model_dir: Path, work_file: Path, batch: int, profile: bo
 # --- the table --------------------------------------------------------------------------------
 
 
+def print_table(results: list[dict]) -> None:
+    """The rows so far, with ratios against `base` (the first row if base did not run): tokens
+    per CPU-second of the training process (all its threads; robust to a shared host giving
+    the process a varying share of the cores) and, beside it, per wall-second."""
+    base = next((r for r in results if r["name"] == "base"), results[0])
+    print(f"\n| row | tok/CPU-s | vs {LABELS[base['name']]} | tok/s wall | vs base (wall) "
+          "| CPU-s/step | pad share | trainable | peak RSS GB |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in results:
+        pad = 0.0 if ROWS[r["name"]][3] else 1 - r["tokens"] / r["padded_tokens"]
+        print(
+            f"| {LABELS[r['name']]} | {r['tokens_cpu_s']:.1f} "
+            f"| {r['tokens_cpu_s'] / base['tokens_cpu_s']:.2f}x | {r['tokens_s']:.1f} "
+            f"| {r['tokens_s'] / base['tokens_s']:.2f}x | {r['cpu_s'] / (r['steps'] - 1):.1f} "
+            f"| {pad:.0%} | {r['trainable'] / 1e6:.1f}M | {r['peak_rss_gb']:.1f} |",
+            flush=True,
+        )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", type=Path, default=DEFAULT_MODEL, help="HF folder to cut")
     parser.add_argument("--layers", type=int, default=4, help="decoder layers kept (real weights)")
     parser.add_argument("--episodes", type=int, default=12, help="sequences (one per episode)")
     parser.add_argument("--batch", type=int, default=2, help="sequences per step, every row")
-    parser.add_argument("--rows", default=",".join(ROWS), help=f"subset of {','.join(ROWS)}")
+    parser.add_argument("--rows", default=",".join(ORDER), help=f"subset of {','.join(ORDER)}")
     parser.add_argument("--profile", action="store_true", help="profile step 2 of base and lora")
     parser.add_argument("--row", help=argparse.SUPPRESS)  # internal: run one row, print JSON
     parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
@@ -393,22 +419,9 @@ def main() -> int:
                 print(f"{name}: FAILED (exit {proc.returncode})\n{proc.stderr[-3000:]}")
                 continue
             results.append(json.loads(line[4:]))
-            r = results[-1]
-            print(f"  ran {name}: {r['tokens_s']:.1f} tok/s, {r['wall_s']:.0f} s", flush=True)
+            print_table(results)  # after every row: a long run still leaves a table behind
     if not results:
         return 1
-    base = next((r for r in results if r["name"] == "base"), results[0])
-    print()
-    print(f"| row | tok/s | vs {LABELS[base['name']]} | s/step | first step s | pad share "
-          "| trainable | peak RSS GB |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|")
-    for r in results:
-        pad = 0.0 if ROWS[r["name"]][3] else 1 - r["tokens"] / r["padded_tokens"]
-        print(
-            f"| {LABELS[r['name']]} | {r['tokens_s']:.1f} | {r['tokens_s'] / base['tokens_s']:.2f}x"
-            f" | {r['timed_s'] / (r['steps'] - 1):.1f} | {r['first_step_s']:.1f} | {pad:.0%} "
-            f"| {r['trainable'] / 1e6:.1f}M | {r['peak_rss_gb']:.1f} |"
-        )
     for r in results:
         if "profile" in r:
             print(f"\nprofile, step 2 of {LABELS[r['name']]} (self CPU time):\n{r['profile']}")
