@@ -270,7 +270,7 @@ def _trl(name: str, model_dir: Path, samples, batch: int, out: Path):
         per_device_train_batch_size=batch,
         learning_rate=LR,
         num_train_epochs=1,
-        max_length=8192,
+        max_length=None if pack else 8192,  # TRL: padding_free without packing enforces none
         max_grad_norm=1.0,
         seed=0,
         data_seed=0,
