@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the fa
 
 from doubles.fake_openai import FakeOpenAI, ToolStep
 
-from clawloop.harness.agent import AgentConfig, run_episode
+from clawloop.harness.agent import run_episode
 from clawloop.harness.llm import LLMEndpoint, make_client
 from clawloop.harness.rollout import PolicyConfig, RolloutConfig, rollout_task
 from clawloop.harness.sandbox.backend import open_sandbox
@@ -60,7 +60,9 @@ def tool_overhead(sandbox: SandboxConfig, calls: int) -> None:
         script = [ToolStep("run_shell", {"command": COMMAND})] * calls
         with FakeOpenAI("script", script=script) as fake:
             client = make_client(LLMEndpoint(fake.base_url, "fake", max_retries=0))
-            cfg = AgentConfig(max_turns=calls + 2, episode_timeout_s=600, want_token_ids=False)
+            cfg = RolloutConfig(max_turns=calls + 2, episode_timeout_s=600).agent_config(
+                want_token_ids=False
+            )
             t = time.perf_counter()
             ep = run_episode(sb, "Count the rows of harvest.csv.", client, "fake", cfg)
             total = time.perf_counter() - t

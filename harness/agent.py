@@ -44,13 +44,16 @@ CHARS_PER_TOKEN = 3.0
 
 @dataclass(frozen=True)
 class AgentConfig:
-    max_turns: int = 30  # assistant replies per episode
-    episode_timeout_s: float = 600.0  # wall time for the whole episode (model + tools)
-    max_tokens: int = 1024  # completion budget per reply
-    context_len: int = 32768  # the served model's context window
-    temperature: float = 1.0  # sample as in training (GRPO needs on-policy samples)
-    want_token_ids: bool = True  # ask vLLM for token ids + logprobs
-    request_timeout_s: float = 120.0  # per chat request, capped by the remaining episode time
+    """The agent loop's settings, made by RolloutConfig.agent_config() (harness/rollout.py),
+    whose fields hold the defaults and their meaning: none is written here a second time."""
+
+    max_turns: int  # assistant replies per episode
+    episode_timeout_s: float  # wall time for the whole episode (model + tools)
+    max_tokens: int  # completion budget per reply
+    context_len: int  # the served model's context window
+    temperature: float  # sample as in training (GRPO needs on-policy samples)
+    want_token_ids: bool  # ask vLLM for token ids + logprobs
+    request_timeout_s: float  # per chat request, capped by the remaining episode time
 
 
 @dataclass

@@ -128,8 +128,9 @@ class LocalPolicy:
             raise RequestError("'messages' must be a non-empty list")
         from clawloop.training.sequences import (
             SAMPLED_KEY,
+            ChatTemplateError,
+            generation_prompt_ids,
             sampled_form_ids,
-            sampled_history_prompt,
         )
 
         forms = [m.get(SAMPLED_KEY) for m in messages if isinstance(m, dict)]
@@ -143,10 +144,11 @@ class LocalPolicy:
         vocab = len(self.tokenizer)
         if any(not 0 <= i < vocab for f in forms for i in f.get("token_ids") or []):
             raise RequestError(f"a '{SAMPLED_KEY}' token id is outside the vocabulary")
-        spliced = sampled_history_prompt(self.tokenizer, messages, tools) if forms else None
-        if spliced is not None:
-            return spliced
-        if forms and not self._warned_unspliced:
+        try:
+            ids, spliced = generation_prompt_ids(self.tokenizer, messages, tools)
+        except ChatTemplateError as exc:
+            raise RequestError(str(exc)) from exc
+        if forms and not spliced and not self._warned_unspliced:
             # a template whose history header differs from its generation prompt (e.g. one that
             # opens <think> in the prompt): the template renders the history, as training does
             self._warned_unspliced = True
@@ -154,13 +156,7 @@ class LocalPolicy:
                 "this chat template cannot render earlier replies as sampled; it re-renders "
                 "them, so training starts a new sequence where the history changed"
             )
-        try:
-            text = self.tokenizer.apply_chat_template(
-                messages, tools=tools or None, add_generation_prompt=True, tokenize=False
-            )
-        except Exception as exc:  # jinja errors, a role order the template refuses
-            raise RequestError(f"the chat template cannot render these messages: {exc}") from exc
-        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        return ids
 
     # -- sampling --------------------------------------------------------------------------
     def sample(

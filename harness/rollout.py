@@ -30,8 +30,8 @@ from clawloop.harness.agent import AgentConfig, Episode, run_episode
 from clawloop.harness.llm import PolicyConfig, chat_token_counter, make_client
 from clawloop.harness.prompts import initial_messages
 from clawloop.harness.sandbox.base import SandboxConfig, SandboxError
-from clawloop.harness.taskenv import Grade, open_task, run_tests, task_timeouts
-from clawloop.harness.taskfolder.folder import read_task_header
+from clawloop.harness.taskenv import Grade, open_task, run_tests
+from clawloop.harness.taskfolder.folder import TaskFolder
 from clawloop.harness.tokens import TOOL_CHOICES
 from clawloop.harness.tools import TOOLS
 from clawloop.harness.trajectory import trajectory_row
@@ -41,8 +41,8 @@ log = logging.getLogger(__name__)
 SANDBOX_START_ATTEMPTS = 2  # a sandbox that fails to start is a transient fault: retry once
 
 
-def _opt(default: Any, help: str) -> Any:
-    return field(default=default, metadata={"help": help})
+def _opt(default: Any, help: str, **meta: Any) -> Any:
+    return field(default=default, metadata={"help": help, **meta})
 
 
 @dataclass(frozen=True)
@@ -66,6 +66,7 @@ class RolloutConfig:
         "auto",
         "auto: the model decides when to call a tool; required: every reply is a tool call "
         "(vLLM's forced-call JSON; the local server ignores it)",
+        choices=TOOL_CHOICES,
     )
 
     def __post_init__(self) -> None:
@@ -100,33 +101,40 @@ class RolloutConfig:
         """set by workers"""
         return self.workers
 
-    def agent_config(self) -> AgentConfig:
+    def agent_config(
+        self,
+        request_timeout_s: float = PolicyConfig.request_timeout_s,
+        want_token_ids: bool = True,
+    ) -> AgentConfig:
+        """The agent loop's settings: this section's, with the policy's per-request timeout
+        (the one place an AgentConfig is made)."""
         return AgentConfig(
             max_turns=self.max_turns,
             episode_timeout_s=self.episode_timeout_s,
             max_tokens=self.max_tokens,
             context_len=self.context_len,
             temperature=self.temperature,
+            want_token_ids=want_token_ids,
+            request_timeout_s=request_timeout_s,
         )
 
 
 def task_row_from_folder(task_dir: Path) -> dict[str, Any]:
     """task_id / capability / split of a Harbor task folder, from task.toml ([task] name and
     [metadata.clawloop]); the folder name and empty values where task.toml does not say."""
-    header = read_task_header(Path(task_dir))
-    return {"task_id": header.task_id, "capability": header.capability, "split": header.split}
+    info = TaskFolder.read(task_dir).info
+    return {"task_id": info.task_id, "capability": info.capability, "split": info.split}
 
 
-def _instruction(task_dir: Path) -> str:
-    path = Path(task_dir, "instruction.md")
+def _instruction(task: TaskFolder) -> str:
+    path = task.instruction_path
     if not path.is_file():
-        raise FileNotFoundError(f"{path} not found: {task_dir} is not a Harbor task folder")
+        raise FileNotFoundError(f"{path} not found: {task.root} is not a Harbor task folder")
     return path.read_text()
 
 
 def run_attempt(
-    task_dir: Path,
-    task_row: dict[str, Any],
+    task: TaskFolder,
     policy: PolicyConfig,
     client: openai.OpenAI,
     attempt: int,
@@ -134,13 +142,12 @@ def run_attempt(
     cfg: RolloutConfig,
     count_tokens: Callable[[list[dict]], int] | None = None,
 ) -> dict[str, Any]:
-    """One episode in a fresh sandbox, graded; always returns a TRAJECTORIES row."""
-    instruction = _instruction(task_dir)
-    agent_timeout, _ = task_timeouts(task_dir)
+    """One episode of `task` in a fresh sandbox, graded; always returns a TRAJECTORIES row."""
+    task_dir = task.root
+    instruction = _instruction(task)
     agent_cfg = replace(
-        cfg.agent_config(),
-        episode_timeout_s=min(cfg.episode_timeout_s, agent_timeout),
-        request_timeout_s=policy.request_timeout_s,
+        cfg.agent_config(request_timeout_s=policy.request_timeout_s),
+        episode_timeout_s=min(cfg.episode_timeout_s, task.info.agent_timeout_sec),
     )
     episode: Episode | None = None
     grade = Grade(0.0, False, reason="not graded")
@@ -169,12 +176,11 @@ def run_attempt(
             break
     if episode is None:  # every loop path sets it; kept for type checkers
         raise RuntimeError(f"no episode recorded for {task_dir} attempt {attempt}")
-    return _row(task_dir, task_row, policy, attempt, cfg, episode, grade, verifier_error)
+    return _row(task, policy, attempt, cfg, episode, grade, verifier_error)
 
 
 def _row(
-    task_dir: Path,
-    task_row: dict[str, Any],
+    task: TaskFolder,
     policy: PolicyConfig,
     attempt: int,
     cfg: RolloutConfig,
@@ -184,9 +190,9 @@ def _row(
 ) -> dict[str, Any]:
     """The TRAJECTORIES row of one episode and its grade."""
     return trajectory_row(
-        task_id=str(task_row.get("task_id") or Path(task_dir).name),
-        capability=str(task_row.get("capability") or ""),
-        split=str(task_row.get("split") or "train"),
+        task_id=task.info.task_id,
+        capability=task.info.capability,
+        split=task.info.split,
         attempt=attempt,
         policy_id=policy.id,
         episode=episode,
@@ -199,8 +205,7 @@ def _row(
 
 
 def safe_attempt(
-    task_dir: Path,
-    task_row: dict[str, Any],
+    task: TaskFolder,
     policy: PolicyConfig,
     client: openai.OpenAI,
     attempt: int,
@@ -211,13 +216,13 @@ def safe_attempt(
     """`run_attempt`, but an unexpected fault (a broken task folder, a bug) becomes a row with
     end_reason `harness_error` instead of taking the whole stage down."""
     try:
-        return run_attempt(task_dir, task_row, policy, client, attempt, sandbox, cfg, count_tokens)
+        return run_attempt(task, policy, client, attempt, sandbox, cfg, count_tokens)
     except Exception as exc:
-        log.exception("episode %d of %s failed in the harness", attempt, task_dir)
+        log.exception("episode %d of %s failed in the harness", attempt, task.root)
         episode = Episode(messages=[], end_reason="harness_error")
         episode.error = f"{type(exc).__name__}: {exc}"
         not_graded = Grade(0.0, False, reason="not graded")
-        return _row(task_dir, task_row, policy, attempt, cfg, episode, not_graded)
+        return _row(task, policy, attempt, cfg, episode, not_graded)
 
 
 def rollout_task(
@@ -321,7 +326,7 @@ def rollout_stage(
         raise ValueError(f"n={cfg.n} and concurrency={cfg.concurrency} must both be >= 1")
     client = make_client(policy.endpoint())
     count = chat_token_counter(policy.tokenizer, TOOLS) if policy.tokenizer else None
-    jobs = [(Path(d), row, a) for d, row in tasks for a in range(cfg.n)]
+    jobs = [(TaskFolder.for_row(d, row), a) for d, row in tasks for a in range(cfg.n)]
     start = time.monotonic()
     log.info(
         "rollout: %d tasks x %d episodes, concurrency %d, policy %s at %s",
@@ -333,8 +338,8 @@ def rollout_stage(
     )
     with ThreadPoolExecutor(max_workers=cfg.concurrency, thread_name_prefix="rollout") as pool:
         futures = [
-            pool.submit(safe_attempt, d, row, policy, client, a, sandbox, cfg, count)
-            for d, row, a in jobs
+            pool.submit(safe_attempt, task, policy, client, a, sandbox, cfg, count)
+            for task, a in jobs
         ]
         rows = [f.result() for f in futures]
     band = band_filter(rows, cfg.n, cfg.band_lo, cfg.band_hi)

@@ -18,7 +18,11 @@ repetition_penalty 1): vLLM fills missing ones from the model's generation_confi
 at the kept mass, not 1. No `seed` is ever sent: it kills vLLM's CPU engine.
 
 `tool_choice: required` constrains the reply to vLLM's own forced-call shape (a JSON array of
-`{"name", "parameters"}`, `structured_outputs.json`) and reads the calls from it.
+`{"name", "parameters"}`, `structured_outputs.json`) and reads the calls from it. vLLM applies the
+grammar's token bitmask to the logits before its sampler computes any logprob (v1
+`apply_grammar_bitmask` in the model runner, then `Sampler.forward`; raw and processed modes
+alike), so such a reply's logprobs are renormalised over the allowed tokens: `ChatReply.
+constrained` says so, and training does not take them as the model's (training/sequences.py).
 """
 
 from __future__ import annotations
@@ -30,7 +34,12 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from clawloop.harness.local_server import THINK_CLOSE, assistant_message
-from clawloop.training.sequences import SAMPLED_KEY, end_of_turn_ids, sampled_history_prompt
+from clawloop.training.sequences import (
+    SAMPLED_KEY,
+    ChatTemplateError,
+    end_of_turn_ids,
+    generation_prompt_ids,
+)
 
 ToolChoice = Literal["auto", "required"]
 TOOL_CHOICES = ("auto", "required")
@@ -133,17 +142,10 @@ class TokenRoute:
         """The chat template's rendering with the generation prompt; assistant turns that carry
         their `sampled` ids are those ids exactly."""
         with self._lock:  # a Rust tokenizer shared between threads may refuse concurrent use
-            if any(m.get(SAMPLED_KEY) is not None for m in messages):
-                spliced = sampled_history_prompt(self._tok, messages, tools)
-                if spliced is not None:
-                    return spliced
             try:
-                text = self._tok.apply_chat_template(
-                    messages, tools=tools or None, add_generation_prompt=True, tokenize=False
-                )
-            except Exception as exc:  # jinja errors, a role order the template refuses
-                raise RenderError(f"the chat template cannot render these messages: {exc}") from exc
-            return list(self._tok(text, add_special_tokens=False)["input_ids"])
+                return generation_prompt_ids(self._tok, messages, tools)[0]
+            except ChatTemplateError as exc:
+                raise RenderError(str(exc)) from exc
 
     def request_body(
         self,

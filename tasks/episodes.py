@@ -24,6 +24,7 @@ from clawloop.harness.llm import PolicyConfig, chat_token_counter, make_client
 from clawloop.harness.rollout import RolloutConfig, safe_attempt
 from clawloop.harness.sandbox.base import SandboxConfig
 from clawloop.harness.sandbox.pool import HOST_COLUMN, hosts_used
+from clawloop.harness.taskfolder.folder import TaskFolder
 from clawloop.harness.taskfolder.packing import unpack_tar
 from clawloop.harness.tools import TOOLS
 from clawloop.storage import schemas
@@ -71,7 +72,8 @@ def run_episode(
     ended in an infrastructure fault raises InfraFault (retried; the row travels with it)."""
     task_dir, task_row, attempt = job
     with hosts_used() as hosts:
-        row = safe_attempt(task_dir, task_row, policy, client, attempt, sandbox, cfg, count_tokens)
+        task = TaskFolder.for_row(task_dir, task_row)
+        row = safe_attempt(task, policy, client, attempt, sandbox, cfg, count_tokens)
     row = {**row, HOST_COLUMN: hosts.label()}
     if row["end_reason"] in INFRA_END_REASONS:
         raise InfraFault(f"{row['end_reason']}: {row['error'] or 'no detail'}", row)

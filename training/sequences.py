@@ -386,6 +386,30 @@ def sampled_form_ids(tokenizer, sampled: Any) -> list[int] | None:
     return out or None
 
 
+class ChatTemplateError(ValueError):
+    """The chat template refused to render a conversation (a jinja error, a role order)."""
+
+
+def generation_prompt_ids(
+    tokenizer, messages: list[dict], tools: list[dict] | None
+) -> tuple[list[int], bool]:
+    """(the prompt ids a policy server samples after, whether the sampled history was spliced):
+    sampled_history_prompt where an assistant message carries its sampled ids and the template
+    allows the splice, else the chat template's rendering with the generation prompt, tokenised
+    as training tokenises it. The one prompt path of the token-in client (harness/tokens.py)
+    and the local policy server (harness/local_server.py); ChatTemplateError when the template
+    cannot render the messages."""
+    if any(isinstance(m, dict) and m.get(SAMPLED_KEY) is not None for m in messages):
+        spliced = sampled_history_prompt(tokenizer, messages, tools)
+        if spliced is not None:
+            return spliced, True
+    try:
+        text = _render(tokenizer, messages, tools, gen=True)
+    except Exception as exc:  # jinja errors, a role order the template refuses
+        raise ChatTemplateError(f"the chat template cannot render these messages: {exc}") from exc
+    return _ids(tokenizer, text), False
+
+
 def _marker(i: int) -> str:
     return f"clawloop-sampled-turn-{i}-marker"
 

@@ -3,8 +3,11 @@
 Synthesizes N tasks from one executable domain (synthesis/domain/synth.py), forges and verifies
 each in a sandbox like any task as it is made, and writes the kept ones as Harbor task folders
 under OUTDIR (each `clawloop verify`-able). A task dropped on the way is replaced (up to 3 x N
-made); when fewer than N come back, the report says why (`short`). Prints every abstract graph or task that was dropped and why,
-the structural features covered and the time per task. Exit 0 when at least one task was kept,
+made); when fewer than N come back, the report says why (`short`, per feature). Shapes the domain
+cannot carry are no longer sampled (`relaxed`, with the reason); the domain's refusal kinds are
+counted, with how many had a fix that ran and how many kept tasks recover from
+(`refusals`). Prints every abstract graph or task that was dropped and why, the structural
+features covered and the time per task. Exit 0 when at least one task was kept,
 1 when none was, 2 for a bad domain folder or a sandbox that cannot start.
 """
 
@@ -16,6 +19,8 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from clawloop.synthesis.config import DomainSource
 
 
 def _fail(msg: str) -> int:
@@ -98,6 +103,11 @@ def cmd_synth(args: argparse.Namespace) -> int:
               f"from {len(made.graphs)} abstract graphs, {report['seconds_per_kept_task']} s per kept task")  # fmt: skip
         if made.short:
             print(f"short of --n {args.n}: {made.short}")
+        for feature, why in sorted(made.relaxed.items()):
+            print(f"relaxed {feature} (no longer sampled): {why}")
+        if refusals := report.get("refusals"):
+            print(f"refusal kinds met: {refusals['kinds']}, with a fix that ran: "
+                  f"{refusals['fixed']}, recovered from in kept tasks: {refusals['in_tasks']}")  # fmt: skip
         print(f"features covered by kept tasks: {report['features']}")
         print(f"structure measured (shares of tasks made): {report['structure']}")
         for d in report["dropped_graphs"]:
@@ -116,8 +126,11 @@ def register_synth(verbs: argparse._SubParsersAction) -> None:
                    help="tasks to keep; a dropped one is replaced, up to 3 x N made")  # fmt: skip
     v.add_argument("--seed", type=int, default=0)
     v.add_argument("--out", required=True, help="an empty or new folder for the task folders")
-    v.add_argument("--max-nodes", type=int, default=6, help="abstract graph size (difficulty)")
-    v.add_argument("--subgoals", type=int, default=2, help="sub-goals per task (difficulty)")
+    # The defaults are the run config's (synthesize.domain: DomainSource), written there only.
+    for name in ("max_nodes", "subgoals"):
+        f = DomainSource.model_fields[name]
+        v.add_argument("--" + name.replace("_", "-"), type=int, default=f.default,
+                       help=f"{f.description} (default: {f.default})")  # fmt: skip
     v.add_argument("--no-error-recovery", action="store_true", help="no error-recovery paths")
     v.add_argument("--backend", choices=("auto", "bwrap", "docker"), default="auto")
     v.add_argument("--json", action="store_true", help="print the report as JSON")

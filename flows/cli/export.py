@@ -393,7 +393,7 @@ def task_records(
 ) -> dict[str, list[dict[str, Any]]]:
     """{split: task rows} from the run's forge stages (first iteration that forged a task id
     wins), each folder exported as `clawloop export harbor` writes it."""
-    from clawloop.harness.taskfolder.folder import read_task_info
+    from clawloop.harness.taskfolder.folder import TaskFolder
     from clawloop.harness.taskfolder.rows import export_rows
     from clawloop.storage import artifacts
 
@@ -418,7 +418,7 @@ def task_records(
                 kept = bool(verdict and verdict["kept"])
                 if not kept and not include_dropped:
                     continue
-                info = read_task_info(folder)
+                info = TaskFolder.read_clawloop(folder).info
                 seen.add(folder.name)
                 split = "test" if info.split == "eval" else "train"
                 out[split].append(

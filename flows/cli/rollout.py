@@ -27,6 +27,7 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 
+from clawloop.flows.cli.config_flags import add_config_flags, config_from_args
 from clawloop.harness.rollout import (
     PolicyConfig,
     RolloutConfig,
@@ -41,6 +42,15 @@ from clawloop.harness.serve import ServeError
 from clawloop.harness.taskfolder.folder import TaskFolderError
 from clawloop.training.tiny_model import TinyModelError
 
+# RolloutConfig fields this verb does not take as flags (band: [min(1, n), min(5, n)]), and the
+# spellings its flags had before they were generated.
+ROLLOUT_SKIP = {"band"}
+ROLLOUT_FLAGS = {
+    "n": ["-n"],
+    "episode_timeout_s": ["--episode-timeout"],
+    "workers": ["--concurrency"],
+}
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -54,22 +64,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--base-url", help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1")
     p.add_argument("--model", help="served model name")
-    p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="variable holding the API key")
+    p.add_argument(
+        "--api-key-env", default=PolicyConfig.api_key_env, help="variable holding the API key"
+    )
     p.add_argument(
         "--tokenizer", default="", help="served model's tokenizer folder (exact token budget)"
     )
-    p.add_argument("-n", type=int, default=8, help="episodes (default 8)")
-    p.add_argument("--concurrency", type=int, default=2, help="episodes in flight (default 2)")
-    p.add_argument("--max-turns", type=int, default=30, help="assistant replies per episode")
-    p.add_argument("--episode-timeout", type=float, default=600.0, help="seconds per episode")
-    p.add_argument("--max-tokens", type=int, default=1024, help="completion tokens per reply")
-    p.add_argument("--context-len", type=int, default=32768, help="the model's context window")
-    p.add_argument("--temperature", type=float, default=1.0)
+    # The rollout: settings' flags, generated from RolloutConfig (a field added there is a flag
+    # here); band follows -n on this verb, and it keeps its own spellings and concurrency 2.
+    add_config_flags(
+        p, RolloutConfig, skip=ROLLOUT_SKIP, names=ROLLOUT_FLAGS, defaults={"workers": 2}
+    )
     p.add_argument(
         "--request-timeout",
         type=float,
-        default=120.0,
-        help="seconds per model reply (default 120; a CPU-served model may need more)",
+        default=PolicyConfig.request_timeout_s,
+        help=f"seconds per model reply (default {PolicyConfig.request_timeout_s:g}; a CPU-served "
+        "model may need more)",
     )
     p.add_argument("--backend", choices=["auto", "bwrap", "docker"], default="auto", help="sandbox")
     p.add_argument("--out", type=Path, help="output folder (default runs/adhoc/rollout-<time>)")
@@ -91,9 +102,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         choices=["chat", "tokens"],
         help="chat: /v1/chat/completions; tokens: prompt ids to /v1/completions, one exact "
         "sequence per episode (needs the tokenizer; default with --vllm)",
-    )
-    p.add_argument(
-        "--tool-choice", choices=["auto", "required"], default="auto", help="rollout.tool_choice"
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run)
@@ -122,22 +130,17 @@ def run(args: argparse.Namespace) -> int:
         return _fail(
             "--api tokens renders prompts here: give --tokenizer (the served model's folder)"
         )
-    if args.n < 1 or args.concurrency < 1:
+    if args.n < 1 or args.workers < 1:
         return _fail("-n and --concurrency must be >= 1")
     if args.request_timeout <= 0:
         return _fail("--request-timeout must be a positive number of seconds")
     out = args.out or Path("runs", "adhoc", time.strftime("rollout-%Y%m%d-%H%M%S"))
-    cfg = RolloutConfig(
-        n=args.n,
-        band=(min(1, args.n), min(5, args.n)),
-        max_turns=args.max_turns,
-        episode_timeout_s=args.episode_timeout,
-        max_tokens=args.max_tokens,
-        context_len=args.context_len,
-        temperature=args.temperature,
-        workers=args.concurrency,
-        tool_choice=args.tool_choice,
-    )
+    try:
+        cfg = config_from_args(
+            args, RolloutConfig, skip=ROLLOUT_SKIP, band=(min(1, args.n), min(5, args.n))
+        )
+    except ValueError as exc:  # RolloutConfig names the setting; the flag is its dashed name
+        return _fail(str(exc))
     try:
         rows = _rollout(args, task_dir, cfg, out)
     except (ServeError, TinyModelError, TaskFolderError) as exc:
@@ -219,6 +222,6 @@ def _rollout(args: argparse.Namespace, task_dir: Path, cfg: RolloutConfig, out: 
             policy,
             args.n,
             prepared.sandbox,
-            args.concurrency,
+            args.workers,
             cfg,
         )

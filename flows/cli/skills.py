@@ -18,9 +18,10 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from clawloop.harness.llm import ChatFn
+from clawloop.synthesis.config import SkillsSource
 
 
 def _fail(verb: str, msg: str) -> int:
@@ -248,10 +249,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     y.add_argument("--n", type=int, required=True, help="paths to instantiate")
     y.add_argument("--out", required=True, help="an empty or new folder for the task folders")
     y.add_argument("--seed", type=int, default=0, help="random seed")
-    y.add_argument("--sampler", choices=["inverse", "uniform"], default="inverse")
-    y.add_argument("--min-len", type=int, default=2, help="shortest path (skills)")
-    y.add_argument("--max-len", type=int, default=4, help="longest path (skills)")
-    y.add_argument("--max-repairs", type=int, default=3, help="Constructor repairs per path")
+    # The defaults are the run config's (synthesize.skills: SkillsSource), written there only.
+    src = SkillsSource.model_fields
+    sampler, (lo, hi), repairs = (src[k].default for k in ("sampler", "path_len", "max_repairs"))
+    y.add_argument(
+        "--sampler",
+        choices=list(get_args(src["sampler"].annotation)),
+        default=sampler,
+        help=f"{src['sampler'].description} (default: {sampler})",
+    )
+    y.add_argument("--min-len", type=int, default=lo, help=f"shortest path (skills; default {lo})")
+    y.add_argument("--max-len", type=int, default=hi, help=f"longest path (skills; default {hi})")
+    y.add_argument(
+        "--max-repairs",
+        type=int,
+        default=repairs,
+        help=f"{src['max_repairs'].description} (default: {repairs})",
+    )
     y.add_argument("--backend", choices=("auto", "bwrap", "docker"), default="auto")
     _endpoint_flags(y, "the Planner, Constructor and judge")
     y.add_argument("--json", action="store_true", help="print one JSON object")

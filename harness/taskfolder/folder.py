@@ -22,6 +22,7 @@ older folders whose name has no org still read and import.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import tomllib
@@ -53,19 +54,35 @@ class TaskFolderError(ValueError):
     """A task folder or tar is malformed or unsafe (path escape, missing file, oversize)."""
 
 
+# The [metadata.clawloop] keys every clawloop-made task.toml holds (forge writes them all).
+PROVENANCE = (
+    "capability",
+    "domain",
+    "seed",
+    "multihop",
+    "dirtiness",
+    "output_format",
+    "generator_sha256",
+    "origin",
+)
+
+
 @dataclass(frozen=True)
 class TaskInfo:
-    """The [metadata.clawloop] table of task.toml: where a task came from."""
+    """task.toml as clawloop reads it, for any Harbor task folder: [task] name (the bare id),
+    capability, split, the [agent]/[verifier] timeouts and [environment] resources; and, for a
+    clawloop-made task, where it came from ([metadata.clawloop]; left empty for a foreign task).
+    read_task_header fills what running a task needs, read_task_info all of it."""
 
     task_id: str
-    capability: str
-    domain: str
-    seed: int
-    multihop: int
-    dirtiness: int
-    output_format: str
-    generator_sha256: str
-    origin: str
+    capability: str = ""
+    domain: str = ""
+    seed: int = 0
+    multihop: int = 0
+    dirtiness: int = 0
+    output_format: str = ""
+    generator_sha256: str = ""
+    origin: str = ""
     title: str = ""
     split: str = "train"
     task_sha256: str = ""  # digest of the build result the folder was written from
@@ -105,22 +122,7 @@ def bare_task_id(name: str) -> str:
 
 def render_task_toml(info: TaskInfo, org: str = DEFAULT_ORG) -> str:
     """task.toml with Harbor's field names plus clawloop's provenance under [metadata.clawloop]."""
-    claw = {
-        k: getattr(info, k)
-        for k in (
-            "capability",
-            "domain",
-            "seed",
-            "multihop",
-            "dirtiness",
-            "output_format",
-            "generator_sha256",
-            "origin",
-            "title",
-            "split",
-            "task_sha256",
-        )
-    }
+    claw = {k: getattr(info, k) for k in (*PROVENANCE, "title", "split", "task_sha256")}
     difficulty = ("easy", "medium", "medium", "hard", "hard", "hard", "hard")[
         info.multihop + info.dirtiness
     ]
@@ -156,17 +158,6 @@ def render_task_toml(info: TaskInfo, org: str = DEFAULT_ORG) -> str:
     return "\n".join(lines)
 
 
-@dataclass(frozen=True)
-class TaskHeader:
-    """What any Harbor task.toml says that running the task needs, clawloop-made or not."""
-
-    task_id: str
-    capability: str = ""
-    split: str = "train"
-    agent_timeout_sec: float = 600.0
-    verifier_timeout_sec: float = 120.0
-
-
 def _load_task_toml(path: Path) -> dict[str, Any]:
     try:
         return tomllib.loads(path.read_text(encoding="utf-8"))
@@ -197,7 +188,7 @@ def check_task_id(task_id: object, where: str) -> str:
     return task_id
 
 
-def strict_task_header(task_dir: Path) -> TaskHeader:
+def strict_task_header(task_dir: Path) -> TaskInfo:
     """read_task_header for an import: a task.toml that cannot be read, or whose task id or
     timeouts are unusable, is a TaskFolderError (not Harbor's defaults)."""
     header = _header(_load_task_toml(Path(task_dir, "task.toml")), Path(task_dir))
@@ -222,7 +213,7 @@ def _table(doc: dict[str, Any], *keys: str) -> dict[str, Any]:
     return doc if isinstance(doc, dict) else {}
 
 
-def _header(doc: dict[str, Any], task_dir: Path) -> TaskHeader:
+def _header(doc: dict[str, Any], task_dir: Path) -> TaskInfo:
     claw = _table(doc, "metadata", "clawloop")
     try:
         agent = float(_table(doc, "agent").get("timeout_sec", 600.0))
@@ -237,7 +228,7 @@ def _header(doc: dict[str, Any], task_dir: Path) -> TaskHeader:
                 f"{task_dir}/task.toml: [{name}] timeout_sec is {value!r}; it must be more than 0 "
                 f"and at most {MAX_TIMEOUT_SEC:g} seconds"
             )
-    return TaskHeader(
+    return TaskInfo(
         task_id=bare_task_id(str(_table(doc, "task").get("name") or Path(task_dir).name)),
         capability=str(claw.get("capability") or _table(doc, "metadata").get("category") or ""),
         split=str(claw.get("split") or "train"),
@@ -246,22 +237,22 @@ def _header(doc: dict[str, Any], task_dir: Path) -> TaskHeader:
     )
 
 
-def read_task_header(task_dir: Path) -> TaskHeader:
+def read_task_header(task_dir: Path) -> TaskInfo:
     """Name, capability, split and timeouts of any Harbor task folder: [task] name without its
     org (else the folder name), [metadata.clawloop] or [metadata] category, [agent]/[verifier]
     timeout_sec; Harbor's defaults where task.toml is missing, unreadable or silent."""
     try:
         return _header(_load_task_toml(Path(task_dir, "task.toml")), Path(task_dir))
     except TaskFolderError:
-        return TaskHeader(task_id=Path(task_dir).name)
+        return TaskInfo(task_id=Path(task_dir).name)
 
 
-def parse_task_header(text: str, task_dir: Path) -> TaskHeader:
+def parse_task_header(text: str, task_dir: Path) -> TaskInfo:
     """read_task_header of a task.toml given as text (`task_dir`: the folder it names)."""
     try:
         return _header(tomllib.loads(text), Path(task_dir))
     except (tomllib.TOMLDecodeError, TaskFolderError):
-        return TaskHeader(task_id=Path(task_dir).name)
+        return TaskInfo(task_id=Path(task_dir).name)
 
 
 def read_task_info(task_dir: Path) -> TaskInfo:
@@ -289,18 +280,80 @@ def _task_info(doc: dict[str, Any], task_dir: Path) -> TaskInfo:
     from_header = {"task_id", "agent_timeout_sec", "verifier_timeout_sec", "cpus", "memory_mb"}
     fields = set(TaskInfo.__dataclass_fields__) - from_header
     known = {k: v for k, v in claw.items() if k in fields}
-    env = _table(doc, "environment")
-    try:
-        return TaskInfo(
-            task_id=header.task_id,
-            agent_timeout_sec=header.agent_timeout_sec,
-            verifier_timeout_sec=header.verifier_timeout_sec,
-            cpus=int(env.get("cpus", 1)),
-            memory_mb=int(env.get("memory_mb", 2048)),
-            **known,
+    missing = [k for k in PROVENANCE if k not in claw]
+    if missing:
+        raise TaskFolderError(
+            f"{path}: [metadata.clawloop] is incomplete (missing {', '.join(missing)})"
         )
-    except TypeError as exc:
-        raise TaskFolderError(f"{path}: [metadata.clawloop] is incomplete ({exc})") from exc
+    env = _table(doc, "environment")
+    return dataclasses.replace(
+        header,
+        cpus=int(env.get("cpus", 1)),
+        memory_mb=int(env.get("memory_mb", 2048)),
+        **known,
+    )
+
+
+@dataclass(frozen=True)
+class TaskFolder:
+    """One task folder on disk: where its parts are (the layout above), what its task.toml says
+    (`info`), its instruction and its contract. `read` takes any Harbor folder (Harbor's defaults
+    where task.toml is silent), `read_clawloop` a clawloop-made one (TaskFolderError otherwise)."""
+
+    root: Path
+    info: TaskInfo
+
+    @classmethod
+    def read(cls, root: Path) -> TaskFolder:
+        return cls(Path(root), read_task_header(Path(root)))
+
+    @classmethod
+    def read_clawloop(cls, root: Path) -> TaskFolder:
+        return cls(Path(root), read_task_info(Path(root)))
+
+    @classmethod
+    def for_row(cls, root: Path, row: dict[str, Any]) -> TaskFolder:
+        """The folder unpacked from a forged row: task_id, capability and split are the row's
+        (the folder name, "" and "train" where it has none); the rest is task.toml's."""
+        info = dataclasses.replace(
+            read_task_header(Path(root)),
+            task_id=str(row.get("task_id") or Path(root).name),
+            capability=str(row.get("capability") or ""),
+            split=str(row.get("split") or "train"),
+        )
+        return cls(Path(root), info)
+
+    @property
+    def task_id(self) -> str:
+        return self.info.task_id
+
+    # The parts of the layout the code reaches through the object (module docstring: all of it).
+    @property
+    def instruction_path(self) -> Path:
+        return self.root / "instruction.md"
+
+    @property
+    def workspace(self) -> Path:
+        return self.root / "environment" / "workspace"
+
+    @property
+    def tests(self) -> Path:
+        return self.root / "tests"
+
+    def instruction(self) -> str:
+        """instruction.md as text (TaskFolderError when it is missing or not UTF-8)."""
+        return read_instruction(self.root)
+
+    def contract(self) -> dict[str, Any] | None:
+        """tests/contract.json (a clawloop task's answer contract); None when the folder has
+        none (a foreign task); TaskFolderError when it is there but unreadable."""
+        path = self.tests / "contract.json"
+        if not path.is_file():
+            return None
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise TaskFolderError(f"{path}: cannot read the contract ({exc})") from exc
 
 
 def _render_output(o: OutputSpec) -> list[str]:

@@ -12,13 +12,13 @@ from typing import Any
 
 from clawloop.harness.taskfolder.folder import (
     DEFAULT_ORG,
+    TaskFolder,
     TaskFolderError,
     _load_task_toml,
     _table,
     check_task_id,
     harbor_name,
     read_instruction,
-    read_task_info,
     set_task_name,
     strict_task_header,
 )
@@ -55,7 +55,7 @@ def import_folder(task_dir: Path) -> dict[str, Any]:
     check_folder_size(task_dir)
     strict_task_header(task_dir)
     read_instruction(task_dir)
-    info = read_task_info(task_dir)
+    info = TaskFolder.read_clawloop(task_dir).info
     return forged_row(
         dataclasses.asdict(info),
         status="ok",

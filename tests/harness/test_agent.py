@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 from doubles.fake_openai import FakeOpenAI, solution_steps
 
-from clawloop.harness.agent import AgentConfig, estimate_tokens, run_episode
+from clawloop.harness.agent import estimate_tokens, run_episode
 from clawloop.harness.llm import LLMEndpoint, make_client
+from clawloop.harness.rollout import RolloutConfig
 from clawloop.harness.sandbox.base import SandboxConfig
 from clawloop.harness.taskenv import open_task, run_tests
 from clawloop.harness.toolcalls import CALL_FORMAT
@@ -28,7 +29,7 @@ def _client(fake: FakeOpenAI, timeout: float = 10, retries: int = 0):
     )
 
 
-DEFAULT_CFG = AgentConfig(max_turns=20, episode_timeout_s=60)
+DEFAULT_CFG = RolloutConfig(max_turns=20, episode_timeout_s=60).agent_config()
 
 
 def _episode(fake, cfg=DEFAULT_CFG, **kw):
@@ -131,7 +132,7 @@ def test_wrong_agent_fails_the_verifier():
 
 def test_malformed_calls_become_observations_until_max_turns():
     with FakeOpenAI("malformed") as fake:
-        ep, grade = _episode(fake, AgentConfig(max_turns=4, episode_timeout_s=60))
+        ep, grade = _episode(fake, RolloutConfig(max_turns=4, episode_timeout_s=60).agent_config())
     assert ep.end_reason == "max_turns" and len(ep.turns) == 4
     errors = [m["content"] for m in ep.messages if m["role"] in ("tool", "user")][1:]
     assert len(errors) == 4 and all(e.startswith("error:") for e in errors)
@@ -140,7 +141,7 @@ def test_malformed_calls_become_observations_until_max_turns():
 
 def test_chatty_model_is_nudged_with_the_call_format_and_ends_at_max_turns():
     with FakeOpenAI("chatty") as fake:
-        ep, _ = _episode(fake, AgentConfig(max_turns=3, episode_timeout_s=60))
+        ep, _ = _episode(fake, RolloutConfig(max_turns=3, episode_timeout_s=60).agent_config())
     assert ep.end_reason == "max_turns"
     nudges = [m["content"] for m in ep.messages if "No tool call found" in (m.get("content") or "")]
     # the nudge shows the format: a model that wrote no call may not know the one expected
@@ -188,7 +189,9 @@ def test_python_quoted_content_writes_the_file_the_model_meant():
 
 def test_stalling_server_ends_with_timeout_and_keeps_the_conversation():
     with FakeOpenAI("stall", stall_s=30) as fake:
-        ep, _ = _episode(fake, AgentConfig(max_turns=5, episode_timeout_s=1.5), retries=2)
+        ep, _ = _episode(
+            fake, RolloutConfig(max_turns=5, episode_timeout_s=1.5).agent_config(), retries=2
+        )
     assert ep.end_reason == "timeout"
     assert len(fake.requests) == 1  # no client retry past the episode's deadline
     assert [m["role"] for m in ep.messages] == ["system", "user"]
@@ -197,14 +200,17 @@ def test_stalling_server_ends_with_timeout_and_keeps_the_conversation():
 def test_stall_past_request_timeout_is_a_server_error():
     with FakeOpenAI("stall", stall_s=30) as fake:
         ep, _ = _episode(
-            fake, AgentConfig(max_turns=5, episode_timeout_s=60, request_timeout_s=0.5)
+            fake,
+            RolloutConfig(max_turns=5, episode_timeout_s=60).agent_config(request_timeout_s=0.5),
         )
     assert ep.end_reason == "server_error" and "timeout" in ep.error
 
 
 def test_dropping_server_ends_with_server_error_after_retries():
     with FakeOpenAI("drop") as fake:
-        ep, _ = _episode(fake, AgentConfig(episode_timeout_s=60, request_timeout_s=5), retries=1)
+        ep, _ = _episode(
+            fake, RolloutConfig(episode_timeout_s=60).agent_config(request_timeout_s=5), retries=1
+        )
     assert ep.end_reason == "server_error" and "connection" in ep.error
     assert len(fake.requests) == 2  # one try + one retry, then recorded as data
 
@@ -212,5 +218,5 @@ def test_dropping_server_ends_with_server_error_after_retries():
 def test_token_budget_is_checked_before_every_call():
     with FakeOpenAI("oracle", TASK) as fake:
         need = estimate_tokens([{"role": "user", "content": INSTRUCTION}])
-        ep, _ = _episode(fake, AgentConfig(max_tokens=100, context_len=need))
+        ep, _ = _episode(fake, RolloutConfig(max_tokens=100, context_len=need).agent_config())
     assert ep.end_reason == "context_full" and not fake.requests and ep.turns == []

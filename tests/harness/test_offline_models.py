@@ -21,6 +21,7 @@ from doubles.fake_openai import FakeOpenAI
 
 from clawloop.harness.agent import AgentConfig, run_episode
 from clawloop.harness.llm import LLMEndpoint, make_client
+from clawloop.harness.rollout import RolloutConfig
 from clawloop.harness.sandbox.base import SandboxConfig
 from clawloop.harness.taskenv import open_task, run_tests
 
@@ -40,10 +41,14 @@ def _episode(base_url: str, model: str, cfg: AgentConfig):
 
 def test_echo_fixture_passes_its_oracle_and_fails_untouched():
     with FakeOpenAI("oracle", ECHO) as fake:
-        ep, grade = _episode(fake.base_url, "fake", AgentConfig(episode_timeout_s=60))
+        ep, grade = _episode(
+            fake.base_url, "fake", RolloutConfig(episode_timeout_s=60).agent_config()
+        )
     assert ep.end_reason == "finished" and grade.passed and grade.reward == 1.0
     with FakeOpenAI("chatty") as fake:
-        _, grade = _episode(fake.base_url, "fake", AgentConfig(max_turns=1, episode_timeout_s=60))
+        _, grade = _episode(
+            fake.base_url, "fake", RolloutConfig(max_turns=1, episode_timeout_s=60).agent_config()
+        )
     assert not grade.passed and grade.reward == 0.0
 
 
@@ -85,10 +90,7 @@ def test_qwen_coder_05b_drives_the_echo_task_once():
     from clawloop.training.gguf import model_folder
 
     folder = model_folder(QWEN_GGUF)
-    cfg = AgentConfig(
-        max_turns=3,
-        max_tokens=192,
-        episode_timeout_s=1800,
+    cfg = RolloutConfig(max_turns=3, max_tokens=192, episode_timeout_s=1800).agent_config(
         request_timeout_s=900,  # one reply takes 30-200 s on two shared cores
         want_token_ids=True,
     )

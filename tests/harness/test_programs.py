@@ -12,20 +12,11 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from doubles.layout import PACKAGES
 
 from clawloop.storage.cache_key import _data_calls, data_text
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = (
-    "flows",
-    "tasks",
-    "diagnosis",
-    "synthesis",
-    "generators",
-    "harness",
-    "training",
-    "storage",
-)
 # Checks a shipped program is exempt from, and why. clawgym_test.sh's bytes are in every imported
 # ClawGym row (its task tar): `cd /workspace || exit` would change them and re-import every task.
 SHELLCHECK_EXCLUDE = {"harness/taskfolder/templates/clawgym_test.sh": ["SC2164"]}

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from doubles.layout import PACKAGES
 
 from clawloop.flows import runs
 from clawloop.flows.pipeline import STAGES
@@ -24,16 +25,6 @@ from clawloop.tasks.mapping import thread_mapper
 from clawloop.tasks.stage import stage_code
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = (
-    "flows",
-    "tasks",
-    "diagnosis",
-    "synthesis",
-    "generators",
-    "harness",
-    "training",
-    "storage",
-)
 NAMES = [s.name for s in STAGES]
 
 

@@ -9,6 +9,8 @@ import re
 import tomllib
 from pathlib import Path
 
+from doubles.layout import PACKAGES
+
 from clawloop.flows.pipeline import STAGES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -69,6 +71,10 @@ def _violations(root: Path) -> list[str]:
                 if target != pkg and RANK[target] >= RANK[pkg]:
                     bad.append(f"{path.relative_to(root)} ({pkg}) imports {mod} ({target})")
     return bad
+
+
+def test_the_ranks_are_the_package_list():
+    assert tuple(RANK) == PACKAGES
 
 
 def test_no_package_imports_a_higher_or_sibling_one():

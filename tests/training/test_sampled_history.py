@@ -11,9 +11,10 @@ import threading
 
 import pytest
 
-from clawloop.harness.agent import AgentConfig, run_episode
+from clawloop.harness.agent import run_episode
 from clawloop.harness.llm import LLMEndpoint, make_client
 from clawloop.harness.local_server import LocalPolicy, Sample, make_server
+from clawloop.harness.rollout import RolloutConfig
 from clawloop.harness.sandbox.base import ExecResult, Sandbox
 from clawloop.harness.trajectory import trajectory_row
 from clawloop.training.sequences import encode_episode
@@ -92,7 +93,9 @@ def served(tiny_model_dir):
 
 def _episode_row(policy, url: str, token_ids: str) -> dict:
     client = make_client(LLMEndpoint(url, "tiny", api_key_env="", token_ids=token_ids))
-    ep = run_episode(Box(), "Total the hives.", client, "tiny", AgentConfig(max_turns=6))
+    ep = run_episode(
+        Box(), "Total the hives.", client, "tiny", RolloutConfig(max_turns=6).agent_config()
+    )
     assert ep.end_reason == "finished", ep.error
     assert len(ep.turns) == len(REPLIES)
     return trajectory_row(

@@ -1,0 +1,71 @@
+"""Flags generated from a settings class (flows/cli/config_flags.py): `clawloop rollout` takes
+RolloutConfig's fields, with their defaults, under the spellings the verb always had."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field, fields
+
+import pytest
+
+from clawloop.flows.cli import make_parser
+from clawloop.flows.cli.config_flags import add_config_flags, config_from_args
+from clawloop.flows.cli.rollout import ROLLOUT_SKIP
+from clawloop.harness.rollout import RolloutConfig
+
+
+def test_rollout_flags_are_rollout_configs_fields_with_its_defaults():
+    args = make_parser().parse_args(["rollout", "some/task"])
+    cfg = config_from_args(args, RolloutConfig, skip=ROLLOUT_SKIP, band=(1, 5))
+    # the library's defaults, but the verb's own concurrency (2)
+    assert cfg == RolloutConfig(workers=2)
+    for f in fields(RolloutConfig):
+        assert (f.name in ROLLOUT_SKIP) != hasattr(args, f.name), f.name
+
+
+def test_rollout_keeps_its_flag_names_and_refuses_a_bad_choice():
+    argv = ["rollout", "t", "-n", "3", "--episode-timeout", "9", "--concurrency", "5"]
+    argv += ["--temperature", "0.5", "--tool-choice", "required", "--max-turns", "4"]
+    args = make_parser().parse_args(argv)
+    assert (args.n, args.episode_timeout_s, args.workers) == (3, 9.0, 5)
+    assert (args.temperature, args.tool_choice, args.max_turns) == (0.5, "required", 4)
+    with pytest.raises(SystemExit):
+        make_parser().parse_args(["rollout", "t", "--tool-choice", "sometimes"])
+
+
+def test_a_field_added_to_a_config_is_a_flag():
+    @dataclass(frozen=True)
+    class Toy:
+        top_p: float = field(default=1.0, metadata={"help": "nucleus mass"})
+        mode: str = field(default="a", metadata={"help": "which", "choices": ("a", "b")})
+        strict: bool = False
+
+    parser = argparse.ArgumentParser()
+    add_config_flags(parser, Toy, names={"mode": ["-m"]})
+    assert config_from_args(parser.parse_args([]), Toy) == Toy()
+    got = config_from_args(parser.parse_args(["--top-p", "0.9", "-m", "b", "--strict", "yes"]), Toy)
+    assert got == Toy(top_p=0.9, mode="b", strict=True)
+    assert "nucleus mass (default: 1.0)" in parser.format_help()
+
+
+def test_the_agent_loop_takes_its_settings_from_the_rollout_section():
+    agent = RolloutConfig(temperature=0.7, max_turns=5).agent_config(request_timeout_s=9)
+    assert (agent.temperature, agent.max_turns, agent.request_timeout_s) == (0.7, 5, 9)
+    assert RolloutConfig().agent_config().temperature == RolloutConfig().temperature
+
+
+def test_synth_verbs_take_their_defaults_from_the_run_configs_sections():
+    from clawloop.synthesis.config import DomainSource, SkillsSource
+
+    skills = make_parser().parse_args(["skills", "synth", "g", "--n", "1", "--out", "o"])
+    want = SkillsSource()
+    assert (skills.sampler, (skills.min_len, skills.max_len), skills.max_repairs) == (
+        want.sampler,
+        tuple(want.path_len),
+        want.max_repairs,
+    )
+    domain = make_parser().parse_args(["domain", "synth", "d", "--out", "o"])
+    assert (domain.max_nodes, domain.subgoals) == (
+        DomainSource().max_nodes,
+        DomainSource().subgoals,
+    )
