@@ -4,14 +4,19 @@ policy, per backend; and a right solution by another route. Prints one row per c
 kind, backend, reward, reason.
 
     .venv/bin/python benchmarks/grading_attacks.py [--backends bwrap,docker] [--tricks a,b]
+        [--before DIR]
 
-Run it with PYTHONPATH naming another clawloop checkout to get the same table for that code (a
-ClawGym folder is passed as the Harbor folder its import writes, which every version rolls out).
+With --before DIR (a folder holding an older `clawloop` package, e.g. a `git worktree` of an
+earlier commit linked as DIR/clawloop) every case is also run on that code, in a subprocess of
+this script with PYTHONPATH=DIR, and each row gives the reward before and after. A ClawGym folder
+is passed as the Harbor folder its import writes, which every version rolls out.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -29,14 +34,11 @@ def _folder(task: Path, tmp: Path) -> Path:
     return task
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--backends", default="bwrap,docker")
-    ap.add_argument("--tricks", default=",".join(TRICKS))
-    args = ap.parse_args(argv)
-    print("trick\tkind\tbackend\treward\treason")
-    for backend in args.backends.split(","):
-        for trick in [*args.tricks.split(","), "sound_solution"]:
+def rows(backends: list[str], tricks: list[str]) -> list[tuple[str, str, str, str, str]]:
+    """(trick, kind, backend, reward, reason) for every case, printed as each ends."""
+    out = []
+    for backend in backends:
+        for trick in [*tricks, "sound_solution"]:
             for kind in sorted(TASKS):
                 with tempfile.TemporaryDirectory(prefix="clawloop-attack-") as tmp:
                     if trick == "sound_solution":
@@ -46,10 +48,48 @@ def main(argv: list[str] | None = None) -> int:
                         task, commands = TASKS[kind], TRICKS[trick]
                     try:
                         got = attack(_folder(task, Path(tmp)), commands, backend, Path(tmp, "o"))
-                        row = f"{got['reward']:.2f}\t{got['reason'][:110]}"
+                        reward, reason = f"{got['reward']:.2f}", got["reason"][:110]
                     except Exception as exc:  # a version that cannot run the case says so
-                        row = f"error\t{str(exc)[:110]}"
-                print(f"{trick}\t{kind}\t{backend}\t{row}".replace("\n", " "), flush=True)
+                        reward, reason = "error", str(exc)[:110]
+                row = (trick, kind, backend, reward, reason.replace("\n", " ").replace("\t", " "))
+                print("\t".join(row), file=sys.stderr, flush=True)
+                out.append(row)
+    return out
+
+
+def before(folder: str, argv: list[str]) -> dict[tuple[str, str, str], str]:
+    """The rewards of the same cases on the clawloop package under `folder`."""
+    env = dict(os.environ, PYTHONPATH=folder)
+    res = subprocess.run(
+        [sys.executable, __file__, *argv], env=env, capture_output=True, text=True, check=False
+    )
+    if res.returncode != 0:
+        raise SystemExit(f"the run on {folder} failed: {res.stderr[-800:]}")
+    got = {}
+    for line in res.stdout.splitlines()[1:]:
+        trick, kind, backend, reward, *_ = line.split("\t")
+        got[(trick, kind, backend)] = reward
+    return got
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--backends", default="bwrap,docker")
+    ap.add_argument("--tricks", default=",".join(TRICKS))
+    ap.add_argument("--before", default="", help="a folder holding an older clawloop package")
+    args = ap.parse_args(argv)
+    same = ["--backends", args.backends, "--tricks", args.tricks]
+    old = before(args.before, same) if args.before else None
+    table = rows(args.backends.split(","), args.tricks.split(","))
+    if old is None:
+        print("trick\tkind\tbackend\treward\treason")
+        for row in table:
+            print("\t".join(row))
+        return 0
+    print("trick\tkind\tbackend\tbefore\tafter\treason (after)")
+    for trick, kind, backend, reward, reason in table:
+        was = old.get((trick, kind, backend), "-")
+        print(f"{trick}\t{kind}\t{backend}\t{was}\t{reward}\t{reason}")
     return 0
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import math
 import secrets
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -266,45 +266,81 @@ def upload_kit(sb: Sandbox) -> tuple[str, str]:
     return kit, scratch_dir
 
 
-def supervised_run(sb: Sandbox, argv: list[str], limit: float, cwd: str = WORKSPACE) -> Grade | str:
-    """Run a verifier command under the supervisor in a fresh kit (after prepare_grading);
-    returns its log when it ended cleanly, else a failed Grade with the reason: it ran past
-    `limit`, exited non-zero, left processes running, or the supervisor reported nothing."""
+@dataclass
+class Supervised:
+    """How a supervised grading command ended (`supervised_grading`): `why` is "" when it ended
+    cleanly (exit 0, nothing left running), else why its grade fails; `trusted` is False when
+    nothing it wrote may be read at all (it ran past its limit, left processes running, or the
+    supervisor reported nothing), True when only its exit failed it."""
+
+    log: str
+    why: str = ""
+    trusted: bool = True
+
+
+def supervised_run(
+    sb: Sandbox, argv: list[str], limit: float, cwd: str = WORKSPACE, name: str = ""
+) -> Supervised:
+    """Run a verifier command under the supervisor in a fresh kit (after prepare_grading and the
+    grading files put in): it fails when it ran past `limit`, exited non-zero, left processes
+    running, or the supervisor reported nothing. `name` names the command in the reason."""
     try:
         kit, scratch_dir = upload_kit(sb)
     except (SandboxError, OSError, ValueError) as exc:
-        return Grade(0.0, False, reason=f"could not put the grading kit in place ({exc})")
+        return Supervised("", f"could not put the grading kit in place ({exc})", False)
     cmd = ["python3", "-I", f"{kit}/supervise.py", "--", *argv]
     res = sb.exec(cmd, timeout=limit, cwd=cwd, env=grading_env(kit, scratch_dir))
     log = res.stderr[-LOG_TAIL:]
     if res.timed_out:
-        return Grade(0.0, False, log=log, reason=f"the verifier ran past {limit:g}s and was killed")
+        return Supervised(log, f"the verifier ran past {limit:g}s and was killed", False)
     verdict = _verdict(res.stdout)
     if verdict is None:
         tail = res.stderr.strip()[-300:] or f"exit {res.exit_code}"
-        return Grade(
-            0.0, False, log=log, reason=f"the grading supervisor reported nothing ({tail})"
-        )
-    name = " ".join(argv[-1:])
+        return Supervised(log, f"the grading supervisor reported nothing ({tail})", False)
     if verdict["left"]:
         ps = ", ".join(str(p) for p in verdict["left"][:5])
         how = " and some could not be killed" if verdict.get("unkillable") else ""
-        return Grade(
-            0.0, False, log=log,
-            reason=f"the verifier left {len(verdict['left'])} process(es) running ({ps}){how}; "
-            "not graded",
-        )  # fmt: skip
-    if verdict["exit"] != 0:
-        tail = res.stderr.strip().splitlines()[-1:] or ["no output"]
-        return Grade(
-            0.0, False, log=log,
-            reason=f"{name} exited {verdict['exit']}: {tail[0][:300]}; not graded",
-        )  # fmt: skip
+        why = f"the verifier left {len(verdict['left'])} process(es) running ({ps}){how}; "
+        return Supervised(log, why + "not graded", False)
     if verdict.get("unconfined"):
         log = f"grading ran partly confined: {verdict['unconfined']}\n{log}"
     if verdict.get("unlinked"):
         log = f"removed links to grading folders: {', '.join(verdict['unlinked'][:10])}\n{log}"
-    return log
+    if verdict["exit"] != 0:
+        tail = res.stderr.strip().splitlines()[-1:] or ["no output"]
+        name = name or " ".join(argv[-1:])
+        return Supervised(log, f"{name} exited {verdict['exit']}: {tail[0][:300]}; not graded")
+    return Supervised(log)
+
+
+def supervised_grading(
+    sb: Sandbox,
+    put_files: Callable[[Sandbox], None],
+    argv: list[str],
+    limit: float,
+    cwd: str = WORKSPACE,
+    name: str = "",
+    prepared: bool = False,
+) -> Supervised:
+    """The one grading path, for rollouts and audits (run_tests) and for verify's oracle and
+    probes (generators/verify/grading.py): prepare_grading (unless `prepared`: done already,
+    with no exec since), `put_files` (the grading files, through Sandbox.upload_sealed), `argv`
+    under the supervisor in a fresh kit (supervised_run), then whatever is still running
+    killed. Read the verifier's files only when `why` is "" (or, for what it wrote before a
+    failed exit, when `trusted`)."""
+    if not prepared:
+        unfit = prepare_grading(sb)
+        if unfit:
+            return Supervised("", unfit, False)
+    try:
+        put_files(sb)
+    except (SandboxError, OSError, ValueError) as exc:
+        return Supervised("", f"could not copy the grading files in ({exc}); not graded", False)
+    ran = supervised_run(sb, argv, limit, cwd, name)
+    if ran.trusted and not sb.kill_strays():
+        why = "the verifier left processes that could not be killed"
+        return Supervised(ran.log, why, False)
+    return ran
 
 
 def _verdict(stdout: str) -> dict[str, Any] | None:
@@ -319,24 +355,21 @@ def _verdict(stdout: str) -> dict[str, Any] | None:
 
 
 def run_tests(sb: Sandbox, task_dir: Path, timeout: float | None = None) -> Grade:
-    """Grade the sandbox's current state: prepare_grading, upload tests/ to /tests, run
-    `bash /tests/test.sh` under the supervisor (supervised_run: a fresh kit, an isolated
-    environment, nothing left running), then read /logs/verifier/reward.json and details.json."""
-    unfit = prepare_grading(sb)
-    if unfit:
-        return Grade(0.0, False, reason=unfit)
-    try:
-        sb.upload_sealed(Path(task_dir, "tests"), TESTS)
-    except (SandboxError, OSError, ValueError) as exc:
-        return Grade(0.0, False, reason=f"could not copy the task's tests/ in ({exc}); not graded")
+    """Grade the sandbox's current state (supervised_grading): prepare_grading, tests/ sealed in
+    /tests, `bash /tests/test.sh` under the supervisor (a fresh kit, an isolated environment,
+    nothing left running), then /logs/verifier/reward.json and details.json read."""
     limit = timeout if timeout is not None else task_timeouts(task_dir)[1]
-    ran = supervised_run(sb, ["bash", f"{TESTS}/test.sh"], limit)
-    if isinstance(ran, Grade):
-        return ran
-    if not sb.kill_strays():
-        return Grade(
-            0.0, False, log=ran, reason="the verifier left processes that could not be killed"
-        )
+    tests = Path(task_dir, "tests")
+    ran = supervised_grading(sb, lambda s: put_tests(s, tests), ["bash", f"{TESTS}/test.sh"], limit)
+    if ran.why:
+        return Grade(0.0, False, log=ran.log, reason=ran.why)
     grade = read_grade(sb)
-    grade.log = ran
+    grade.log = ran.log
     return grade
+
+
+def put_tests(sb: Sandbox, tests: Path) -> None:
+    """The task's tests/ folder, sealed, at /tests; a missing one is a clear error."""
+    if not tests.is_dir():
+        raise FileNotFoundError(f"the task has no tests/ folder ({tests})")
+    sb.upload_sealed(tests, TESTS)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +62,23 @@ class TrainResult:
     counts: dict[str, int] = field(default_factory=dict)
     duration_s: float = 0.0  # wall time of the stage; not in checkpoint_row (rows hold no timing)
     dtype: str = ""  # what checkpoint_dir's weights hold (its config.json says the same)
+
+    def to_json(self) -> dict[str, Any]:
+        """Every field as JSON values (what a launched stage hands back: training/launch.py)."""
+        out = asdict(self)
+        out["checkpoint_dir"] = str(self.checkpoint_dir)
+        out["adapter_dir"] = str(self.adapter_dir) if self.adapter_dir else None
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TrainResult:
+        """The inverse of `to_json`."""
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        values["checkpoint_dir"] = Path(values["checkpoint_dir"])
+        if values.get("adapter_dir"):
+            values["adapter_dir"] = Path(values["adapter_dir"])
+        return cls(**values)
 
     def metrics_frame(self) -> pd.DataFrame:
         """Rows for the TRAIN_METRICS Parquet file (GRPO-only columns are NaN for SFT rows)."""
@@ -319,9 +336,18 @@ def train_stage(
     `init_adapter`: a peft LoRA adapter folder trained on `base_model` to continue (needs cfg.lora).
     `tool_call_parser`: the agent's (tasks.train.agent_tool_call_parser()); with
     cfg.turn_source template_ok it lets turns whose sampled text is unknown train on the chat
-    template's rendering where that round-trips; None drops them."""
+    template's rendering where that round-trips; None drops them.
+
+    With `cfg.num_processes > 1`, `cfg.deepspeed` or `cfg.accelerate_config` (and not already
+    in a launched process) the stage runs under `accelerate launch`/`torchrun` as a subprocess
+    on this host and returns the result it wrote (training/launch.py); the launched processes
+    parse tool calls with the agent's parser."""
     from clawloop.training.grpo import grpo_samples
+    from clawloop.training.launch import inside_launcher, launched_train_stage, needs_launcher
     from clawloop.training.sft import sft_samples
+
+    if needs_launcher(cfg) and not inside_launcher():
+        return launched_train_stage(trajectories, band, cfg, base_model, out_dir, init_adapter)
 
     t0 = time.monotonic()
     out_dir = Path(out_dir)
@@ -407,6 +433,9 @@ def train_stage(
         ) from exc
     reasons += [r for r in [template_note(result.counts)] if r]
     if result.phases_run:
+        from accelerate import PartialState
+
+        result.counts["processes"] = PartialState().num_processes  # > 1: trained as one group
         result.status = "trained"
         result.checkpoint_dir = policy.model_dir
         result.adapter_dir = policy.adapter_dir

@@ -3,8 +3,11 @@
 Synthesizes N tasks from one executable domain (synthesis/domain/synth.py), forges and verifies
 each in a sandbox like any task as it is made, and writes the kept ones as Harbor task folders
 under OUTDIR (each `clawloop verify`-able). A task dropped on the way is replaced (up to 3 x N
-made); when fewer than N come back, the report says why (`short`). Prints every abstract graph or task that was dropped and why,
-the structural features covered and the time per task. Exit 0 when at least one task was kept,
+made); when fewer than N come back, the report says why (`short`, per feature). Shapes the domain
+cannot carry are no longer sampled (`relaxed`, with the reason); the domain's refusal kinds are
+counted, with how many had a fix that ran and how many kept tasks recover from
+(`refusals`). Prints every abstract graph or task that was dropped and why, the structural
+features covered and the time per task. Exit 0 when at least one task was kept,
 1 when none was, 2 for a bad domain folder or a sandbox that cannot start.
 """
 
@@ -100,6 +103,11 @@ def cmd_synth(args: argparse.Namespace) -> int:
               f"from {len(made.graphs)} abstract graphs, {report['seconds_per_kept_task']} s per kept task")  # fmt: skip
         if made.short:
             print(f"short of --n {args.n}: {made.short}")
+        for feature, why in sorted(made.relaxed.items()):
+            print(f"relaxed {feature} (no longer sampled): {why}")
+        if refusals := report.get("refusals"):
+            print(f"refusal kinds met: {refusals['kinds']}, with a fix that ran: "
+                  f"{refusals['fixed']}, recovered from in kept tasks: {refusals['in_tasks']}")  # fmt: skip
         print(f"features covered by kept tasks: {report['features']}")
         print(f"structure measured (shares of tasks made): {report['structure']}")
         for d in report["dropped_graphs"]:

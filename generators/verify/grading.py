@@ -3,7 +3,12 @@ with the task's grader (the oracle), then the pristine workspace (no-op) and eve
 written over it. `grade_in` grades one task in the sandbox its solution ran in; `grade_jobs` grades
 several solved tasks (GradeJobs, their workspaces copied out) in one fresh sandbox and one
 interpreter, each under its own alarm, and grades again alone a task the batch left without
-results."""
+results.
+
+Both go the one grading path rollouts take (taskenv.supervised_grading): the sandbox reset
+(prepare_grading), the answer keys, tests and driver sealed in /tests, the pristine workspaces
+(which the driver writes probes over) under the just-emptied /tmp, the command under the grading
+supervisor (an isolated environment, confined, nothing left running, its exit counted)."""
 
 from __future__ import annotations
 
@@ -37,8 +42,10 @@ from clawloop.harness.taskenv import (
     REWARD_FILE,
     REWARD_TEXT_FILE,
     Grade,
+    Supervised,
     parse_reward,
     parse_reward_text,
+    supervised_grading,
 )
 from clawloop.harness.taskfolder.folder import (
     GRADER_PATH,
@@ -52,6 +59,8 @@ from clawloop.harness.taskfolder.probes import trivial_probes
 PROBE_STAGE_NAME = ".clawloop-probes"
 PROBE_STAGE = f"{TESTS}/{PROBE_STAGE_NAME}"
 PROBE_RESULTS = f"{VERIFIER_LOGS}/probes.json"
+# The pristine starting workspaces the driver writes each probe over (writable, unlike /tests).
+PRISTINE = "/tmp/clawloop-probes"
 # Runs inside a sandbox after the reference solution, one forked child per job of STAGE/jobs.json
 # (generators/verify/probe_driver.py, stdlib only); its source is read from the module imported
 # here, so the cache keys follow edits to it.
@@ -136,13 +145,15 @@ def _driver_stage(grader: tuple[bytes, bool] | None, grader_path: str, jobs: lis
     return stage
 
 
-def _job(tests: str, workspace: str, logs: str, stage: str, oracle: bool, timeout: float) -> dict:
+def _job(
+    tests: str, workspace: str, logs: str, stage: str, pristine: str, oracle: bool, timeout: float
+) -> dict:
     return {
         "tests": tests,
         "workspace": workspace,
         "logs": logs,
         "probes": f"{stage}/probes.json",
-        "pristine": f"{stage}/workspace",
+        "pristine": pristine,
         "results": f"{logs}/probes.json",
         "oracle": oracle,
         "alarm": max(1, math.ceil(timeout)),
@@ -153,17 +164,40 @@ def _driver_argv() -> list[str]:
     return ["python3", "-I", "-S", f"{PROBE_STAGE}/driver.py", PROBE_STAGE]
 
 
-def put_entries(sb: Any, remote: str, entries: Entries) -> None:
+def put_entries(sb: Any, remote: str, entries: Entries, sealed: bool = False) -> None:
     """Put entries under the sandbox folder `remote`: straight into a bubblewrap sandbox's files,
-    else through a scratch folder and an upload."""
+    else through a scratch folder and an upload; with `sealed` (under base.SEALED) read-only to
+    the sandbox's commands where the backend can (Sandbox.upload_sealed)."""
     if not entries:
         return
     write = getattr(sb, "write_files", None)
     if write is not None:
         write(remote, entries)
+        if sealed:
+            sb.seal(remote)
         return
     with scratch("clawloop-verify-put-") as tmp:
-        sb.upload(write_files(entries, Path(tmp, "put")), remote)
+        local = write_files(entries, Path(tmp, "put"))
+        if sealed:
+            sb.upload_sealed(local, remote)
+        else:
+            sb.upload(local, remote)
+
+
+def _split_stage(stage: Entries) -> tuple[Entries, Entries]:
+    """(the probe stage but its pristine workspace, that workspace: `workspace` and below)."""
+    pristine = {k: e for k, e in stage.items() if k == "workspace" or k.startswith("workspace/")}
+    return {k: e for k, e in stage.items() if k not in pristine}, pristine
+
+
+def _graded(sb: Any, ran: Supervised, logs: str, results: str) -> Graded:
+    """A job's Graded after a supervised grading: the oracle's grade (failed with the reason when
+    the grading did), the probes' results unless nothing it wrote may be read."""
+    oracle = Grade(0.0, False, log=ran.log, reason=ran.why) if ran.why else _read_grade(sb, logs)
+    if not oracle.log:
+        oracle.log = ran.log
+    probes = _text(sb, results) if ran.trusted else None
+    return Graded(oracle, probes, ran.why if not ran.trusted else _why(sb, logs, ran.why))
 
 
 def _text(sb: Any, remote: str, cap: int = MAX_REWARD_BYTES) -> str | None:
@@ -187,10 +221,6 @@ def _read_grade(sb: Any, logs: str = VERIFIER_LOGS) -> Grade:
     return parse_reward(text, details)
 
 
-def _ended(res: Any) -> str:
-    return "timed out" if res.timed_out else f"exited {res.exit_code}: {res.stderr.strip()[-300:]}"
-
-
 _SIGNALS = {
     9: "SIGKILL: a memory or process limit?",
     11: "SIGSEGV",
@@ -200,12 +230,12 @@ _SIGNALS = {
 }
 
 
-def _why(sb: Any, logs: str, res: Any) -> str:
+def _why(sb: Any, logs: str, ended: str) -> str:
     """How a job's grading ended when it left no results: its child's wait status (the driver
-    writes grading.status), else how the whole exec ended."""
+    writes grading.status), else `ended` (how the whole grading ended)."""
     text = (_text(sb, f"{logs}/grading.status") or "").strip()
     if not text.isdigit():
-        return _ended(res)
+        return ended or "the grading driver wrote no results"
     status = int(text)
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
@@ -215,27 +245,37 @@ def _why(sb: Any, logs: str, res: Any) -> str:
     return f"its grading exited {os.WEXITSTATUS(status)}"
 
 
-def grade_in(sb: Any, task: TaskFiles, tests: Entries, canonical: bool, timeout: float) -> Graded:
-    """Grade `task` in the sandbox its reference solution ran in, in one exec: tests/ put in,
-    then tests/test.sh (the oracle's reward) and the grading of the pristine workspace (no-op)
-    and of each probe over it with the task's own grader, in one process (test.sh too, in that
-    process, when it is the canonical one: `canonical`)."""
-    stage = _probe_stage(task)
-    job = _job(TESTS, WORKSPACE, VERIFIER_LOGS, PROBE_STAGE, canonical, timeout)
+def grade_in(
+    sb: Any, task: TaskFiles, tests: Entries, canonical: bool, timeout: float, prepared: bool
+) -> Graded:
+    """Grade `task` in the sandbox its reference solution ran in (`prepared`: prepare_grading
+    done since), in one supervised command (taskenv.supervised_grading): tests/ sealed in, then
+    tests/test.sh (the oracle's reward; its exit counts) and the grading of the pristine
+    workspace (no-op) and of each probe over it with the task's own grader, in one process
+    (test.sh too, in that process, when it is the canonical one: `canonical`)."""
+    stage, pristine = _split_stage(_probe_stage(task))
+    where = f"{PRISTINE}/workspace"
+    job = _job(TESTS, WORKSPACE, VERIFIER_LOGS, PROBE_STAGE, where, canonical, timeout)
     stage.update(_driver_stage(tests.get("grader.py"), f"{TESTS}/grader.py", [job]))
-    put_entries(sb, TESTS, {**tests, **{f"{PROBE_STAGE_NAME}/{k}": e for k, e in stage.items()}})
+    sealed = {**tests, **{f"{PROBE_STAGE_NAME}/{k}": e for k, e in stage.items()}}
+
+    def put(sb: Any) -> None:
+        put_entries(sb, TESTS, sealed, sealed=True)
+        put_entries(sb, PRISTINE, pristine)
+
     cwd = "/"  # the driver's paths are absolute, and a solve may have locked /workspace
+    name = "the grading driver"
     if canonical:
         argv = _driver_argv()
     else:
-        cwd = WORKSPACE
-        # `sh -c`, not a string (which runs under `bash -lc`): a login shell's profile
-        # costs a few ms per task and nothing here needs it.
+        cwd, name = WORKSPACE, f"{TESTS}/test.sh"
+        # test.sh's own exit is the command's: a verifier that fails is no oracle's pass.
         grade = " ".join(_driver_argv())
-        argv = ["sh", "-c", f"bash {TESTS}/test.sh >{VERIFIER_LOGS}/test.log 2>&1; {grade}"]
+        script = f"bash {TESTS}/test.sh >{VERIFIER_LOGS}/test.log 2>&1; s=$?; {grade}; exit $s"
+        argv = ["sh", "-c", script]
     # The job's alarm ends it (as in a batch); the wall limit is only a backstop.
-    res = sb.exec(argv, timeout=job["alarm"] + 2, cwd=cwd)
-    return Graded(_read_grade(sb), _text(sb, job["results"]), _why(sb, job["logs"], res))
+    ran = supervised_grading(sb, put, argv, job["alarm"] + 2, cwd, name, prepared=prepared)
+    return _graded(sb, ran, job["logs"], job["results"])
 
 
 def grade_jobs(jobs: list[GradeJob], sandbox: SandboxConfig) -> list[Graded | OSError | ValueError]:
@@ -247,21 +287,26 @@ def grade_jobs(jobs: list[GradeJob], sandbox: SandboxConfig) -> list[Graded | OS
     verdict is the one it would get alone."""
     tests = dict(canonical_test_side())
     workspaces: Entries = {}
+    pristines: Entries = {}
     specs = []
     for i, job in enumerate(jobs):
-        for rel, entry in {**job.tests, **job.stage}.items():
+        stage, pristine = _split_stage(job.stage)
+        for rel, entry in {**job.tests, **stage}.items():
             tests[f"{i}/{rel}"] = entry
+        pristines.update({f"{i}/{rel}": entry for rel, entry in pristine.items()})
         workspaces[str(i)] = None
         for rel, entry in job.workspace.items():
             workspaces[f"{i}/{rel}"] = entry
         where = f"{TESTS}/{i}"
         logs = f"{VERIFIER_LOGS}/{i}"
-        specs.append(_job(where, f"{WORKSPACE}/{i}", logs, where, True, job.timeout))
+        fresh = f"{PRISTINE}/{i}/workspace"
+        specs.append(_job(where, f"{WORKSPACE}/{i}", logs, where, fresh, True, job.timeout))
     stage = _driver_stage(tests["grader.py"], f"{TESTS}/grader.py", specs)
     tests.update({f"{PROBE_STAGE_NAME}/{k}": e for k, e in stage.items()})
     with open_sandbox(sandbox) as sb:
         try:
-            put_entries(sb, TESTS, tests)
+            put_entries(sb, TESTS, tests, sealed=True)
+            put_entries(sb, PRISTINE, pristines)
             put_entries(sb, WORKSPACE, workspaces)
         except (OSError, ValueError):
             if len(jobs) == 1:
@@ -270,15 +315,11 @@ def grade_jobs(jobs: list[GradeJob], sandbox: SandboxConfig) -> list[Graded | OS
             # each is graded alone, and only that one's own setup fails.
             return [_alone(job, sandbox) for job in jobs]
         wall = sum(spec["alarm"] for spec in specs) + 2
-        res = sb.exec(_driver_argv(), timeout=wall, cwd="/")
-        out = [
-            Graded(
-                _read_grade(sb, spec["logs"]),
-                _text(sb, spec["results"]),
-                _why(sb, spec["logs"], res),
-            )
-            for spec in specs
-        ]
+        # A fresh sandbox where nothing ran yet: prepared, its files put in above.
+        ran = supervised_grading(
+            sb, lambda _: None, _driver_argv(), wall, "/", "the grading driver", prepared=True
+        )
+        out = [_graded(sb, ran, spec["logs"], spec["results"]) for spec in specs]
     if len(jobs) == 1:
         return out
     return [

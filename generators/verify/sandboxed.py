@@ -32,8 +32,6 @@ from clawloop.generators.verify.taskfiles import TaskFiles, under
 from clawloop.harness.sandbox.backend import open_sandbox
 from clawloop.harness.sandbox.base import (
     SOLUTION,
-    TESTS,
-    VERIFIER_LOGS,
     WORKSPACE,
     SandboxConfig,
 )
@@ -102,22 +100,6 @@ class SolveStep:
     job: GradeJob | None = None
 
 
-def _prepare(sb: Any) -> str:
-    """taskenv.prepare_grading; on bubblewrap the two folders are emptied from the host (no exec:
-    when an exec returns, nothing it started is alive to race the host)."""
-    reset = getattr(sb, "reset_dirs", None)
-    if reset is None:
-        return prepare_grading(sb)
-    if not sb.kill_strays():
-        return "processes left running in the sandbox could not be killed; not graded"
-    # /tmp and /solution too: a grading in a batch's fresh sandbox finds them empty, and a
-    # solve that filled the sandbox's disk there must not fail this one.
-    why = reset([TESTS, VERIFIER_LOGS, "/tmp", SOLUTION])
-    if why:
-        return f"could not reset {TESTS} and {VERIFIER_LOGS} before grading ({why}); not graded"
-    return ""
-
-
 def solve_driver(task: TaskFiles) -> ParsedGenerator | None:
     """The task's generator when solution/solve.sh is the canonical one (it runs that
     generator's solve() on /workspace): then verify runs that solve through the forge driver,
@@ -138,13 +120,14 @@ def solve_in_sandbox(
        yet): the canonical solve.sh's solve() through the forge driver, which with `rebuild`
        (seed, forge's digest) then builds that seed again (the determinism check: another
        interpreter than forge's, so another hash seed), else `bash solution/solve.sh`; then
-       taskenv.prepare_grading (its leftover processes killed, /tests and /logs/verifier
-       emptied, on bubblewrap /tmp and /solution too);
+       taskenv.prepare_grading (its leftover processes killed; /tests, /logs/verifier, the
+       grading kits, /tmp and /solution emptied), as before a rollout's grading;
     2. with `defer`, when the task's test side is ours and the solved workspace is plain files:
        that workspace is copied out as a GradeJob, for grade_jobs to grade with other tasks';
-       else, here: tests/ put in, then in one exec tests/test.sh (the oracle's reward) and the
-       grading of the pristine workspace (no-op) and of each probe over it with the task's own
-       grader, in one process (test.sh too, in that process, when it is the canonical one).
+       else, here (grading.grade_in, the rollouts' grading path: sealed tests, the grading
+       supervisor): tests/test.sh (the oracle's reward) and the grading of the pristine
+       workspace (no-op) and of each probe over it with the task's own grader, in one process
+       (test.sh too, in that process, when it is the canonical one).
     Raises SandboxError when the sandbox itself fails."""
     files = task.entries
     header = parse_task_header(task.text("task.toml", ""), Path(task.name))
@@ -172,14 +155,14 @@ def solve_in_sandbox(
             solve_error = None if res.ok else f"{why}: {tail}".strip()
         # solve() is LLM-written: whatever it left running dies before the answer key and
         # the verifier arrive, and nothing it planted in /tests or /logs/verifier counts.
-        unfit = _prepare(sb)
+        unfit = prepare_grading(sb)
         if unfit:
             return SolveStep(_unfit(unfit), final=True)
         if defer and getattr(sb, "read_tree", None) is not None and is_canonical(tests):
             job = copied_job(sb, WORKSPACE, task)
             if job is not None:
                 return SolveStep(out, solve_error, job=job)
-        graded = grade_in(sb, task, tests, canonical, timeout)
+        graded = grade_in(sb, task, tests, canonical, timeout, prepared=True)
     return SolveStep(out, solve_error, graded=graded)
 
 

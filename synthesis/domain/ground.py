@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from clawloop.synthesis.domain import reach
 from clawloop.synthesis.domain.model import Domain, Param, Skill, Tool
 from clawloop.synthesis.domain.taskgraph import Node, TaskGraph
 
@@ -62,6 +64,27 @@ class Grounded:
         }
 
 
+def ref_of(g: Grounded, step: int, name: str) -> dict[str, Any] | None:
+    """The reference (record, field, value) of what lookup `step` produced as `name`: its own
+    field, or one read beside it (`fields`: the address's city beside its first line)."""
+    ref = g.references.get(step)
+    if ref is None or ref["field"] == name:
+        return ref
+    if name in ref.get("fields", {}):
+        return {**ref, "field": name, "value": ref["fields"][name]}
+    return None
+
+
+def all_refs(g: Grounded) -> list[dict[str, Any]]:
+    """Every (record, field, value) the plan's lookups produce, fields read beside one's own
+    included."""
+    out = []
+    for ref in g.references.values():
+        out.append(ref)
+        out += [{**ref, "field": f, "value": v} for f, v in ref.get("fields", {}).items()]
+    return out
+
+
 @dataclass(frozen=True)
 class Index:
     """What grounding needs of the state: per table, its unique fields and each field's values."""
@@ -99,6 +122,17 @@ class Index:
             }
         )
         return Index(tables, unique, values, dict(keys or {}), tuple(dates), _links(values, unique))
+
+    def nested(self, table: str) -> list[str]:
+        """The table's structural nested paths (reach.structural), memoised."""
+        key = (table, "\0paths")
+        if key not in self.memo:
+            self.memo[key] = reach.structural(self.tables.get(table, []))
+        return self.memo[key]
+
+    def near(self, table: str, row: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+        """The records `row` refers to, is referred to by, or shares a reference with."""
+        return reach.neighbours(self.tables, self.links, table, row)
 
     def distinct(self, table: str, name: str) -> list[Any]:
         key = (table, name)  # memoised: _unusual asks per record, quadratic on a large table
@@ -155,19 +189,31 @@ def names_field(param: str, field: str, table: str = "") -> bool:
     return param.startswith(field + "_") and rest in ("code", "id", "email", "key")
 
 
+KEY_FIELD = "_key"  # a JSON table keyed by object keys keeps each record's key here
+
+
+def names_key(param: str, f: str, table: str) -> bool:
+    """Does a parameter pass a record's key: a field it names, or (a table keyed by its object
+    keys, `_key`) the table's own id (`user_id` for users)?"""
+    if f == KEY_FIELD:
+        return any(names_field(param, x, table) for x in ("id", "code", "key", "no"))
+    return names_field(param, f, table)
+
+
 def key_params(tool: Tool, ix: Index) -> list[tuple[Param, str, str]]:
     """(parameter, table, field) where the parameter names a unique field of a table the tool
     touches: passing a record's value there picks that record (an entity). A table's business
-    key wins over another unique field, and each table is picked by one parameter only."""
+    key wins over another unique field, a field over the object key `_key`, and each table is
+    picked by one parameter only."""
     out: list[tuple[Param, str, str]] = []
     for p in tool.params:
         found = []
         for t in (*tool.writes, *tool.reads):
             for f in sorted(ix.unique.get(t, ())):
-                if names_field(p.name, f, t) and all(t != tt for _, tt, _ in out):
-                    found.append((ix.keys.get(t) != f, t not in tool.writes, t, f))
+                if names_key(p.name, f, t) and all(t != tt for _, tt, _ in out):
+                    found.append((ix.keys.get(t) != f, t not in tool.writes, f == KEY_FIELD, t, f))
         if found:
-            _, _, t, f = min(found)
+            *_, t, f = min(found)
             out.append((p, t, f))
     return out
 
@@ -218,11 +264,16 @@ def fill(
     rng: random.Random,
     fixed: dict[str, Any] | None = None,
     entity: tuple[str, dict[str, Any]] | None = None,
+    wide: bool = False,
 ) -> dict[str, Any] | None:
     """Every parameter of `tool` a value (None if a required one cannot have one). `fixed` are
-    already chosen (refs); `entity` (table, record) supplies the key of that record."""
+    already chosen (refs); `entity` (table, record) supplies the key of that record. `wide`
+    (the wide grounding, `ground`): a parameter no field names takes a value nested in the
+    records the call picks or their neighbours (`_held_near`)."""
     params = dict(fixed or {})
     keys = {p.name: (t, f) for p, t, f in key_params(tool, ix)}
+    picked: list[tuple[str, dict[str, Any]]] = [entity] if entity else []
+    open_: list[Param] = []
     for p in tool.params:
         if p.name in params:
             continue
@@ -231,13 +282,62 @@ def fill(
             record = entity[1] if entity and entity[0] == t and f in entity[1] else None
             record = record or rng.choice(ix.tables[t])
             params[p.name] = record[f]
+            picked.append((t, record))
             continue
         found, value = literal(p, tool, ix, rng)
+        if found:
+            params[p.name] = value
+        elif wide:
+            open_.append(p)  # after every key is picked: its record's neighbours may hold it
+        elif p.required:
+            return None
+    sources = _sources(ix, picked) if open_ else []
+    for p in open_:
+        found, value = _held_near(p, sources, rng)
         if found:
             params[p.name] = value
         elif p.required:
             return None
     return params
+
+
+def _sources(ix: Index, picked: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The records a call's other values may come from: the records it picks, then theirs
+    neighbours (an order's user holds the payment methods the order may be paid with)."""
+    out: list[dict[str, Any]] = []
+    for t, row in picked:
+        for _, r in [(t, row), *ix.near(t, row)]:
+            if all(r is not x for x in out):
+                out.append(r)
+    return out
+
+
+def _held_near(p: Param, sources: list[dict[str, Any]], rng: random.Random) -> tuple[bool, Any]:
+    """A value for a parameter no top-level field names, read from the records the call picks
+    and their neighbours: a list field of that name whole (a reservation's `flights`), else a
+    nested scalar the parameter takes (`payment_method_id` <- `payment_methods.<id>.id`; a list
+    parameter gets one: `item_ids` <- [`items.0.item_id`], from the first source that has
+    one: a list names parts of the record itself). A scalar comes from any source that has one
+    (an order's own payment method or another of its user's)."""
+    options: list[list[Any]] = []
+    for row in sources:
+        whole = row.get(p.name)
+        if p.type == "array" and isinstance(whole, list) and whole:
+            return True, whole
+        found = [
+            v
+            for path, v in reach.leaves(row)
+            if "." in path
+            and reach.feeds(p.name, path, names_field)
+            and (isinstance(v, str) or p.type != "string")
+        ]
+        if found and p.type == "array":
+            return True, [rng.choice(sorted(set(found), key=repr))]
+        if found:
+            options.append(sorted(set(found), key=repr))
+    if not options:
+        return False, None
+    return True, rng.choice(rng.choice(options))
 
 
 def producers(domain: Domain, consumer: Tool, ix: Index) -> list[tuple[Tool, str, str, str]]:
@@ -254,7 +354,21 @@ def producers(domain: Domain, consumer: Tool, ix: Index) -> list[tuple[Tool, str
                 for p in consumer.params:
                     if names_field(p.name, f) and p.name != kp.name:
                         out.append((r, t, f, p.name))
+            for path in _returned_paths(r, t, ix):
+                for p in consumer.params:
+                    if _takes(p, path) and p.name != kp.name:
+                        out.append((r, t, path, p.name))
     return out
+
+
+def _returned_paths(r: Tool, table: str, ix: Index) -> list[str]:
+    """The structural nested paths (reach.structural) of `table` under a field `r` returns."""
+    return [p for p in ix.nested(table) if p.split(".")[0] in r.returns]
+
+
+def _takes(p: Param, path: str) -> bool:
+    """Does a scalar parameter take the value at a nested path (a `$ref` carries one scalar)?"""
+    return p.type not in ("array", "object") and reach.feeds(p.name, path, names_field)
 
 
 @dataclass(frozen=True)
@@ -290,6 +404,8 @@ def chains(domain: Domain, consumer: Tool, ix: Index) -> list[Chain]:
                 for p in consumer.params:
                     if names_field(p.name, f, t if f == kf else ""):
                         fed.append((f, p.name))
+            fed += [(path, p.name) for path in _returned_paths(r, t, ix)
+                    for p in consumer.params if _takes(p, path)]  # fmt: skip
             if not fed:
                 continue
             for hop in reads:
@@ -307,19 +423,30 @@ def _ref(node: int, hop: int, name: str) -> Ref:
     return {"$ref": [("node", node, hop), name]}
 
 
+NEAR = 0.8  # how often a lookup reads a neighbour of the act's record, where one fits
+
+
 def _lookup(
-    chosen: tuple[Tool, str, str, str], ix: Index, rng: random.Random, node: Node
+    chosen: tuple[Tool, str, str, str],
+    ix: Index,
+    rng: random.Random,
+    node: Node,
+    near: list[dict[str, Any]] | None = None,
 ) -> list[tuple[Step, dict[str, Any]]] | None:
+    """One read of a record of the producer's table holding the field (a dotted path too):
+    most often a neighbour of the record the act changes (its user, the user's other order),
+    so the values meet on records that belong together."""
     r, t, f, _ = chosen
-    rows = [row for row in ix.tables[t] if row.get(f) is not None]
+    rows = [row for row in ix.tables[t] if reach.at(row, f) is not None]
     if not rows:
         return None
-    row = rng.choice(rows)
+    close = [row for row in rows if any(row is x for x in near or ())]
+    row = rng.choice(close if close and rng.random() < NEAR else rows)
     params = fill(r, ix, rng, entity=(t, row))
     if params is None:
         return None
     kf = next(kf for _, tt, kf in key_params(r, ix) if tt == t)
-    ref = {"table": t, "key_field": kf, "key": row[kf], "field": f, "value": row[f]}
+    ref = {"table": t, "key_field": kf, "key": row[kf], "field": f, "value": reach.at(row, f)}
     return [(Step(r.name, params, node=node.id), ref)]
 
 
@@ -330,7 +457,7 @@ def _chained(
     named record, the second takes its link's value (a `$ref`) as its key."""
     kf = next(kf for p, tt, kf in key_params(c.read, ix) if p.name == c.key_param)
     k0 = next(kf0 for _, tt, kf0 in key_params(c.hop, ix) if tt == c.hop_table)
-    by_key = {repr(r.get(kf)): r for r in ix.tables[c.table] if r.get(c.field) is not None}
+    by_key = {repr(r.get(kf)): r for r in ix.tables[c.table] if reach.at(r, c.field) is not None}
     starts = [r for r in ix.tables[c.hop_table] if repr(r.get(c.link)) in by_key]
     if not starts:
         return None
@@ -351,7 +478,7 @@ def _chained(
                 "key_field": kf,
                 "key": reached[kf],
                 "field": c.field,
-                "value": reached[c.field],
+                "value": reach.at(reached, c.field),
                 "via": named,
             },
         ),
@@ -362,12 +489,70 @@ def _writes(domain: Domain) -> list[Tool]:
     return [t for t in domain.tools if t.writes]
 
 
+# tool -> (keys of records a probe call of it was accepted on, keys it was refused on), as
+# execution found them before grounding (synth.py): the state's own word on which records
+# admit a write (a pending order can be cancelled, a delivered one cannot)
+Admission = dict[str, tuple[set[str], set[str]]]
+
+
+def _anchor(
+    w: Tool, ix: Index, rng: random.Random, admitted: Admission | None
+) -> tuple[str, dict[str, Any]] | None:
+    """The record a write changes: of those the probe saw it accept, else of those it did not
+    see it refuse, else any (a tool without a key parameter has none)."""
+    keys = [(t, f) for _, t, f in key_params(w, ix) if t in w.writes] or [
+        (t, f) for _, t, f in key_params(w, ix)
+    ]
+    if not keys:
+        return None
+    t, f = keys[0]
+    rows = ix.tables[t]
+    ok, refused = (admitted or {}).get(w.name, (set(), set()))
+    good = [r for r in rows if repr(r.get(f)) in ok]
+    fair = [r for r in rows if repr(r.get(f)) not in refused]
+    return t, rng.choice(good or fair or rows)
+
+
+def _siblings(
+    w: Tool, fixed: dict[str, Any], made: dict[int, list[tuple[Step, dict[str, Any]]]],
+    ix: Index,
+) -> None:  # fmt: skip
+    """Feed the act's parameters still open from the records its lookups read, along paths
+    beside the one each lookup carries (`address.city` beside `address.address1`): the values
+    a write takes together come from one record. The lookup's reference keeps each field's
+    value (`fields`)."""
+    for lookup_id, reads in made.items():
+        _, ref = reads[-1]
+        if "." not in str(ref["field"]):
+            continue
+        row = next(
+            (r for r in ix.tables[ref["table"]] if r.get(ref["key_field"]) == ref["key"]), None
+        )
+        prefix = ref["field"].rsplit(".", 1)[0] + "."
+        for p in w.params:
+            if p.name in fixed:
+                continue
+            for path in ix.nested(ref["table"]):
+                if path.startswith(prefix) and _takes(p, path) and row is not None:
+                    value = reach.at(row, path)
+                    if value is not None:
+                        fixed[p.name] = _ref(lookup_id, len(reads) - 1, path)
+                        ref.setdefault("fields", {})[path] = value
+                        break
+
+
 def _act(
-    domain: Domain, node: Node, ix: Index, rng: random.Random, g: Grounded, chain: float = 0.0
-) -> Step | None:
+    domain: Domain, node: Node, ix: Index, rng: random.Random, g: Grounded, chain: float = 0.0,
+    admitted: Admission | None = None, wide: bool = False,
+) -> Step | None:  # fmt: skip
     """Ground an act node: a write tool whose parameters the node's inputs can feed. Its lookups
     go to `g.lookups` by lookup node (they run first; `_place` numbers them); returns the act.
-    With probability `chain` an input is a chained lookup (two reads), where one fits."""
+    With probability `chain` an input is a chained lookup (two reads), where one fits.
+
+    `wide` (the wide grounding, `ground`): the first input is a chain where one fits, the record
+    the act changes is one the probe saw the tool accept (`admitted`), its lookups most often
+    read that record's neighbours, and its open parameters take the values beside what a
+    lookup reads (`_siblings`) or nested in the records it picks (`fill`)."""
     tools = _writes(domain)
     rng.shuffle(tools)
     if chain and rng.random() < chain:  # a tool a chain can feed first (stable: still shuffled)
@@ -379,24 +564,29 @@ def _act(
             continue
         fixed: dict[str, Any] = {}
         made: dict[int, list[tuple[Step, dict[str, Any]]]] = {}
+        anchor = _anchor(w, ix, rng, admitted) if wide else None
+        near = [r for _, r in ix.near(*anchor)] if anchor else []
         for lookup_id in node.inputs:
             lookup = Node(lookup_id, "lookup", node.goal)
             options = [c for c in feeds if c[3] not in fixed]
             long = [c for c in linked if c.param not in fixed]
             one = None
-            if long and (not options or rng.random() < chain):
+            if long and (not options or (wide and not made) or rng.random() < chain):
                 picked = rng.choice(long)
                 one, param, name = _chained(picked, ix, rng, lookup), picked.param, picked.field
                 hop = 1
             elif options:
                 chosen = rng.choice(options)
-                one, param, name, hop = _lookup(chosen, ix, rng, lookup), chosen[3], chosen[2], 0
+                one = _lookup(chosen, ix, rng, lookup, near)
+                param, name, hop = chosen[3], chosen[2], 0
             if one is None:
                 break
             made[lookup_id] = one
             fixed[param] = _ref(lookup_id, hop, name)
         else:
-            params = fill(w, ix, rng, fixed=fixed)
+            if wide:
+                _siblings(w, fixed, made, ix)
+            params = fill(w, ix, rng, fixed=fixed, entity=anchor, wide=wide)
             if params is not None:
                 for lookup_id, reads in made.items():  # a branch's arms share their lookups
                     g.lookups.setdefault(lookup_id, reads)
@@ -443,6 +633,36 @@ def refusal_candidates(
             if params is not None and Step(w.name, params, "error") not in out:
                 out.append(Step(w.name, params, "error"))
     return out
+
+
+PROBE_RECORDS = 12  # records each write tool is tried on before grounding (admission probe)
+
+
+def probe_calls(domain: Domain, tables: Tables, rng: random.Random) -> list[tuple[Step, str]]:
+    """(call, the key of the record it changes) for each write tool on up to PROBE_RECORDS of
+    the records it changes, every step "any": run once before grounding, they show which records
+    admit the write (`Admission`) and what the domain refuses, in its own words."""
+    ix = Index.of(tables, domain.keys)
+    out: list[tuple[Step, str]] = []
+    for w in _writes(domain):
+        keys = [(t, f) for _, t, f in key_params(w, ix) if t in w.writes]
+        if not keys:
+            continue
+        t, f = keys[0]
+        rows = ix.tables[t]
+        for row in rng.sample(rows, min(PROBE_RECORDS, len(rows))):
+            params = fill(w, ix, rng, entity=(t, row))
+            if params is not None:
+                out.append((Step(w.name, params, "any"), repr(row.get(f))))
+    return out
+
+
+FOLD = re.compile(r"#?\b[\w.-]*\d[\w.-]*\b")
+
+
+def refusal_kind(tool: str, text: str) -> str:
+    """One kind per rule: the tool and its refusal, ids and figures folded (`order N`)."""
+    return f"{tool}: {FOLD.sub('N', text.strip())[:100]}"
 
 
 def mentioned(ix: Index, text: str, params: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
@@ -507,26 +727,29 @@ def learned_params(
 
 
 def _fixes(
-    domain: Domain, ix: Index, call: Step, records: list[tuple[str, dict[str, Any]]]
-) -> list[tuple[Tool, tuple[str, dict[str, Any]]]]:
+    domain: Domain, ix: Index, call: Step, records: list[tuple[str, dict[str, Any]]],
+    same_tool: bool = False,
+) -> list[tuple[Tool, tuple[str, dict[str, Any]]]]:  # fmt: skip
     """(write tool, the record it would fix) for every write other than the refused call's own
-    that takes one of these records' keys."""
+    (`same_tool`: the refused tool too, on these other records) that takes one of these
+    records' keys."""
     return [
         (f, (t, row))
         for t, row in records
         for f in _writes(domain)
-        if f.name != call.tool and any(tt == t for _, tt, _ in key_params(f, ix))
+        if (same_tool or f.name != call.tool) and any(tt == t for _, tt, _ in key_params(f, ix))
     ]
 
 
 def recovery_candidates(
     domain: Domain, tables: Tables, refused: list[tuple[Step, str]], rng: random.Random,
-    per_call: int = RECOVERY_TRIES,
+    per_call: int = RECOVERY_TRIES, wide: bool = False,
 ) -> list[Recovery]:  # fmt: skip
     """For each refused call (and its error text): fixes to try, each another write on a record
     the refusal is about, followed by the same call again. Each fix is tried with values drawn
     as usual and with values the refusal teaches (learned_params), so the instruction need not
-    give the fix away; execution keeps those that work."""
+    give the fix away; execution keeps those that work. `wide`: also fixes on the records that
+    hold what the call passes (`reach.holding`), the refused tool's own included."""
     ix = Index.of(tables, domain.keys)
     out: list[Recovery] = []
     for call, error in refused:
@@ -539,14 +762,24 @@ def recovery_candidates(
                  if x not in passed]  # fmt: skip
         picked = rng.sample(passed, min(per_call, len(passed)))
         picked += extra.sample(named, min(per_call - len(picked), len(named)))
+        # Then the records that hold what the call passes somewhere inside them (the other
+        # orders a refused gift card paid for: cancelling one refunds the card), on a budget
+        # of their own: where a state-level cause sits when the call's own record is not it.
+        if wide:
+            values = [v for v in call.params.values() if isinstance(v, str)]
+            own = {id(row) for _, row in mentioned(ix, "", call.params)}
+            held = [(t, row) for t, row in reach.holding(ix.tables, values) if id(row) not in own]
+            around = [x for x in _fixes(domain, ix, call, held, same_tool=True)
+                      if x not in passed + named]  # fmt: skip
+            picked += extra.sample(around, min(per_call, len(around)))
         first = replace(call, refusal=error)
         about = [row for _, row in mentioned(ix, error, call.params)]
         for f, entity in picked:
             keys = {p.name for p, t, _ in key_params(f, ix) if t == entity[0]}
-            tries = [fill(f, ix, rng, entity=entity)]
+            tries = [fill(f, ix, rng, entity=entity, wide=wide)]
             for learned in learned_params(f, call, error, about):
                 fixed = {k: v for k, v in learned.items() if k not in keys}  # the entity's key
-                tries.append(fill(f, ix, extra, fixed=fixed, entity=entity))
+                tries.append(fill(f, ix, extra, fixed=fixed, entity=entity, wide=wide))
             made: list[dict[str, Any]] = []
             for params in tries:
                 if params is not None and params not in made:
@@ -577,13 +810,16 @@ def learnable(recovery: Recovery, ix: Index) -> bool:
 LEARNED = 0.75  # how often a recover node takes a fix the refusal teaches, where one ran
 
 
-def _recover(node: Node, rng: random.Random, verified: list[Recovery], ix: Index) -> list[Step]:
+def _recover(
+    node: Node, rng: random.Random, verified: list[Recovery], ix: Index, learned: float = LEARNED
+) -> list[Step]:
     """One of the recoveries execution confirmed (refused, fixed, then accepted), for `node`:
-    most often one whose fix the refusal teaches (the instruction then need not state it)."""
+    with probability `learned` one whose fix the refusal teaches (the instruction then need not
+    state it), where one ran."""
     if not verified:
         return []
     taught = [r for r in verified if learnable(r, ix)]
-    pool = taught if taught and rng.random() < LEARNED else verified
+    pool = taught if taught and rng.random() < learned else verified
     return [replace(s, node=node.id) for s in rng.choice(pool)]
 
 
@@ -648,8 +884,11 @@ def _place(g: Grounded, order: list[int], steps: list[Step]) -> list[Step]:
 
 
 def ground_once(
-    domain: Domain, graph: TaskGraph, ix: Index, rng: random.Random, recoveries: list[Recovery]
-) -> Grounded:
+    domain: Domain, graph: TaskGraph, ix: Index, rng: random.Random, recoveries: list[Recovery],
+    admitted: Admission | None = None, wide: bool = False,
+) -> Grounded:  # fmt: skip
+    """One grounding of `graph`; `wide` as in `_act`, and a recover node takes a fix the
+    refusal teaches wherever one ran."""
     g = Grounded(graph=graph, steps=[])
     lookups = [n.id for n in graph.nodes if n.kind == "lookup"]  # they run first, in graph order
     chain = CHAIN if "long_range" in graph.wanted else 0.0
@@ -659,12 +898,12 @@ def ground_once(
         if node.kind in ("lookup", "branch"):
             continue
         if node.kind == "recover":
-            steps = _recover(node, rng, recoveries, ix)
+            steps = _recover(node, rng, recoveries, ix, 1.0 if wide else LEARNED)
             if not steps:
                 raise GroundingError("no error-recovery path (refused, fixed, accepted) ran")
             acts += steps
             continue
-        step = _act(domain, node, ix, rng, g, chain)
+        step = _act(domain, node, ix, rng, g, chain, admitted, wide)
         if step is None:
             raise GroundingError(f"no write tool fits node {node.id} ({len(node.inputs)} inputs)")
         if node.arm:
@@ -686,6 +925,17 @@ def ground_once(
     return g
 
 
+@dataclass(frozen=True)
+class Wide:
+    """What the wide grounding uses (`ground`): its own generator (so the plain grounding draws
+    what it always did), the recoveries the probes found beyond the plain ones, and which
+    records each write tool admits (`Admission`)."""
+
+    rng: random.Random
+    recoveries: list[Recovery] = field(default_factory=list)
+    admitted: Admission = field(default_factory=dict)
+
+
 def ground(
     domain: Domain,
     graph: TaskGraph,
@@ -693,9 +943,16 @@ def ground(
     rng: random.Random,
     variants: int = VARIANTS,
     recoveries: list[Recovery] | None = None,
+    wide: Wide | None = None,
+    usable: Callable[[Grounded], bool] | None = None,
 ) -> tuple[list[Grounded], list[str]]:
     """Up to `variants` groundings of one graph (other tools, entities, fixes) and why the others
-    failed. A recover node takes one of `recoveries`: paths execution already confirmed."""
+    failed. A recover node takes one of `recoveries`: paths execution already confirmed.
+
+    With `wide`, a graph the plain grounding leaves without a `usable` variant is grounded again
+    the wide way (`_act`: nested values, neighbouring records, records the probe saw admit the
+    write; recoveries from every refusal the probes met), on its own generator: a domain the
+    plain grounding serves draws exactly what it did before."""
     ix = Index.of(tables, domain.keys)
     out, why = [], []
     for _ in range(variants * 3):
@@ -705,7 +962,18 @@ def ground(
             out.append(ground_once(domain, graph, ix, rng, recoveries or []))
         except GroundingError as exc:
             why.append(str(exc))
-    return out, why
+    if wide is None or any(usable is None or usable(v) for v in out):
+        return out, why
+    more = (recoveries or []) + [r for r in wide.recoveries if r not in (recoveries or [])]
+    wider = []
+    for _ in range(variants * 3):
+        if len(wider) == variants:
+            break
+        try:
+            wider.append(ground_once(domain, graph, ix, wide.rng, more, wide.admitted, True))
+        except GroundingError as exc:
+            why.append(str(exc))
+    return (wider or out), why
 
 
 def coverage_problems(g: Grounded, domain: Domain, skills: list[Skill]) -> list[str]:
@@ -719,7 +987,9 @@ def coverage_problems(g: Grounded, domain: Domain, skills: list[Skill]) -> list[
             if isinstance(v, dict) and "$ref" in v:
                 j, f = v["$ref"]
                 producer = domain.tool(g.steps[j].tool)
-                if f not in producer.returns or name not in {p.name for p in consumer.params}:
+                if str(f).split(".")[0] not in producer.returns or name not in {
+                    p.name for p in consumer.params
+                }:
                     out.append(f"step {j} {producer.name} -> step {i} {consumer.name}: {f}")
     return out
 
@@ -734,3 +1004,22 @@ def every_write_plan(domain: Domain, tables: Tables, rng: random.Random) -> list
         if params is not None:
             steps.append(Step(w.name, params, expect="any"))
     return steps
+
+
+def unsupported(domain: Domain, tables: Tables, recoveries: list[Recovery]) -> dict[str, str]:
+    """The graph features this domain's tools cannot carry, with why: sampling them only
+    makes graphs that no grounding fits."""
+    ix = Index.of(tables, domain.keys)
+    fed = {}
+    for w in _writes(domain):
+        fed[w.name] = {c[3] for c in producers(domain, w, ix)} | {
+            c.param for c in chains(domain, w, ix)
+        }
+    out = {}
+    if not recoveries:
+        out["error_recovery"] = "no refused call had a fix that then let it through"
+    if not any(fed.values()):
+        out["long_range"] = "no read tool returns a value a write tool takes"
+    if not any(len(v) >= 2 for v in fed.values()):
+        out["convergence"] = "no write tool takes values from two different reads"
+    return out

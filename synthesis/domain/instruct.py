@@ -56,6 +56,8 @@ def _ref(r: dict[str, Any]) -> str:
         return f"the `{r['field']}` recorded on `{r['table']}` {_value(r['key'])}"
     if r["field"] == r["key_field"]:  # the reached record's key is the link's own value
         return _ref(via)
+    if r.get("key_field") in (None, "_key"):  # keyed by its object key: no field to name
+        return f"the `{r['field']}` of the `{r['table']}` record keyed by {_ref(via)}"
     return (
         f"the `{r['field']}` of the `{r['table']}` record whose `{r['key_field']}` is {_ref(via)}"
     )

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from clawloop.harness.taskfolder.state_predicates import key_ident, kind_of, record_digest
-from clawloop.synthesis.domain.ground import Grounded, Step, names_field
+from clawloop.synthesis.domain.ground import Grounded, Step, all_refs, names_field, ref_of
 
 Tables = dict[str, list[dict[str, Any]]]
 KEY_FIELD = "_key"  # json tables keyed by primary key keep the key here (runtime.as_records)
@@ -113,7 +113,7 @@ def arguments(g: Grounded, steps: list[Step] | None = None) -> list[Argument]:
     for s in steps if steps is not None else g.steps + (g.alt_steps or []):
         for name, v in s.params.items():
             if isinstance(v, dict) and "$ref" in v:
-                ref = g.references.get(v["$ref"][0])
+                ref = ref_of(g, v["$ref"][0], v["$ref"][1])
                 if ref is not None:
                     out.append((name, ref["value"], ref))
             else:  # a literal; a whole list or object too (an airline's `passengers`)
@@ -202,9 +202,28 @@ def predicates(
     def hidden(t: str, f: str, v: Any) -> bool:
         return source(t, f, v, given, args)[0] == "derived"
 
+    passed = given + [v for _, v, ref in args if ref is not None]
+
+    def hidden_parts(t: str, f: str, v: Any, old: Any) -> list[Any]:
+        """What of a derived value the agent must not be told: a scalar whole; of a nested one
+        (an order's `payment_history`, a user's `payment_methods`) only the leaves that are new
+        to the record and not a value the plan passes (the refund's type, a new balance): the
+        ids and figures it already held, or the task gives, are no answer."""
+        if not hidden(t, f, v):
+            return []
+        if not isinstance(v, dict | list):
+            return [v]
+        before = {(k, _ident(x)) for k, x in leaves(old)} if old is not None else set()
+        return [
+            {k: x}
+            for k, x in leaves(v)
+            if (k, _ident(x)) not in before and not _stated(x, passed) and x is not None
+        ]
+
     for c in changes:
         if c.kind == "changed":
             after = _record(final.get(c.table, []), c.key_field, c.key) or {}
+            start = _record(initial.get(c.table, []), c.key_field, c.key) or {}
             for f, v in c.new.items():
                 if f not in after:  # the reference removed the field: `rest` says it is gone
                     continue
@@ -215,7 +234,7 @@ def predicates(
                         "match": {c.key_field: c.key},
                         "field": f,
                         "value": v,
-                        "hidden": [v] if hidden(c.table, f, v) else [],
+                        "hidden": hidden_parts(c.table, f, v, start.get(f)),
                     }
                 )
             out.append(
@@ -404,7 +423,7 @@ def goal(
         taken = [k for c in taken if (k := _untaught(c, g, taught)) is not None]
         other = None if other is None else [k for c in other if (k := _untaught(c, g, taught))]
     given = literals(g.steps + (g.alt_steps or []))
-    refs = list(g.references.values())
+    refs = all_refs(g)
     args = arguments(g)
     taken_ids, other_ids = {c.ident() for c in taken}, {c.ident() for c in other or []}
     common = taken if other is None else [c for c in taken if c.ident() in other_ids]

@@ -266,15 +266,31 @@ def main(name, argv, root=ROOT):
 
 def resolve(value, results):
     """A parameter: a literal, or {"$ref": [step, field]}: a field of an earlier step's result
-    (the value a lookup produced, consumed later)."""
+    (the value a lookup produced, consumed later); a dotted field is a path into it
+    (`address.city`, `payment_history.0.payment_method_id`)."""
     if isinstance(value, dict) and "$ref" in value:
         step, field = value["$ref"]
         got = results[step]
         if isinstance(got, list) and got:
             got = got[0]
-        if not isinstance(got, dict) or field not in got:
+        if isinstance(got, dict) and field in got:
+            return got[field]
+        found = field_at(got, field)
+        if found is None:
             raise ToolFailed(f"step {step}'s result has no field {field!r}")
-        return got[field]
+        return found
+    return value
+
+
+def field_at(value, path):
+    """The value at a dotted path (list positions as numbers); None where there is none."""
+    for part in str(path).split("."):
+        if isinstance(value, dict):
+            value = value.get(part)
+        elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
+            value = value[int(part)]
+        else:
+            return None
     return value
 
 

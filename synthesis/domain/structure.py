@@ -28,8 +28,9 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from clawloop.synthesis.domain import reach
 from clawloop.synthesis.domain.derivable import mentions
-from clawloop.synthesis.domain.ground import Grounded, Step
+from clawloop.synthesis.domain.ground import Grounded, Step, ref_of
 from clawloop.synthesis.domain.taskgraph import features_of
 
 Tables = dict[str, list[dict[str, Any]]]
@@ -163,7 +164,9 @@ def _result_field(trace: list[dict[str, Any]], j: int, name: str) -> Any:
     except (IndexError, KeyError, TypeError, ValueError):
         return None
     got = got[0] if isinstance(got, list) and got else got
-    return got.get(name) if isinstance(got, dict) else None
+    if isinstance(got, dict) and name in got:
+        return got[name]
+    return reach.at(got, name)
 
 
 def _chains(g: Grounded, instruction: str) -> tuple[dict[int, bool], dict[int, bool]]:
@@ -191,7 +194,8 @@ def _long_range(g: Grounded, trace: list[dict[str, Any]], instruction: str) -> l
     hops = []
     for k, s in enumerate(g.steps):
         for j, name in _refs(s):
-            value = g.references.get(j, {}).get("value", _result_field(trace, j, name))
+            ref = ref_of(g, j, name)
+            value = ref["value"] if ref else _result_field(trace, j, name)
             if j < k - 1 and reached.get(j) and not _named(value, instruction):
                 hops.append([j, k])
     return hops

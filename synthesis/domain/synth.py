@@ -16,7 +16,7 @@ import json
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,17 +28,24 @@ from clawloop.harness.taskfolder.state_predicates import check_predicate, schema
 from clawloop.synthesis.domain import execute
 from clawloop.synthesis.domain.derivable import Underivable, underivable, unstated_inputs
 from clawloop.synthesis.domain.ground import (
+    FOLD,
     ISO_DATE,
+    Admission,
     Grounded,
     Index,
     Recovery,
     Step,
+    Wide,
+    all_refs,
     coverage_problems,
     every_write_plan,
     ground,
     learnable,
+    probe_calls,
     recovery_candidates,
     refusal_candidates,
+    refusal_kind,
+    unsupported,
 )
 from clawloop.synthesis.domain.instruct import llm_instruction, write_instruction
 from clawloop.synthesis.domain.llm_analysis import refine_with_llm
@@ -70,6 +77,8 @@ GRAPH_DRAWS = 5  # abstract graphs drawn per task asked for (some find no ground
 MIN_GRAPHS = 8
 ATTEMPTS = 3  # tasks made (kept or dropped afterwards) per task asked for, at most
 ROUNDS = 3  # sampling rounds (each draws fresh graphs and runs them in one sandbox call)
+RELAX_ROUNDS = 2  # further rounds once features no graph could carry are relaxed
+RELAX_AFTER = 4  # graphs wanting a feature, none kept, before it is relaxed
 Told = tuple[str, bool]  # a task's instruction, and whether its fix is left to the refusal
 # A task made, asked whether it stays (the CLI forges and verifies it): (kept, reason if not).
 Accept = Callable[[dict[str, Any]], tuple[bool, str]]
@@ -77,6 +86,22 @@ DECISIONS = [
     "Records are identified by their business keys (codes, emails), as the instruction names them.",
     "A record the instruction does not ask to change, create or remove must stay exactly as it is.",
 ]
+
+
+@dataclass
+class Probed:
+    """What execution showed of a domain before grounding: the recoveries that ran (refused,
+    fixed, accepted) for the plain grounding and, beyond them, for the wide one (`wide`), which
+    records each write tool accepts (`Admission`), and the refusals met (kind -> how often;
+    ground.refusal_kind)."""
+
+    recoveries: list[Recovery] = field(default_factory=list)
+    wide: list[Recovery] = field(default_factory=list)
+    admitted: Admission = field(default_factory=dict)
+    refusals: dict[str, int] = field(default_factory=dict)
+
+    def every(self) -> list[Recovery]:
+        return self.recoveries + self.wide
 
 
 @dataclass
@@ -94,6 +119,30 @@ class DomainSynth:
     attempts: int = 0  # tasks made, kept or dropped after
     rounds: int = 0  # sampling rounds run
     short: str = ""  # why fewer than `asked` tasks were kept ("" when none short)
+    probed: Probed | None = None  # what execution showed before grounding (_probe)
+    relaxed: dict[str, str] = field(default_factory=dict)  # feature -> why no longer sampled
+
+    def refusals(self) -> dict[str, Any]:
+        """The domain's refusal kinds (ground.refusal_kind): how often the probes met each,
+        whether a recovery (refused, fixed, accepted) ran for it, and how many kept tasks
+        recover from it."""
+        if self.probed is None:
+            return {}
+        fixed = {refusal_kind(r[0].tool, r[0].refusal) for r in self.probed.every()}
+        tasks: dict[str, int] = {}
+        for g in self.graphs:
+            for st in json.loads(g["plan"]) if g["kept"] and g["plan"] else []:
+                if st.get("refusal"):
+                    k = refusal_kind(st["tool"], st["refusal"])
+                    tasks[k] = tasks.get(k, 0) + 1
+        kinds = sorted(set(self.probed.refusals) | fixed)
+        return {
+            "kinds": len(kinds),
+            "fixed": len(fixed),
+            "in_tasks": len(tasks),
+            "by_kind": {k: {"seen": self.probed.refusals.get(k, 0), "fixed": k in fixed,
+                            "tasks": tasks.get(k, 0)} for k in kinds},
+        }  # fmt: skip
 
     @property
     def dropped(self) -> list[dict[str, Any]]:
@@ -118,6 +167,8 @@ class DomainSynth:
             "attempts": self.attempts,
             "rounds": self.rounds,
             **({"short": self.short} if self.short else {}),
+            **({"relaxed": self.relaxed} if self.relaxed else {}),
+            **({"refusals": self.refusals()} if self.probed is not None else {}),
             **({"llm_added_edges": sum(len(r["added_reads"]) + len(r["added_writes"])
                                        for r in self.analysis)} if self.analysis else {}),
         }  # fmt: skip
@@ -159,24 +210,48 @@ def _plan_steps(g: Grounded, skills: dict[str, str]) -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
-def _verified_recoveries(
+def _probe(
     domain: Domain, tables: execute.Tables, files: dict[str, str], sandbox: SandboxConfig,
-    rng: random.Random,
-) -> list[Recovery]:  # fmt: skip
-    """Error-recovery paths that ran as planned (refused, fixed, then accepted) on the snapshot,
-    found by execution before any graph is grounded: one sandbox run finds calls a rule refuses,
-    a second tries fixes on the records each refusal names."""
-    calls = refusal_candidates(domain, tables, rng)
-    if not calls:
-        return []
-    _, runs = execute.run_plans(files, [_plan(c) for c in calls], sandbox)
+    rng: random.Random, recover: bool, seed: int,
+) -> Probed:  # fmt: skip
+    """One sandbox run tries, with `recover`, calls likely to be refused (drawn from `rng`, as
+    the plain grounding always drew them) and each write tool on some of its records (the
+    admission probe, on a generator of its own); a second run tries fixes for the refusals met:
+    the plain ones (from `rng`, on the records each refusal names) and, on a generator of their
+    own, wide ones for every refusal met, the admission probe's too (on records beside them and
+    holding the call's values, with the values the refusal teaches). Error-recovery paths that
+    ran as planned (refused, fixed, then accepted) on the snapshot are kept; a seed draws the
+    graphs it drew before the probes."""
+    out = Probed()
+    calls = refusal_candidates(domain, tables, rng) if recover else []
+    probes = probe_calls(domain, tables, random.Random(f"{domain.name}:probe"))
+    if not calls and not probes:
+        return out
+    plans = [_plan(c) for c in calls] + [_plan(c) for c, _ in probes]
+    _, runs = execute.run_plans(files, plans, sandbox)
     refused = [(c, str(r.trace[0].get("error") or r.trace[0].get("result") or ""))
-               for c, r in zip(calls, runs, strict=True) if r.ok and r.trace]  # fmt: skip
-    guesses = recovery_candidates(domain, tables, refused, rng)
-    if not guesses:
-        return []
-    _, runs = execute.run_plans(files, [_plan(*g) for g in guesses], sandbox)
-    return [g for g, r in zip(guesses, runs, strict=True) if r.ok]
+               for c, r in zip(calls, runs[: len(calls)], strict=True) if r.ok and r.trace]  # fmt: skip
+    met = list(refused)
+    for (call, key), r in zip(probes, runs[len(calls) :], strict=True):
+        ok, no = out.admitted.setdefault(call.tool, (set(), set()))
+        error = str(r.trace[0].get("error") or "") if r.ok and r.trace else ""
+        (no if error else ok).add(key)
+        if error:
+            met.append((replace(call, expect="error"), error))
+    for call, error in met:
+        kind = refusal_kind(call.tool, error)
+        out.refusals[kind] = out.refusals.get(kind, 0) + 1
+    if not recover:
+        return out
+    plain = recovery_candidates(domain, tables, refused, rng) if refused else []
+    wrng = random.Random(f"{domain.name}:{seed}:wide-recovery")
+    wide = [g for g in recovery_candidates(domain, tables, met, wrng, wide=True)
+            if g not in plain]  # fmt: skip
+    if plain or wide:
+        _, runs = execute.run_plans(files, [_plan(*g) for g in plain + wide], sandbox)
+        out.recoveries = [g for g, r in zip(plain, runs, strict=False) if r.ok]
+        out.wide = [g for g, r in zip(wide, runs[len(plain) :], strict=True) if r.ok]
+    return out
 
 
 def _plan(*steps: Step) -> dict[str, Any]:
@@ -221,7 +296,7 @@ def make_task(
         raise ValueError("the reference run changes nothing")
     other = diff(initial, alt.final, domain.keys) if alt is not None else None
     # What the agent is told or can read off a named record is no secret; the rest is "hidden".
-    known = literals(g.steps) + [r["value"] for r in g.references.values()]
+    known = literals(g.steps) + [r["value"] for r in all_refs(g)]
     start_schema = None
     if domain.state_format == "sqlite":  # the end state keeps the starting schema
         start_schema = schema_of_dump(files[snapshot_file(domain)])
@@ -338,19 +413,28 @@ def synthesize_domain(
     files = workspace_files(domain, skills)
     by_tool = skill_of(skills)
     rng = random.Random(f"{domain.name}:{seed}")
-    recoveries = (
-        _verified_recoveries(domain, tables, files, sandbox, rng) if knobs.error_recovery else []
+    probed = _probe(domain, tables, files, sandbox, rng, knobs.error_recovery, seed)
+    out.probed = probed
+    sampled = {"long_range", "convergence"} | (
+        {"error_recovery"} if knobs.error_recovery else set()
     )
-    ctx = _Round(domain, tables, files, skills, by_tool, sandbox, knobs, seed, recoveries,
-                 dict(skill_weights or {}))  # fmt: skip
+    out.relaxed = {f: why for f, why in unsupported(domain, tables, probed.every()).items()
+                   if f in sampled and f not in knobs.exclude}  # fmt: skip
+    knobs = replace(knobs, exclude=knobs.exclude | set(out.relaxed))
+    ctx = _Round(domain, tables, files, skills, by_tool, sandbox, knobs, seed, probed.recoveries,
+                 dict(skill_weights or {}), probed)  # fmt: skip
     pending: list[tuple[dict[str, Any], list[Grounded], list[Any]]] = []  # ran, not yet made
     initial: execute.Tables = {}
     all_writes: execute.PlanRun | None = None
-    attempts, rounds = 0, 0
+    attempts, rounds, limit = 0, 0, ROUNDS
     budget = ATTEMPTS * n
     while len(out.candidates) < n:
         if not pending:
-            if rounds == ROUNDS:
+            if rounds == limit and limit == ROUNDS and (more := _relax(out, ctx.knobs)):
+                out.relaxed.update(more)  # sample the shapes the domain can carry, and say so
+                ctx = replace(ctx, knobs=replace(ctx.knobs, exclude=ctx.knobs.exclude | set(more)))
+                limit += RELAX_ROUNDS
+            if rounds == limit:
                 out.short = f"no graph left to try after {rounds} round(s) of sampling"
                 break
             need = n - len(out.candidates)
@@ -384,13 +468,46 @@ def synthesize_domain(
             if not row["kept"] and row["structure"]:  # measured, so made; then dropped
                 made_then_dropped[stage] = made_then_dropped.get(stage, 0) + 1
         after = ", ".join(f"{k} {v}" for k, v in sorted(made_then_dropped.items()))
+        why = "; ".join(f"no {f} task kept: {r}" for f, r in sorted(_unmade(out).items()))
         out.short = (
             f"{len(out.candidates)} of {n} kept: "
             + (out.short or f"attempts ran out ({attempts} made, at most {ATTEMPTS} x {n})")
             + (f"; dropped after they were made: {after}" if after else "")
+            + (f"; {why}" if why else "")
         )
     out.seconds = time.monotonic() - start
     return out
+
+
+def _unmade(out: DomainSynth) -> dict[str, str]:
+    """Per feature some graph wanted but no kept task has: how many graphs wanted it and
+    their most common drop reason (ids folded)."""
+    wanted: dict[str, list[str]] = {}
+    kept: set[str] = set()
+    for g in out.graphs:
+        for f in json.loads(g["wanted"]):
+            if g["kept"]:
+                kept.add(f)
+            elif not g["reason"].startswith("not needed"):
+                wanted.setdefault(f, []).append(FOLD.sub("N", g["reason"].split("; warning")[0]))
+    out_: dict[str, str] = {}
+    for f, reasons in sorted(wanted.items()):
+        if f not in kept and reasons:
+            top = max(sorted(set(reasons)), key=reasons.count)
+            out_[f] = f"{len(reasons)} graph(s) dropped, most often: {top[:120]}"
+    return out_
+
+
+def _relax(out: DomainSynth, knobs: Knobs) -> dict[str, str]:
+    """Features that RELAX_AFTER graphs or more wanted and none of them made a kept task: the
+    domain cannot carry them (the reason says why); sampling goes on without them."""
+    tried: dict[str, int] = {}
+    for g in out.graphs:
+        for f in json.loads(g["wanted"]):
+            tried[f] = tried.get(f, 0) + 1
+    unmade = _unmade(out)
+    return {f: f"relaxed after {unmade[f]}" for f in unmade
+            if f not in knobs.exclude and tried.get(f, 0) >= RELAX_AFTER}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -407,6 +524,7 @@ class _Round:
     seed: int
     recoveries: list[Recovery]
     weights: dict[str, float] = field(default_factory=dict)  # skill_weights
+    probed: Probed = field(default_factory=Probed)  # the probes' findings (the wide grounding)
     # the "every write tool" probe, drawn once after the first round's graphs (so a seed grounds
     # the graphs it always did)
     probe: list[Grounded] = field(default_factory=list)
@@ -426,7 +544,13 @@ def _sample_round(
         graph = sample_task_graph(rng, ctx.knobs)
         row = _graph_row(domain.name, len(out.graphs), graph, ctx.seed)
         out.graphs.append(row)
-        variants, why = ground(domain, graph, ctx.tables, rng, recoveries=ctx.recoveries)
+        wide = Wide(
+            random.Random(f"{domain.name}:{ctx.seed}:wide:{row['graph_id']}"),
+            ctx.probed.wide,
+            ctx.probed.admitted,
+        )  # the plain draws stay as they were
+        variants, why = ground(domain, graph, ctx.tables, rng, recoveries=ctx.recoveries,
+                               wide=wide, usable=lambda v: not coverage_problems(v, domain, skills))  # fmt: skip
         fit = [v for v in variants if not coverage_problems(v, domain, skills)]
         if not fit:
             problems = [p for v in variants for p in coverage_problems(v, domain, skills)]

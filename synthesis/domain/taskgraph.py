@@ -32,6 +32,8 @@ class Knobs:
     subgoals: int = 2
     error_recovery: bool = True
     branching: bool = True
+    # features the domain cannot support (synth.py relaxes them and says why): never sampled
+    exclude: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -83,8 +85,9 @@ def _wanted(rng: random.Random, knobs: Knobs) -> list[str]:
         options.append("branching")
     if knobs.error_recovery:
         options.append("error_recovery")
-    picked = rng.sample(options, k=rng.randint(1, min(2, len(options))))
-    if knobs.subgoals >= 2:
+    options = [f for f in options if f not in knobs.exclude]
+    picked = rng.sample(options, k=rng.randint(1, min(2, len(options)))) if options else []
+    if knobs.subgoals >= 2 and "subgoals" not in knobs.exclude:
         picked.append("subgoals")
     return sorted(picked)
 

@@ -472,3 +472,65 @@ def test_a_batch_gives_each_task_the_rows_it_gets_alone_on_every_backend(
     together = verify_tasks(rows, sandbox)
     assert together == [verify_task(r, sandbox) for r in rows]
     assert [v["kept"] for _, v in together] == [True, False, True, True]
+
+
+# -- verify grades on the rollouts' grading path (taskenv.supervised_grading) -----------------
+
+# A Harbor-style test.sh (not the canonical one): our grader, started from a `python3 -` in
+# /workspace, which is where Python would look for `json` first outside the grading supervisor.
+SHADOWED_TEST_SH = """#!/bin/bash
+cd /workspace
+python3 - <<'EOF'
+import json, subprocess, sys
+subprocess.run([sys.executable, "-I", "-S", "/tests/grader.py", "--tests-dir", "/tests",
+                "--workspace", "/workspace", "--out", "/logs/verifier/reward.json",
+                "--details", "/logs/verifier/details.json"])
+EOF
+"""
+# What solve.sh leaves for it: a json.py that writes a perfect reward and ends the grader.
+PLANT_JSON = """
+cat > /workspace/json.py <<'EOS'
+import os
+os.makedirs("/logs/verifier", exist_ok=True)
+open("/logs/verifier/reward.json", "w").write('{"reward": 1.0}')
+os._exit(0)
+EOS
+"""
+# A verifier that writes a pass, then fails: a rollout never passes it.
+FAILING_TEST_SH = "#!/bin/bash\necho '{\"reward\": 1.0}' > /logs/verifier/reward.json\nexit 3\n"
+
+
+@pytest.mark.parametrize(
+    "solve_extra, test_sh, needle",
+    [
+        (PLANT_JSON, SHADOWED_TEST_SH, "reference solution scores 0."),
+        ("", FAILING_TEST_SH, "/tests/test.sh exited 3"),
+    ],
+    ids=["solve-shadows-the-graders-import", "verifier-exits-non-zero"],
+)
+def test_verify_grades_as_a_rollout_would(
+    sandbox: SandboxConfig, tmp_path: Path, solve_extra: str, test_sh: str, needle: str
+) -> None:
+    """verify's oracle goes the rollouts' grading path (supervisor, isolated interpreters, the
+    verifier's exit counted): a solve() that shadows a module the verifier imports from the
+    workspace, or a verifier that exits non-zero, is no oracle pass. Before, verify graded with
+    a plain exec and kept both (oracle 1.0), while a rollout scored them 0."""
+    from clawloop.harness.taskenv import open_task, run_solution, run_tests
+
+    row = forged("bad_solve", sandbox)
+
+    def edit(folder: Path) -> None:
+        solve = folder / "solution/solve.sh"
+        solve.write_text(solve.read_text() + solve_extra)
+        (folder / "tests/test.sh").write_text(test_sh)
+
+    edited = _edited(row, tmp_path, edit)
+    checks, verdict = verify_task(edited, sandbox)
+    oracle = by_name(checks)["oracle"]
+    assert not oracle["passed"] and needle in oracle["reason"], oracle
+    assert not verdict["kept"]
+    folder = unpack_tar(edited["task_tar"], tmp_path / "rollout")
+    with open_task(folder, sandbox) as sb:
+        run_solution(sb, folder)
+        grade = run_tests(sb, folder)
+    assert grade.reward < 1.0 and not grade.passed, grade.reason  # the rollout agrees

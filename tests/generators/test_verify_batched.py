@@ -148,7 +148,8 @@ echo 'def grade(c, a, w): return {"reward": 1.0, "passed": True, "checks": []}' 
 echo '{}' > /tests/.clawloop-probes/probes.json
 echo '{"reward": 1.0}' > /workspace/fake/reward.json
 echo '{"noop": {"reward": 0.0}}' > /workspace/fake/probes.json
-rm -rf /logs/verifier && ln -s /workspace/fake /logs/verifier
+# /logs is read-only where the sandbox runs as root: then the swap fails, and the solve goes on
+(rm -rf /logs/verifier && ln -s /workspace/fake /logs/verifier) 2>/dev/null || true
 """
 
 

@@ -50,6 +50,8 @@ AIMED = [
     ("fake_python_on_path", "harbor"), ("pytest_conftest_plugin", "harbor"),
     ("symlink_to_grading_files", "ours"), ("rewrite_tests_while_graded", "harbor"),
     ("swap_grading_kit", "harbor"), ("patch_runner_memory", "harbor"),
+    ("kill_the_supervisor", "harbor"), ("system_shims_and_hooks", "harbor"),
+    ("system_shims_and_hooks", "clawgym"),
 ]  # fmt: skip
 MATRIX = [(t, k) for t in sorted(TRICKS) for k in sorted(TASKS)]
 

@@ -5,6 +5,8 @@ than N come back only with the reason said. On the built-in apiary domain, in th
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from _sabotage import DOMAINS
 
@@ -42,8 +44,12 @@ def test_fewer_than_asked_only_with_the_reason_said():
     out = synthesize_domain(DOMAINS["apiary_coop"], 1, 0, SANDBOX,
                             accept=lambda cand: (False, "verify: refused by the test"))  # fmt: skip
     assert out.candidates == [] and out.attempts == ATTEMPTS
-    assert out.short == (
+    assert out.short.startswith(
         f"0 of 1 kept: attempts ran out ({ATTEMPTS} made, at most {ATTEMPTS} x 1); "
-        f"dropped after they were made: verify {ATTEMPTS}"
+        f"dropped after they were made: verify {ATTEMPTS}; "
     ), out.short
+    wanted = {f for g in out.graphs if g["reason"].startswith("verify")
+              for f in json.loads(g["wanted"])}  # fmt: skip
+    for f in wanted:  # per feature: how many graphs wanted it and why they went
+        assert f"no {f} task kept: " in out.short and "refused by the test" in out.short
     assert out.summary()["short"] == out.short
