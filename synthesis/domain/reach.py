@@ -21,9 +21,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-# The value at a dotted path, as the skill CLIs' runtime reads it (one reader for host and plans).
-from clawloop.synthesis.domain.runtime import field_at as at  # noqa: F401 (reach.at)
-
 MAX_DEPTH = 4  # path segments followed below a record
 MAX_INDEX = 3  # list positions followed (the first few items of a list)
 Row = dict[str, Any]
@@ -50,6 +47,18 @@ def leaves(value: Any, prefix: str = "", depth: int = 0) -> list[tuple[str, Any]
     for k, v in items:
         out += leaves(v, f"{prefix}.{k}" if prefix else k, depth + 1)
     return out
+
+
+def at(value: Any, path: str) -> Any:
+    """The value at a dotted path (list positions as numbers), None where there is none."""
+    for part in path.split("."):
+        if isinstance(value, dict):
+            value = value.get(part)
+        elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
+            value = value[int(part)]
+        else:
+            return None
+    return value
 
 
 def structural(rows: list[Row]) -> list[str]:
