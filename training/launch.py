@@ -271,7 +271,7 @@ def launched_train_stage(
     import torch
 
     from clawloop.training.precision import plan_for
-    from clawloop.training.stage import TrainError, TrainResult
+    from clawloop.training.result import TrainError, TrainResult
 
     cuda = torch.cuda.is_available()
     out_dir = Path(out_dir).resolve()
