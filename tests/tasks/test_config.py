@@ -26,6 +26,12 @@ def test_shipped_profiles_parse():
         None
     )  # the YAML writes out the defaults
     assert cluster.profile == "cluster" and cluster.llm.base_url and cluster.train.deepspeed
+    # `make run`'s profile: the real small model on the managed vLLM, row base, one call a reply
+    demo = load_config(CONFIGS / "demo.yaml")
+    assert demo.llm.server == "vllm" and demo.train.lora and demo.train.merge_lora
+    assert demo.diagnose.baseline and demo.synthesize.fixed_eval
+    assert demo.rollout.tool_choice == "one" and demo.rollout.band == (1, 3)
+    assert (CONFIGS.parent / demo.synthesize.generator_paths[0]).is_dir()
 
 
 def test_unknown_field_suggests_the_right_name():
