@@ -40,8 +40,8 @@ from typing import Any, Literal
 import openai
 
 from clawloop.harness.tokens import (
-    PINNED_SAMPLING,
     FORCED_CHOICES,
+    PINNED_SAMPLING,
     TOOL_CHOICES,
     RenderError,
     TokenRoute,
