@@ -37,7 +37,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Literal
 
 from clawloop.harness import owned
 from clawloop.harness.serve import (
@@ -54,6 +54,8 @@ DEFAULT_VENV = Path.home() / ".cache" / "clawloop" / "vllm-venv"
 SERVED_NAME = "policy"
 KV_CACHE_GB_CPU = "2"  # VLLM_CPU_KVCACHE_SPACE when the environment sets none (a shared CPU host)
 GUARD_POLL_S = 1.0
+EAGER_FLAG = "--enforce-eager"
+Eager = Literal["auto", "on", "off"]
 STOP_GRACE_S = 15.0
 
 
@@ -137,6 +139,19 @@ def vllm_argv(
     return argv + list(extra)
 
 
+def runs_eager(setting: Eager, gpu: bool, extra: tuple[str, ...] = ()) -> bool:
+    """Whether the managed vLLM runs eager (`--enforce-eager`: no torch.compile, no CUDA graphs).
+    `auto` = eager on CPU, compiled on GPU. Why CPU is eager: vLLM-CPU 0.32 cannot load its own
+    torch.compile cache (`'function' object has no attribute 'finalize_loading'`), so every start
+    compiles again: engine init 483 s compiled vs 5.9 s eager on the 1.5B here, and decode is no
+    faster compiled (benchmarks/vllm_eager.py measures both). On GPU the compiled graphs and CUDA
+    graphs are what make decode fast, and their cache loads. `--enforce-eager` among the extra
+    flags counts as `on`."""
+    if EAGER_FLAG in extra:
+        return True
+    return setting == "on" or (setting == "auto" and not gpu)
+
+
 def vllm_env(lora: bool, gpu: bool) -> dict[str, str]:
     """The server's environment: offline, runtime LoRA updates allowed when LoRA is on, and on
     CPU a small KV cache unless the environment already sizes it."""
@@ -156,6 +171,7 @@ class ManagedVLLM:
     context_len: int = 4096
     startup_timeout_s: float = 900.0
     extra_args: tuple[str, ...] = ()
+    eager: Eager = "auto"  # runs_eager: auto = eager on CPU, compiled on GPU
     name: str = SERVED_NAME
     _proc: subprocess.Popen | None = field(default=None, repr=False)
     _pidfile: Path | None = field(default=None, repr=False)
@@ -217,6 +233,9 @@ class ManagedVLLM:
         python = vllm_python()
         gpu = has_gpu()
         port = free_port()
+        extra = self.extra_args
+        if runs_eager(self.eager, gpu, extra) and EAGER_FLAG not in extra:
+            extra = (*extra, EAGER_FLAG)
         argv = vllm_argv(
             python,
             model_dir,
@@ -224,7 +243,7 @@ class ManagedVLLM:
             name=self.name,
             context_len=self.context_len,
             lora_rank=lora_rank,
-            extra=self.extra_args,
+            extra=extra,
         )
         me = os.getpid()
         guard = [

@@ -330,6 +330,7 @@ def managed_policy(ctx: StageContext, after_iteration: int) -> tuple[PolicyConfi
         context_len=model_len(base, cfg.rollout.context_len),
         startup_timeout_s=llm.vllm_startup_timeout_s,
         extra_args=tuple(llm.vllm_args),
+        eager=llm.vllm_eager,
     )
     adapter = policy_adapter(ctx, after_iteration) if rank is not None else None
     try:
