@@ -244,7 +244,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Add run, rerun, runs and serve to the `clawloop` parser."""
     p = sub.add_parser("run", help="run the loop (K iterations); resumes an existing --run-id")
     p.add_argument(
-        "--config", help="YAML run config (default: embedded local profile; see configs/)"
+        "--config",
+        help="YAML run config, or a shipped profile's name (default: local; tasks/profiles/)",
     )
     p.add_argument(
         "--iterations", type=int, help="K: iterations of the loop (overrides the config)"
