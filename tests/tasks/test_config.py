@@ -322,3 +322,16 @@ def test_each_synthesis_source_reads_its_own_section():
         0.0,
         0.25,
     )
+
+
+def test_the_profiles_ship_as_package_data():
+    import fnmatch
+    import tomllib
+
+    pyproject = tomllib.loads((CONFIGS.parents[1] / "pyproject.toml").read_text())
+    patterns = pyproject["tool"]["setuptools"]["package-data"]["clawloop.tasks"]
+    shipped = sorted(CONFIGS.glob("*.yaml"))
+    assert shipped, "no profiles found"
+    for path in shipped:
+        rel = path.relative_to(CONFIGS.parent).as_posix()
+        assert any(fnmatch.fnmatch(rel, pat) for pat in patterns), f"{rel} is not package data"
