@@ -1,4 +1,4 @@
-"""examples/warmup (the tasks configs/learning-cpu.yaml learns on): each generator forges and
+"""examples/warmup (the tasks tasks/profiles/learning-cpu.yaml learns on): each generator forges and
 verify keeps it, so the CPU learning run does not start from a set that verify would thin out."""
 
 from __future__ import annotations
