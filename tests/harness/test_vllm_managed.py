@@ -170,6 +170,21 @@ def test_the_guard_stops_the_engine_when_its_owner_is_killed(tmp_path):
     assert not _running(guard_pid)
 
 
+def test_stopping_returns_once_no_process_of_the_group_lives(tmp_path):
+    """The leader (the guard) dies at SIGTERM; members that ignore it (vLLM's engine processes)
+    must be gone too before stop_group returns, or a GPU's memory is still theirs."""
+    script = "trap '' TERM; for i in 1 2 3; do sleep 300 & done; trap - TERM; wait"
+    leader = subprocess.Popen(["bash", "-c", script], start_new_session=True)
+    deadline = time.monotonic() + 10
+    while len(vllm.group_members(leader.pid)) < 4 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    members = vllm.group_members(leader.pid)
+    assert len(members) == 4  # bash + 3 sleeps that inherited SIGTERM ignored
+    vllm.stop_group(leader, grace_s=5)
+    assert vllm.group_members(leader.pid) == []
+    assert not any(_running(pid) for pid in members)
+
+
 def _running(pid: int) -> bool:
     """Alive and not a zombie (an orphan's exit may wait for a reaper that never comes here)."""
     try:
