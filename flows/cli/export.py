@@ -500,6 +500,16 @@ def export_tasks(
 # ---- CLI ----------------------------------------------------------------------------------------
 
 
+def _format(choices: tuple[str, ...], help: str) -> Any:
+    """An export's --format field: its first choice is the default."""
+    return field(default=choices[0], metadata={"help": help, "choices": choices})
+
+
+def _switch(help: str) -> Any:
+    """A flag that takes no value (off unless given)."""
+    return field(default=False, metadata={"help": help, "switch": True})
+
+
 @dataclass(frozen=True, kw_only=True)
 class RunExport:
     """What an export of one run reads and where it writes (the flags of both export verbs)."""
@@ -516,35 +526,22 @@ class RunExport:
 class TrajectoryExport(RunExport):
     """`clawloop export trajectories`: a run's episodes as a TRL-ready dataset."""
 
-    fmt: str = field(
-        default="hf",
-        metadata={
-            "help": "hf: Parquet + dataset card; jsonl: a JSON object per line; load_dataset(DIR) both",
-            "choices": ("hf", "jsonl"),
-        },
+    fmt: str = _format(
+        ("hf", "jsonl"),
+        "hf: Parquet + dataset card; jsonl: a JSON object per line; load_dataset(DIR) both",
     )
-    passed_only: bool = field(
-        default=False, metadata={"help": "only episodes that passed (SFT data)", "switch": True}
-    )
+    passed_only: bool = _switch("only episodes that passed (SFT data)")
 
 
 @dataclass(frozen=True, kw_only=True)
 class TaskExport(RunExport):
     """`clawloop export tasks`: a run's forged tasks as a Hugging Face dataset."""
 
-    fmt: str = field(
-        default="hf",
-        metadata={
-            "help": "hf: Parquet (path, task_binary tar.gz, metadata) + dataset card",
-            "choices": ("hf",),
-        },
-    )
+    fmt: str = _format(("hf",), "hf: Parquet (path, task_binary tar.gz, metadata) + dataset card")
     org: str = field(
         default="clawloop", metadata={"help": "org of each task's name, ORG/<task_id>"}
     )
-    include_dropped: bool = field(
-        default=False, metadata={"help": "also the tasks verify dropped", "switch": True}
-    )
+    include_dropped: bool = _switch("also the tasks verify dropped")
 
 
 def _cmd_trajectories(args: argparse.Namespace) -> int:

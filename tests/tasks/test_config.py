@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import fnmatch
 import os
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -325,9 +327,6 @@ def test_each_synthesis_source_reads_its_own_section():
 
 
 def test_the_profiles_ship_as_package_data():
-    import fnmatch
-    import tomllib
-
     pyproject = tomllib.loads((CONFIGS.parents[1] / "pyproject.toml").read_text())
     patterns = pyproject["tool"]["setuptools"]["package-data"]["clawloop.tasks"]
     shipped = sorted(CONFIGS.glob("*.yaml"))
