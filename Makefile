@@ -21,9 +21,9 @@ model: python
 	bash scripts/setup-model.sh
 
 # The demo: a real small policy (make model) on the managed CPU vLLM (make vllm), K=2, its closing
-# table the held-out pass rate per iteration against the base policy (configs/demo.yaml).
+# table the held-out pass rate per iteration against the base policy (tasks/profiles/demo.yaml).
 run: setup model vllm
-	$(BIN)/clawloop run --config configs/demo.yaml
+	$(BIN)/clawloop run --config demo
 
 test: setup
 	$(BIN)/pytest

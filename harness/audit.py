@@ -48,6 +48,20 @@ ANSWER_NAME = re.compile(
 )
 
 
+@dataclass(frozen=True)
+class AuditConfig:
+    """The settings of an audit of many tasks (`clawloop audit`'s flags are its fields)."""
+
+    threshold: float = field(default=DEFAULT_THRESHOLD, metadata={"help": "ClawGym pass threshold"})
+    sample: int = field(default=0, metadata={"help": "audit this many tasks, drawn at random"})
+    seed: int = field(default=0, metadata={"help": "seed of --sample"})
+    workers: int = field(default=2, metadata={"help": "tasks audited at once"})
+    backend: str = field(
+        default="auto",
+        metadata={"help": "sandbox backend", "choices": ("auto", "bwrap", "docker")},
+    )
+
+
 @dataclass
 class TaskAudit:
     """One task's audit: scores by its own verifier, and flags."""

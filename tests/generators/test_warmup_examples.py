@@ -1,6 +1,6 @@
-"""examples/warmup (the tasks configs/learning-cpu.yaml learns on) and examples/firststeps (the
-ones `make run`'s configs/demo.yaml learns on): each generator forges and verify keeps it, so a
-learning run does not start from a set that verify would thin out."""
+"""examples/warmup (the tasks tasks/profiles/learning-cpu.yaml learns on) and examples/firststeps
+(the ones `make run`'s profile, tasks/profiles/demo.yaml, learns on): each generator forges and
+verify keeps it, so a learning run does not start from a set that verify would thin out."""
 
 from __future__ import annotations
 
@@ -24,9 +24,9 @@ def test_six_groups_so_two_can_be_held_out():
 
 
 def test_firststeps_holds_out_groups_whose_capability_also_trains():
-    """configs/demo.yaml's split (seed 0, eval_fraction 0.34): two groups held out, each a
+    """The demo profile's split (seed 0, eval_fraction 0.34): two groups held out, each a
     capability that a train group has too, in another domain."""
-    demo = load_config(EXAMPLES.parent / "configs" / "demo.yaml")
+    demo = load_config("demo")
     paths = [str(EXAMPLES.parent / p) for p in demo.synthesize.generator_paths]
     families, problems = user_families(paths)
     assert not problems and len(families) == len(FIRSTSTEPS) == 6
