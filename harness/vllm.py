@@ -147,8 +147,12 @@ def runs_eager(setting: Eager, gpu: bool, extra: tuple[str, ...] = ()) -> bool:
     vs 2.6-3.2 s eager on the tiny model (start-to-ready 1.47-1.59x faster eager), 483 s vs 5.9 s
     on the 1.5B; decode showed no consistent difference on the tiny model (eager/compiled
     0.57-1.64x by wall time, 0.71-1.31x per CPU second over two runs on a loaded host:
-    benchmarks/vllm_eager.py). On GPU the compiled graphs and CUDA graphs are what make decode
-    fast, and their cache loads. `--enforce-eager` among the extra flags counts as `on`."""
+    benchmarks/vllm_eager.py). The failure is the CPU platform's: it compiles in
+    DYNAMO_TRACE_ONCE mode (vllm/platforms/cpu.py), whose saved artifact is a plain function, and
+    the loader (vllm/compilation/decorators.py) calls `finalize_loading`, which only the
+    VllmSerializableFunction of VLLM_COMPILE, the GPU's mode, has (compilation/caching.py). So on
+    GPU the cache loads, and the compiled graphs and CUDA graphs are what make decode fast.
+    `--enforce-eager` among the extra flags counts as `on`."""
     if EAGER_FLAG in extra:
         return True
     return setting == "on" or (setting == "auto" and not gpu)
