@@ -24,7 +24,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from contextlib import ExitStack
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -97,7 +96,7 @@ def start_levels(cfg: RunConfig) -> tuple[int, int]:
 def eval_rollout_config(cfg: RunConfig) -> RolloutConfig:
     """The held-out rollouts: `diagnose.eval_n` episodes per task, no band."""
     n = cfg.diagnose.eval_n
-    return replace(cfg.rollout, n=n, band=(0, n))
+    return cfg.rollout.replaced(n=n, band=(0, n))
 
 
 def config_slice(cfg: RunConfig, iteration: int) -> dict[str, Any]:
