@@ -199,11 +199,11 @@ def audit_clawgym(task_dir: Path, sandbox: Any, threshold: float = DEFAULT_THRES
 
 def audit_harbor(task_dir: Path, sandbox: Any) -> TaskAudit:
     """Audit one Harbor task folder: its verifier on the untouched workspace."""
-    from clawloop.harness.taskfolder.folder import read_instruction, strict_task_header
+    from clawloop.harness.taskfolder.folder import read_instruction, strict_harbor_task_info
     from clawloop.harness.taskfolder.packing import check_folder_size
 
     check_folder_size(Path(task_dir))
-    header = strict_task_header(task_dir)
+    header = strict_harbor_task_info(task_dir)
     read_instruction(task_dir)
     with tempfile.TemporaryDirectory(prefix="clawloop-audit-") as tmp:
         prepared = prepare_task(Path(task_dir), sandbox, Path(tmp))
