@@ -27,24 +27,10 @@ def _f(default: Any, help: str) -> Any:
 
 
 class TrainConfig(BaseModel):
-    """Settings of the train stage (SFT on successes, then GRPO on rollout groups). Made directly
-    (`TrainConfig(...)`), a bad value is a TrainConfigError; as the run YAML's `train:` section,
-    a field error of the file's."""
+    """Settings of the train stage (SFT on successes, then GRPO on rollout groups). A bad value is
+    a ValueError naming the field (pydantic's ValidationError; from_dict: a TrainConfigError)."""
 
     model_config = ConfigDict(extra="forbid")  # a typo in the run YAML's train: is an error
-
-    def __init__(self, **data: Any) -> None:
-        try:
-            super().__init__(**data)
-        except ValidationError as exc:
-            raise TrainConfigError(
-                "; ".join(
-                    ".".join(map(str, e["loc"]))
-                    + (": " if e["loc"] else "")
-                    + e["msg"].removeprefix("Value error, ")
-                    for e in exc.errors()
-                )
-            ) from None
 
     phases: str = _f(
         "sft+grpo", "what to run: sft | grpo | sft+grpo (SFT first, GRPO on its result)"
@@ -214,7 +200,12 @@ class TrainConfig(BaseModel):
         unknown = sorted(set(data) - known)
         if unknown:
             raise TrainConfigError(f"unknown train settings {unknown}; known: {sorted(known)}")
-        return cls(**data)
+        try:
+            return cls(**data)
+        except ValidationError as exc:
+            raise TrainConfigError(
+                "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())
+            ) from None
 
     def help_lines(self) -> dict[str, str]:
         return {name: info.description or "" for name, info in type(self).model_fields.items()}

@@ -139,8 +139,7 @@ def config_from_args(
     except ValidationError as exc:
         raise ValueError(
             "; ".join(
-                f"{'.'.join(map(str, e['loc'])) or cls.__name__}: "
-                + e["msg"].removeprefix("Value error, ")
+                "".join(f"{part}: " for part in e["loc"]) + e["msg"].removeprefix("Value error, ")
                 for e in exc.errors()
             )
         ) from None

@@ -96,7 +96,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
     try:
         cfg = config_from_args(args)
-    except TrainConfigError as exc:
+    except ValueError as exc:  # a TrainConfigError, or a flag value TrainConfig refuses
         print(f"clawloop train: {exc}", file=sys.stderr)
         return 2
     frames = []
