@@ -66,7 +66,9 @@ class RolloutConfig(BaseModel):
     tool_choice: str = _opt(
         "auto",
         "auto: the model decides when to call a tool; required: every reply is a tool call "
-        "(vLLM's forced-call JSON; the local server ignores it)",
+        "(vLLM's forced-call JSON; the local server ignores it); one: every reply is exactly "
+        "one tool call (the forced-call JSON capped at one item; on the token API, which the "
+        "managed vLLM uses; the chat API gets required)",
         choices=TOOL_CHOICES,
     )
 

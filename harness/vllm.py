@@ -310,9 +310,26 @@ class ManagedVLLM:
         return id(self)
 
 
+def group_members(pgid: int) -> list[int]:
+    """Live (not zombie) processes of process group `pgid`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] != "Z" and int(fields[2]) == pgid:  # state, ppid, pgrp
+            found.append(int(entry.name))
+    return found
+
+
 def stop_group(proc: subprocess.Popen, grace_s: float = STOP_GRACE_S) -> None:
     """SIGTERM the process group `proc` leads (the guard and vLLM's processes), SIGKILL what is
-    left after `grace_s`."""
+    left after `grace_s`, and return only once none of the group lives: the guard exits before
+    vLLM's engine processes have finished dying, and a GPU's memory is theirs until they have
+    (a train stage started at once would find it still taken)."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGTERM)
     with contextlib.suppress(subprocess.TimeoutExpired):
@@ -321,6 +338,15 @@ def stop_group(proc: subprocess.Popen, grace_s: float = STOP_GRACE_S) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
     with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=5)
+    deadline = time.monotonic() + grace_s
+    while (left := group_members(proc.pid)) and time.monotonic() < deadline:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        time.sleep(0.2)
+    if left:
+        log.warning(
+            "vLLM process(es) %s of group %d outlived SIGKILL for %.0fs", left, proc.pid, grace_s
+        )
 
 
 def _tail(path: Path, limit: int = 3000) -> str:

@@ -170,6 +170,21 @@ def test_the_guard_stops_the_engine_when_its_owner_is_killed(tmp_path):
     assert not _running(guard_pid)
 
 
+def test_stopping_returns_once_no_process_of_the_group_lives(tmp_path):
+    """The leader (the guard) dies at SIGTERM; members that ignore it (vLLM's engine processes)
+    must be gone too before stop_group returns, or a GPU's memory is still theirs."""
+    script = "trap '' TERM; for i in 1 2 3; do sleep 300 & done; trap - TERM; wait"
+    leader = subprocess.Popen(["bash", "-c", script], start_new_session=True)
+    deadline = time.monotonic() + 10
+    while len(vllm.group_members(leader.pid)) < 4 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    members = vllm.group_members(leader.pid)
+    assert len(members) == 4  # bash + 3 sleeps that inherited SIGTERM ignored
+    vllm.stop_group(leader, grace_s=5)
+    assert vllm.group_members(leader.pid) == []
+    assert not any(_running(pid) for pid in members)
+
+
 def _running(pid: int) -> bool:
     """Alive and not a zombie (an orphan's exit may wait for a reaper that never comes here)."""
     try:
@@ -207,6 +222,22 @@ def test_required_tool_choice_forces_vllms_call_shape_and_reads_it_back(route):
         "arguments": json.dumps({"command": "ls"}),
     }
     assert forced_calls('[{"name": "run_sh') is None  # cut at max_tokens: no call
+
+
+def test_one_tool_choice_caps_the_forced_array_at_one_call(route):
+    """`tool_choice: one`: the same forced-call grammar with maxItems 1, read back the same way;
+    `required` keeps vLLM's uncapped shape."""
+    one = TokenRoute(route.tokenizer_dir, "one")
+    schema = one.request_body("policy", [1, 2], 32, 1.0, TOOLS)["structured_outputs"]["json"]
+    assert schema["maxItems"] == 1 and schema["minItems"] == 1
+    assert {k: v for k, v in schema.items() if k != "maxItems"} == required_tools_schema(TOOLS)
+    assert "maxItems" not in required_tools_schema(TOOLS)
+    text = '[{"name": "read_file", "parameters": {"path": "a.txt"}}]'
+    ids = list(route.tokenizer(text, add_special_tokens=False)["input_ids"])
+    message = one.message(ids, "length", TOOLS)
+    assert message["content"] is None
+    assert [c["function"]["name"] for c in message["tool_calls"]] == ["read_file"]
+    assert "structured_outputs" not in one.request_body("policy", [1, 2], 32, 1.0, None)
 
 
 def test_each_turn_is_sent_back_as_the_ids_it_sampled(route):
