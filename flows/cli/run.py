@@ -15,6 +15,7 @@ import logging
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -100,6 +101,9 @@ def _drive(args: argparse.Namespace, cfg: RunConfig, run_id: str) -> int:
             return 1
         summary.duration_s = summary.duration_s or sum(o.duration_s for o in summary.outcomes)
     console.print(report.summary_table(summary))
+    learning = _learning_table(cfg, run_id)
+    if learning is not None:
+        console.print(learning)
     console.print(
         f"artifacts: {cfg.storage.root}/{run_id}/iter-<k>/<stage>/   re-run one stage: clawloop rerun --run-id {run_id} --iteration K --stage NAME"
     )
@@ -112,6 +116,22 @@ def _drive(args: argparse.Namespace, cfg: RunConfig, run_id: str) -> int:
                 f"skip, {o.stage} runs again): {resume_command(cfg.storage.root, run_id)}"
             )
     return 0 if summary.ok else 1
+
+
+def _learning_table(cfg: RunConfig, run_id: str) -> Any:
+    """The per-iteration table of a run that graded the base policy (diagnose.baseline): held-out
+    pass rate per iteration beside row base with the paired test, and what train did. None for a
+    run without row base, or whose figures cannot be read (`clawloop report` says why)."""
+    if not cfg.diagnose.baseline:
+        return None
+    from clawloop.flows.cli.report import ReportError, run_figures
+    from clawloop.flows.report import run_report_table
+
+    try:
+        figures = run_figures(cfg.storage.root, run_id)
+    except ReportError:
+        return None
+    return run_report_table(figures) if figures.has_base else None
 
 
 def _cmd_rerun(args: argparse.Namespace) -> int:

@@ -224,6 +224,22 @@ def test_required_tool_choice_forces_vllms_call_shape_and_reads_it_back(route):
     assert forced_calls('[{"name": "run_sh') is None  # cut at max_tokens: no call
 
 
+def test_one_tool_choice_caps_the_forced_array_at_one_call(route):
+    """`tool_choice: one`: the same forced-call grammar with maxItems 1, read back the same way;
+    `required` keeps vLLM's uncapped shape."""
+    one = TokenRoute(route.tokenizer_dir, "one")
+    schema = one.request_body("policy", [1, 2], 32, 1.0, TOOLS)["structured_outputs"]["json"]
+    assert schema["maxItems"] == 1 and schema["minItems"] == 1
+    assert {k: v for k, v in schema.items() if k != "maxItems"} == required_tools_schema(TOOLS)
+    assert "maxItems" not in required_tools_schema(TOOLS)
+    text = '[{"name": "read_file", "parameters": {"path": "a.txt"}}]'
+    ids = list(route.tokenizer(text, add_special_tokens=False)["input_ids"])
+    message = one.message(ids, "length", TOOLS)
+    assert message["content"] is None
+    assert [c["function"]["name"] for c in message["tool_calls"]] == ["read_file"]
+    assert "structured_outputs" not in one.request_body("policy", [1, 2], 32, 1.0, None)
+
+
 def test_each_turn_is_sent_back_as_the_ids_it_sampled(route):
     """The next prompt extends the last prompt + completion even where the template would
     re-render the reply differently (here: a tool call written as a fenced block)."""

@@ -21,6 +21,7 @@ from clawloop.tasks.config import (
 )
 
 CONFIGS = Path(__file__).resolve().parents[2] / "tasks" / "profiles"
+REPO = CONFIGS.parents[1]
 STAGES = ("synthesize", "forge", "verify", "rollout", "train", "diagnose")
 
 
@@ -38,8 +39,14 @@ def test_shipped_profiles_parse():
     # a profile's name is a --config value: the file shipped in the package
     assert load_config("cluster") == cluster and load_config("local") == local
     assert profile_path("learning-cpu").resolve() == (CONFIGS / "learning-cpu.yaml").resolve()
-    with pytest.raises(ConfigError, match=r"does not exist: .*cluster, learning-cpu, local"):
+    with pytest.raises(ConfigError, match=r"does not exist: .*cluster, demo, learning-cpu, local"):
         load_config("clustr")
+    # `make run`'s profile: the real small model on the managed vLLM, row base, one call a reply
+    demo = load_config("demo")
+    assert demo.llm.server == "vllm" and demo.train.lora and demo.train.merge_lora
+    assert demo.diagnose.baseline and demo.synthesize.fixed_eval
+    assert demo.rollout.tool_choice == "one" and demo.rollout.band == (1, 3)
+    assert (REPO / demo.synthesize.generator_paths[0]).is_dir()  # from the repo root
 
 
 def test_the_local_profile_is_the_one_home_of_the_run_configs_own_defaults(tmp_path):
