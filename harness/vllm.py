@@ -66,7 +66,8 @@ def has_gpu() -> bool:
 
 def vllm_python() -> str:
     """The Python whose `vllm` serves: $CLAWLOOP_VLLM_VENV, else this interpreter's own vllm (a
-    GPU host's install), else the default CPU venv. ServeError says how to get one otherwise."""
+    GPU host's install), else the default CPU venv (refused on a GPU host: it would serve on the
+    CPU). ServeError says how to get one otherwise."""
     env = os.environ.get(VENV_ENV, "").strip()
     if env:
         python = Path(env).expanduser() / "bin" / "python"
@@ -79,6 +80,13 @@ def vllm_python() -> str:
     if importlib.util.find_spec("vllm") is not None:
         return sys.executable
     python = DEFAULT_VENV / "bin" / "python"
+    if python.is_file() and has_gpu():
+        raise ServeError(
+            f"llm.server is 'vllm' and this host has an NVIDIA GPU, but the only vLLM found is "
+            f"the CPU build at {DEFAULT_VENV} (make vllm): it would serve on the CPU. pip install "
+            f"vllm into clawloop's venv, or set ${VENV_ENV} to a venv with a CUDA vLLM (or to "
+            "that CPU venv, to use it anyway)"
+        )
     if python.is_file():
         return str(python)
     raise ServeError(
