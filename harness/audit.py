@@ -27,7 +27,9 @@ import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from clawloop.harness.sandbox.base import WORKSPACE
 from clawloop.harness.sandbox.bwrap_layout import find_rootfs, system_binds
@@ -48,18 +50,16 @@ ANSWER_NAME = re.compile(
 )
 
 
-@dataclass(frozen=True)
-class AuditConfig:
+class AuditConfig(BaseModel):
     """The settings of an audit of many tasks (`clawloop audit`'s flags are its fields)."""
 
-    threshold: float = field(default=DEFAULT_THRESHOLD, metadata={"help": "ClawGym pass threshold"})
-    sample: int = field(default=0, metadata={"help": "audit this many tasks, drawn at random"})
-    seed: int = field(default=0, metadata={"help": "seed of --sample"})
-    workers: int = field(default=2, metadata={"help": "tasks audited at once"})
-    backend: str = field(
-        default="auto",
-        metadata={"help": "sandbox backend", "choices": ("auto", "bwrap", "docker")},
-    )
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    threshold: float = Field(DEFAULT_THRESHOLD, description="ClawGym pass threshold")
+    sample: int = Field(0, description="audit this many tasks, drawn at random")
+    seed: int = Field(0, description="seed of --sample")
+    workers: int = Field(2, description="tasks audited at once")
+    backend: Literal["auto", "bwrap", "docker"] = Field("auto", description="sandbox backend")
 
 
 @dataclass
@@ -199,11 +199,11 @@ def audit_clawgym(task_dir: Path, sandbox: Any, threshold: float = DEFAULT_THRES
 
 def audit_harbor(task_dir: Path, sandbox: Any) -> TaskAudit:
     """Audit one Harbor task folder: its verifier on the untouched workspace."""
-    from clawloop.harness.taskfolder.folder import read_instruction, strict_task_header
+    from clawloop.harness.taskfolder.folder import read_instruction, strict_harbor_task_info
     from clawloop.harness.taskfolder.packing import check_folder_size
 
     check_folder_size(Path(task_dir))
-    header = strict_task_header(task_dir)
+    header = strict_harbor_task_info(task_dir)
     read_instruction(task_dir)
     with tempfile.TemporaryDirectory(prefix="clawloop-audit-") as tmp:
         prepared = prepare_task(Path(task_dir), sandbox, Path(tmp))

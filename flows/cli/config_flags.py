@@ -1,28 +1,27 @@
-"""Command-line flags generated from a settings class (a dataclass or a pydantic model): one flag
-per field, its help the field's help (a dataclass field's `help` metadata, a model field's
-description), its default the field's default, so a setting added to the class is a flag of
-every verb built on it, with no second copy of its default.
+"""Command-line flags generated from a settings model (pydantic, the project's one config style):
+one flag per field, its help the field's description, its default the field's default, so a
+setting added to the model is a flag of every verb built on it, with no second copy of its
+default.
 
     add_config_flags(parser, RolloutConfig, skip={"band"}, names={"workers": ["--concurrency"]})
     cfg = config_from_args(args, RolloutConfig, skip={"band"}, band=(1, 5))
     add_config_flags(parser, ExecutionSettings, only={"runner"}, overrides="execution")
 
-A dataclass field's metadata may also give `choices`, `type` (an argparse type, e.g. a run-id
-checker) and `switch` (a bool flag that takes no value, `--passed-only`); a field with no default
-is a required flag. A model field's choices come from its Literal annotation.
+A field's json_schema_extra may also give `choices` (else a Literal annotation's values are the
+choices), `type` (an argparse type, e.g. a run-id checker) and `switch` (a bool flag that takes
+no value, `--passed-only`); a field with no default is a required flag.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import types
 import typing
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticUndefined
 
 
@@ -36,25 +35,20 @@ def parse_bool(text: str) -> bool:
 
 
 def flag_type(annotation: Any) -> Callable[[str], Any]:
-    """The argparse type of a field annotated `annotation` (a string under postponed
-    annotations, or the type itself): int, float, bool (true/false words) or str."""
-    kinds = {"int": int, "float": float, "str": str, "bool": parse_bool}
-    if not isinstance(annotation, str):
-        args = [a for a in typing.get_args(annotation) if a is not type(None)]
-        if typing.get_origin(annotation) is typing.Literal:
-            annotation = type(args[0]) if args else str
-        elif typing.get_origin(annotation) in (typing.Union, types.UnionType) and len(args) == 1:
-            annotation = args[0]  # X | None: a flag of X
-        annotation = getattr(annotation, "__name__", str(annotation))
-    for name, kind in kinds.items():
-        if annotation.startswith(name):
-            return kind
-    return str
+    """The argparse type of a field annotated `annotation`: int, float, bool (true/false words)
+    or str; X | None is X's, a Literal its values' type."""
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if typing.get_origin(annotation) is typing.Literal:
+        annotation = type(args[0]) if args else str
+    elif typing.get_origin(annotation) in (typing.Union, types.UnionType) and len(args) == 1:
+        annotation = args[0]
+    kinds = {int: int, float: float, str: str, bool: parse_bool}
+    return kinds.get(annotation, str)
 
 
 @dataclass(frozen=True)
 class FlagField:
-    """What a flag needs of one field of a settings class."""
+    """What a flag needs of one field of a settings model."""
 
     name: str
     annotation: Any
@@ -66,39 +60,26 @@ class FlagField:
     switch: bool = False
 
 
-def flag_fields(cls: type) -> list[FlagField]:
-    """The fields of settings class `cls` (a dataclass or a pydantic model), in order."""
-    if isinstance(cls, type) and issubclass(cls, BaseModel):
-        out = []
-        for name, info in cls.model_fields.items():
-            extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
-            literal = typing.get_origin(info.annotation) is typing.Literal
-            out.append(
-                FlagField(
-                    name=name,
-                    annotation=info.annotation,
-                    default=None if info.default is PydanticUndefined else info.default,
-                    required=info.is_required(),
-                    help=info.description or "",
-                    choices=typing.get_args(info.annotation) if literal else None,
-                    switch=bool(extra.get("switch", False)),
-                )
-            )
-        return out
+def flag_fields(cls: type[BaseModel]) -> list[FlagField]:
+    """The fields of settings model `cls`, in order."""
     out = []
-    for f in dataclasses.fields(cls):
-        meta = f.metadata
-        no_default = f.default is dataclasses.MISSING
+    for name, info in cls.model_fields.items():
+        extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+        literal = typing.get_origin(info.annotation) is typing.Literal
+        if "choices" in extra:
+            choices = tuple(extra["choices"])
+        else:
+            choices = typing.get_args(info.annotation) if literal else None
         out.append(
             FlagField(
-                name=f.name,
-                annotation=f.type,
-                default=None if no_default else f.default,
-                required=no_default and f.default_factory is dataclasses.MISSING,
-                help=meta.get("help", ""),
-                choices=tuple(meta["choices"]) if "choices" in meta else None,
-                type=meta.get("type"),
-                switch=bool(meta.get("switch", False)),
+                name=name,
+                annotation=info.annotation,
+                default=None if info.default is PydanticUndefined else info.default,
+                required=info.is_required(),
+                help=info.description or "",
+                choices=choices,
+                type=extra.get("type"),
+                switch=bool(extra.get("switch", False)),
             )
         )
     return out
@@ -106,7 +87,7 @@ def flag_fields(cls: type) -> list[FlagField]:
 
 def add_config_flags(
     parser: argparse.ArgumentParser,
-    cls: type,
+    cls: type[BaseModel],
     *,
     skip: Collection[str] = (),
     only: Collection[str] | None = None,
@@ -148,8 +129,17 @@ def add_config_flags(
 
 
 def config_from_args(
-    args: argparse.Namespace, cls: type, *, skip: Collection[str] = (), **values: Any
+    args: argparse.Namespace, cls: type[BaseModel], *, skip: Collection[str] = (), **values: Any
 ):
-    """`cls` from the flags add_config_flags added (fields in `skip` from `values`)."""
+    """`cls` from the flags add_config_flags added (fields in `skip` from `values`). A value the
+    class refuses is a ValueError naming the setting (a model's errors as one line each)."""
     flags = {f.name: getattr(args, f.name) for f in flag_fields(cls) if f.name not in skip}
-    return cls(**flags, **values)
+    try:
+        return cls(**flags, **values)
+    except ValidationError as exc:
+        raise ValueError(
+            "; ".join(
+                "".join(f"{part}: " for part in e["loc"]) + e["msg"].removeprefix("Value error, ")
+                for e in exc.errors()
+            )
+        ) from None

@@ -38,9 +38,10 @@ import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from clawloop.flows.cli.config_flags import add_config_flags, config_from_args
 from clawloop.flows.names import check_run_id, run_id_arg
@@ -500,47 +501,42 @@ def export_tasks(
 # ---- CLI ----------------------------------------------------------------------------------------
 
 
-def _format(choices: tuple[str, ...], help: str) -> Any:
-    """An export's --format field: its first choice is the default."""
-    return field(default=choices[0], metadata={"help": help, "choices": choices})
-
-
 def _switch(help: str) -> Any:
     """A flag that takes no value (off unless given)."""
-    return field(default=False, metadata={"help": help, "switch": True})
+    return Field(False, description=help, json_schema_extra={"switch": True})
 
 
-@dataclass(frozen=True, kw_only=True)
-class RunExport:
+class RunExport(BaseModel):
     """What an export of one run reads and where it writes (the flags of both export verbs)."""
 
-    run: str = field(metadata={"help": "run id (see `clawloop runs`)", "type": run_id_arg})
-    iteration: int | None = field(
-        default=None, metadata={"help": "only iteration K (default: all)"}
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    run: str = Field(
+        description="run id (see `clawloop runs`)", json_schema_extra={"type": run_id_arg}
     )
-    root: str = field(default="runs", metadata={"help": "storage root the run is under"})
-    out: str = field(metadata={"help": "folder to write (must not exist or be empty)"})
+    iteration: int | None = Field(None, description="only iteration K (default: all)")
+    root: str = Field("runs", description="storage root the run is under")
+    out: str = Field(description="folder to write (must not exist or be empty)")
 
 
-@dataclass(frozen=True, kw_only=True)
 class TrajectoryExport(RunExport):
     """`clawloop export trajectories`: a run's episodes as a TRL-ready dataset."""
 
-    fmt: str = _format(
-        ("hf", "jsonl"),
-        "hf: Parquet + dataset card; jsonl: a JSON object per line; load_dataset(DIR) both",
+    fmt: Literal["hf", "jsonl"] = Field(
+        "hf",
+        description="hf: Parquet + dataset card; jsonl: a JSON object per line; "
+        "load_dataset(DIR) both",
     )
     passed_only: bool = _switch("only episodes that passed (SFT data)")
 
 
-@dataclass(frozen=True, kw_only=True)
 class TaskExport(RunExport):
     """`clawloop export tasks`: a run's forged tasks as a Hugging Face dataset."""
 
-    fmt: str = _format(("hf",), "hf: Parquet (path, task_binary tar.gz, metadata) + dataset card")
-    org: str = field(
-        default="clawloop", metadata={"help": "org of each task's name, ORG/<task_id>"}
+    fmt: Literal["hf"] = Field(
+        "hf", description="hf: Parquet (path, task_binary tar.gz, metadata) + dataset card"
     )
+    org: str = Field("clawloop", description="org of each task's name, ORG/<task_id>")
     include_dropped: bool = _switch("also the tasks verify dropped")
 
 

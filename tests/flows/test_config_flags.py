@@ -4,9 +4,10 @@ RolloutConfig's fields, with their defaults, under the spellings the verb always
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass, field, fields
+from typing import Literal
 
 import pytest
+from pydantic import BaseModel, Field
 
 from clawloop.flows.cli import make_parser
 from clawloop.flows.cli.config_flags import add_config_flags, config_from_args
@@ -19,8 +20,8 @@ def test_rollout_flags_are_rollout_configs_fields_with_its_defaults():
     cfg = config_from_args(args, RolloutConfig, skip=ROLLOUT_SKIP, band=(1, 5))
     # the library's defaults, but the verb's own concurrency (2)
     assert cfg == RolloutConfig(workers=2)
-    for f in fields(RolloutConfig):
-        assert (f.name in ROLLOUT_SKIP) != hasattr(args, f.name), f.name
+    for name in RolloutConfig.model_fields:
+        assert (name in ROLLOUT_SKIP) != hasattr(args, name), name
 
 
 def test_rollout_keeps_its_flag_names_and_refuses_a_bad_choice():
@@ -34,10 +35,9 @@ def test_rollout_keeps_its_flag_names_and_refuses_a_bad_choice():
 
 
 def test_a_field_added_to_a_config_is_a_flag():
-    @dataclass(frozen=True)
-    class Toy:
-        top_p: float = field(default=1.0, metadata={"help": "nucleus mass"})
-        mode: str = field(default="a", metadata={"help": "which", "choices": ("a", "b")})
+    class Toy(BaseModel):
+        top_p: float = Field(1.0, description="nucleus mass")
+        mode: str = Field("a", description="which", json_schema_extra={"choices": ("a", "b")})
         strict: bool = False
 
     parser = argparse.ArgumentParser()
@@ -46,6 +46,8 @@ def test_a_field_added_to_a_config_is_a_flag():
     got = config_from_args(parser.parse_args(["--top-p", "0.9", "-m", "b", "--strict", "yes"]), Toy)
     assert got == Toy(top_p=0.9, mode="b", strict=True)
     assert "nucleus mass (default: 1.0)" in parser.format_help()
+    with pytest.raises(SystemExit):
+        parser.parse_args(["-m", "c"])
 
 
 def test_the_agent_loop_takes_its_settings_from_the_rollout_section():
@@ -111,10 +113,6 @@ def _verb(name: str) -> argparse.ArgumentParser:
 
 
 def test_a_model_field_is_a_flag_too():
-    from typing import Literal
-
-    from pydantic import BaseModel, Field
-
     class Toy(BaseModel):
         level: int = Field(2, description="how deep")
         mode: Literal["a", "b"] = Field("a", description="which")

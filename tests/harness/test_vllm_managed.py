@@ -64,6 +64,16 @@ def test_python_that_serves_is_the_named_venv_and_a_missing_one_says_what_to_do(
     monkeypatch.setattr(vllm.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(ServeError, match="make vllm"):
         vllm.vllm_python()
+    # the CPU venv `make vllm` built is what serves on a CPU host, and refused on a GPU host
+    cpu_venv = tmp_path / "cpu-venv"
+    (cpu_venv / "bin").mkdir(parents=True)
+    (cpu_venv / "bin" / "python").write_text("")
+    monkeypatch.setattr(vllm, "DEFAULT_VENV", cpu_venv)
+    monkeypatch.setattr(vllm, "has_gpu", lambda: False)
+    assert vllm.vllm_python() == str(cpu_venv / "bin" / "python")
+    monkeypatch.setattr(vllm, "has_gpu", lambda: True)
+    with pytest.raises(ServeError, match="NVIDIA GPU, but the only vLLM found is the CPU build"):
+        vllm.vllm_python()
 
 
 def test_a_server_that_never_answers_is_stopped_and_its_log_quoted(tmp_path, monkeypatch):

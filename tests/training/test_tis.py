@@ -15,7 +15,7 @@ import torch
 from doubles.episodes import band_frame
 from test_ratio_reference import _id_rows
 
-from clawloop.training.config import TrainConfig, TrainConfigError
+from clawloop.training.config import TrainConfig
 from clawloop.training.grpo import grpo_token_loss
 from clawloop.training.result import tis_summary
 from clawloop.training.stage import train_stage
@@ -72,7 +72,7 @@ def test_a_grpo_step_logs_tis_per_step(tiny_model_dir, tiny_tokenizer, tmp_path)
 
 
 def test_tis_cap_below_one_is_refused():
-    with pytest.raises(TrainConfigError, match="tis_cap must be >= 1"):
+    with pytest.raises(ValueError, match="tis_cap must be >= 1"):
         TrainConfig(tis_cap=0.5)
 
 
