@@ -217,6 +217,7 @@ def test_a_baseline_in_iteration_1s_diagnose_is_row_base(tmp_path, capsys):
     caps = {r[0]: r[1:] for r in table(md, "## Held-out pass rate per capability")}
     assert caps["tally"] == ["0.0% (0/2)", "50.0% (1/2)", "100.0% (2/2)"]
     assert "| capability | iter base | iter 1 | iter 2 |" in md
+    assert f"# Run `{RUN}`: 2 of 2 iterations and row base" in md  # base is not an iteration
     assert (root / RUN / "report.png").read_bytes().startswith(PNG_MAGIC)
     # iteration 1 still reads its own figures, not the baseline's
     assert figures.iterations[1].heldout == {"tally": (1, 2), "audit": (0, 1)}
