@@ -651,7 +651,7 @@ def probe_calls(domain: Domain, tables: Tables, rng: random.Random) -> list[tupl
         t, f = keys[0]
         rows = ix.tables[t]
         for row in rng.sample(rows, min(PROBE_RECORDS, len(rows))):
-            params = fill(w, ix, rng, entity=(t, row))
+            params = fill(w, ix, rng, entity=(t, row), wide=True)  # nested values: third party
             if params is not None:
                 out.append((Step(w.name, params, "any"), repr(row.get(f))))
     return out

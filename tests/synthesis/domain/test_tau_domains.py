@@ -229,3 +229,17 @@ def test_a_domain_the_plain_grounding_serves_draws_what_it_drew_without_the_wide
             if plain:
                 assert [v.steps for v in both] == [v.steps for v in plain]
             assert a.getstate() == b.getstate()
+
+
+def test_the_admission_probe_tries_every_write_tool_a_wide_call_can_fill():
+    """Third-party write tools take values nested in their records (a payment method id in an
+    order's user's `payment_methods`): the probe fills them the wide way, so it meets the
+    refusals of every write tool, not only of those whose parameters are top-level fields."""
+    import random
+
+    from clawloop.synthesis.domain.ground import probe_calls
+
+    domain, tables, _ = _retail()
+    tried = {c.tool for c, _ in probe_calls(domain, tables, random.Random(0))}
+    assert {"modify_pending_order_payment", "return_delivered_order_items",
+            "modify_pending_order_address", "cancel_pending_order"} <= tried  # fmt: skip
