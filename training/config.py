@@ -14,6 +14,7 @@ from typing import Any, Literal
 PHASES = ("sft", "grpo", "sft+grpo")
 REWARDS = ("outcome", "fraction")
 TURN_SOURCES = ("sampled", "template_ok")
+LAUNCHERS = ("auto", "accelerate", "torchrun")
 
 
 class TrainConfigError(ValueError):
@@ -72,12 +73,25 @@ class TrainConfig:
     )
     num_processes: int = _f(
         1,
-        "processes (GPUs) to train on; > 1, or train.deepspeed, runs the train stage under "
-        "`accelerate launch` as a subprocess that writes the checkpoint this stage reads back",
+        "processes (GPUs) to train on; > 1, train.deepspeed or train.accelerate_config runs the "
+        "train stage under a launcher (train.launcher) as a subprocess on this host, whose "
+        "checkpoint and metrics the stage reads back (training/launch.py)",
     )
     deepspeed: str | None = _f(
         None,
-        "DeepSpeed JSON for the Trainer (e.g. training/configs/zero3.json); or use accelerate launch",
+        "DeepSpeed JSON for the Trainer (e.g. training/configs/zero3.json): launched with "
+        "`accelerate launch --use_deepspeed --deepspeed_config_file` (needs CUDA)",
+    )
+    accelerate_config: str | None = _f(
+        None,
+        "an accelerate config YAML (e.g. training/configs/zero3.yaml) for `accelerate launch "
+        "--config_file`; train.num_processes overrides its num_processes",
+    )
+    launcher: Literal["auto", "accelerate", "torchrun"] = _f(
+        "auto",
+        "what starts the processes: accelerate (`accelerate launch`), torchrun, or auto = "
+        "accelerate, except torchrun for num_processes > 1 on a host without CUDA (accelerate "
+        "starts one CPU process without MPI)",
     )
     # --- both phases
     pack: bool = _f(
@@ -137,6 +151,10 @@ class TrainConfig:
             raise TrainConfigError(f"TrainConfig.phases={self.phases!r}: use one of {PHASES}")
         if self.reward not in REWARDS:
             raise TrainConfigError(f"TrainConfig.reward={self.reward!r}: use one of {REWARDS}")
+        if self.launcher not in LAUNCHERS:
+            raise TrainConfigError(
+                f"TrainConfig.launcher={self.launcher!r}: use one of {LAUNCHERS}"
+            )
         if self.turn_source not in TURN_SOURCES:
             raise TrainConfigError(
                 f"TrainConfig.turn_source={self.turn_source!r}: use one of {TURN_SOURCES}"

@@ -21,83 +21,17 @@ from __future__ import annotations
 import logging
 import math
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from clawloop.training.config import TrainConfig
+from clawloop.training.result import METRIC_EXTRAS, TrainError, TrainResult  # noqa: F401 (re-exported)
 from clawloop.training.sequences import EncodeReport, TokenSample, ToolCallParser
 from clawloop.training.trainer_base import PolicyRef, load_tokenizer
 
 log = logging.getLogger("clawloop.train")
-METRIC_EXTRAS = (
-    "clip_frac",
-    "ratio_mean",
-    "kl",
-    "offpolicy_frac",
-    "tis_mean",
-    "tis_capped_frac",
-    "logp_diff_mean",
-)
-
-
-class TrainError(RuntimeError):
-    """A training phase crashed: what failed, in which output folder, and what to do."""
-
-
-@dataclass
-class TrainResult:
-    """What the train stage made: where the next policy is, how training went, and why."""
-
-    status: str  # trained | nothing_to_train
-    reason: str
-    checkpoint_dir: Path  # servable model folder; the base model when nothing was trained
-    adapter_dir: Path | None
-    base_model: str
-    kind: str  # full | lora | base
-    phases_run: list[str] = field(default_factory=list)
-    metrics: list[dict[str, Any]] = field(default_factory=list)
-    counts: dict[str, int] = field(default_factory=dict)
-    duration_s: float = 0.0  # wall time of the stage; not in checkpoint_row (rows hold no timing)
-    dtype: str = ""  # what checkpoint_dir's weights hold (its config.json says the same)
-
-    def metrics_frame(self) -> pd.DataFrame:
-        """Rows for the TRAIN_METRICS Parquet file (GRPO-only columns are NaN for SFT rows)."""
-        cols = [
-            "step",
-            "phase",
-            "loss",
-            "tokens",
-            "action_tokens",
-            "kept_groups",
-            "grad_norm",
-            "lr",
-        ]
-        cols += list(METRIC_EXTRAS)
-        rows = [{c: r.get(c, math.nan) for c in cols} for r in self.metrics]
-        return pd.DataFrame(rows, columns=cols)
-
-    def checkpoint_row(self) -> dict[str, Any]:
-        """The one row of the CHECKPOINT Parquet file."""
-        c = self.counts
-        return {
-            "status": self.status,
-            "reason": self.reason,
-            "checkpoint_path": str(self.checkpoint_dir),
-            "adapter_path": str(self.adapter_dir) if self.adapter_dir else "",
-            "base_model": self.base_model,
-            "kind": self.kind,
-            "phases": ",".join(self.phases_run),
-            "sft_episodes": c.get("sft_episodes", 0),
-            "sft_samples": c.get("sft_samples", 0),
-            "grpo_samples": c.get("grpo_samples", 0),
-            "kept_groups": c.get("kept_groups", 0),
-            "dropped_zero_variance": c.get("dropped_zero_variance", 0),
-            "steps": len(self.metrics),
-            "dtype": self.dtype,
-        }
 
 
 def _lost_to_length(enc: EncodeReport, cfg: TrainConfig) -> str:
@@ -319,9 +253,18 @@ def train_stage(
     `init_adapter`: a peft LoRA adapter folder trained on `base_model` to continue (needs cfg.lora).
     `tool_call_parser`: the agent's (tasks.train.agent_tool_call_parser()); with
     cfg.turn_source template_ok it lets turns whose sampled text is unknown train on the chat
-    template's rendering where that round-trips; None drops them."""
+    template's rendering where that round-trips; None drops them.
+
+    With `cfg.num_processes > 1`, `cfg.deepspeed` or `cfg.accelerate_config` (and not already
+    in a launched process) the stage runs under `accelerate launch`/`torchrun` as a subprocess
+    on this host and returns the result it wrote (training/launch.py); the launched processes
+    parse tool calls with the agent's parser."""
     from clawloop.training.grpo import grpo_samples
+    from clawloop.training.launch import inside_launcher, launched_train_stage, needs_launcher
     from clawloop.training.sft import sft_samples
+
+    if needs_launcher(cfg) and not inside_launcher():
+        return launched_train_stage(trajectories, band, cfg, base_model, out_dir, init_adapter)
 
     t0 = time.monotonic()
     out_dir = Path(out_dir)
@@ -407,6 +350,9 @@ def train_stage(
         ) from exc
     reasons += [r for r in [template_note(result.counts)] if r]
     if result.phases_run:
+        from accelerate import PartialState
+
+        result.counts["processes"] = PartialState().num_processes  # > 1: trained as one group
         result.status = "trained"
         result.checkpoint_dir = policy.model_dir
         result.adapter_dir = policy.adapter_dir

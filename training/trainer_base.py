@@ -281,14 +281,17 @@ def merge_adapter(base_dir: Path, adapter_dir: Path, out_dir: Path) -> None:
 def save_policy(trainer: Trainer, tokenizer, out_dir: Path, cfg: TrainConfig) -> PolicyRef:
     """Write `out_dir/model` (servable full weights) and, with LoRA, `out_dir/adapter`."""
     model_dir, adapter_dir = out_dir / "model", None
-    for d in (model_dir, out_dir / "adapter"):
-        if d.exists():
-            shutil.rmtree(d)
+    if trainer.is_world_process_zero():  # one rank clears; the others wait, then all save
+        for d in (model_dir, out_dir / "adapter"):
+            if d.exists():
+                shutil.rmtree(d)
+    trainer.accelerator.wait_for_everyone()
     if not cfg.lora:
         trainer.save_model(str(model_dir))  # gathers ZeRO-3 shards on save
         if trainer.is_world_process_zero():
             tokenizer.save_pretrained(str(model_dir))
             stamp_dtype(model_dir)  # ZeRO-3 saves 16-bit weights under an fp32 config
+        trainer.accelerator.wait_for_everyone()  # no rank reads the folder before it is whole
         return PolicyRef(model_dir)
     adapter_dir = out_dir / "adapter"
     trainer.save_model(str(adapter_dir))  # the adapter, gathered under ZeRO-3

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import fields
 from pathlib import Path
 
 from clawloop.flows.cli import config_flags
@@ -27,6 +28,27 @@ def add_config_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
+    """The flags' TrainConfig; with `--train-config FILE` (a TrainConfig as JSON, what a launched
+    stage passes) the file's, with any flag that differs from its default applied over it."""
+    path = getattr(args, "train_config", None)
+    if path:
+        flags = {
+            f.name: getattr(args, f.name) for f in fields(TrainConfig) if f.name != "base_model"
+        }
+        try:
+            data = json.loads(Path(path).read_text())
+        except (OSError, ValueError) as exc:
+            raise TrainConfigError(
+                f"--train-config {path}: cannot read it as JSON ({exc})"
+            ) from exc
+        if not isinstance(data, dict):
+            raise TrainConfigError(
+                f"--train-config {path}: expected a JSON object of train settings"
+            )
+        defaults = {f.name: f.default for f in fields(TrainConfig)}
+        data.pop("base_model", None)
+        data.update({k: v for k, v in flags.items() if v != defaults[k]})
+        return TrainConfig.from_dict({**data, "base_model": getattr(args, "base_model", None)})
     return config_flags.config_from_args(
         args, TrainConfig, skip={"base_model"}, base_model=getattr(args, "base_model", None)
     )
@@ -70,6 +92,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
     from clawloop.storage.schemas import CHECKPOINT, TRAIN_METRICS
     from clawloop.tasks.train import agent_tool_call_parser
+    from clawloop.training.launch import is_rank_zero
     from clawloop.training.stage import TrainError, train_stage
 
     try:
@@ -98,11 +121,21 @@ def _cmd_train(args: argparse.Namespace) -> int:
         return 0
     try:
         result = train_stage(
-            traj, band, cfg, args.base_model, out, tool_call_parser=agent_tool_call_parser()
+            traj,
+            band,
+            cfg,
+            args.base_model,
+            out,
+            init_adapter=Path(args.init_adapter) if args.init_adapter else None,
+            tool_call_parser=agent_tool_call_parser(),
         )
-    except TrainError as exc:  # a crash writes no checkpoint: one line, exit 1
+    except (TrainError, ValueError, OSError) as exc:  # no checkpoint written: one line, exit 1
         print(f"clawloop train: {exc}", file=sys.stderr)
         return 1
+    if not is_rank_zero():  # under a launcher rank 0 writes the files; the others only trained
+        return 0
+    if args.result_json:
+        Path(args.result_json).write_text(json.dumps(result.to_json(), indent=2) + "\n")
     metrics = pa.Table.from_pandas(
         result.metrics_frame(), schema=TRAIN_METRICS, preserve_index=False
     )
@@ -175,6 +208,25 @@ def register(subparsers) -> None:
     )
     train.add_argument("--out", required=True, help="folder for checkpoints and metrics.parquet")
     train.add_argument(
+        "--init-adapter",
+        default=None,
+        help="a LoRA adapter folder (a LoRA train stage's `adapter`) to continue (needs --lora true)",
+    )
+    train.add_argument(
+        "--train-config",
+        default=None,
+        metavar="FILE",
+        help="train settings as JSON (a TrainConfig; what a launched stage passes); flags given "
+        "with a non-default value apply over it",
+    )
+    train.add_argument(
+        "--result-json",
+        default=None,
+        metavar="FILE",
+        help="also write the stage's whole result (status, reason, checkpoint, counts, metrics) "
+        "as JSON here (rank 0 only under a launcher)",
+    )
+    train.add_argument(
         "--explain",
         type=int,
         default=0,
@@ -200,12 +252,17 @@ def register(subparsers) -> None:
     plan.set_defaults(func=_cmd_plan)
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of `python -m clawloop.flows.cli.train` (what a launcher runs)."""
     parser = argparse.ArgumentParser(
         prog="python -m clawloop.flows.cli.train", description=__doc__.split("\n")[0]
     )
     register(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     return int(args.func(args) or 0)
 
 

@@ -50,7 +50,11 @@ def leaves(value: Any, prefix: str = "", depth: int = 0) -> list[tuple[str, Any]
 
 
 def at(value: Any, path: str) -> Any:
-    """The value at a dotted path (list positions as numbers), None where there is none."""
+    """The value at a dotted path (list positions as numbers), None where there is none.
+
+    runtime.field_at reads the same way on purpose and is not imported here: runtime.py is shipped
+    into sandboxes as a standalone file, and importing it would key verify's cache on it
+    (tests/tasks/test_cache_keys.py)."""
     for part in path.split("."):
         if isinstance(value, dict):
             value = value.get(part)

