@@ -950,7 +950,8 @@ def ground(
     failed. A recover node takes one of `recoveries`: paths execution already confirmed.
 
     With `wide`, a graph the plain grounding leaves without a `usable` variant is grounded again
-    the wide way (`_act`: nested values, neighbouring records, records the probe saw admit the
+    the wide way (its variants follow the plain ones, which still come first: where one of them
+    runs after all, the graph makes the task it always made) (`_act`: nested values, neighbouring records, records the probe saw admit the
     write; recoveries from every refusal the probes met), on its own generator: a domain the
     plain grounding serves draws exactly what it did before."""
     ix = Index.of(tables, domain.keys)
@@ -964,6 +965,8 @@ def ground(
             why.append(str(exc))
     if wide is None or any(usable is None or usable(v) for v in out):
         return out, why
+    # Plain variants the caller finds unusable stay, first: any that runs makes the task it
+    # always made; the wide ones are tried after them.
     more = (recoveries or []) + [r for r in wide.recoveries if r not in (recoveries or [])]
     wider = []
     for _ in range(variants * 3):
@@ -973,7 +976,29 @@ def ground(
             wider.append(ground_once(domain, graph, ix, wide.rng, more, wide.admitted, True))
         except GroundingError as exc:
             why.append(str(exc))
-    return (wider or out), why
+    return out + wider, why
+
+
+def refused_acts(g: Grounded, domain: Domain, ix: Index, admitted: Admission) -> list[str]:
+    """The act steps (either arm) that write on a record the admission probe saw that tool
+    refuse and never accept: such a plan most likely fails where it runs (a payment changed on
+    a delivered order). A recovery's steps are left out: its retry is refused by design."""
+    kinds = {n.id: n.kind for n in g.graph.nodes}
+    out = []
+    for steps in (g.steps, g.alt_steps or []):
+        for s in steps:
+            ok, refused = admitted.get(s.tool, (set(), set()))
+            if kinds.get(s.node) != "act" or not refused:
+                continue
+            w = domain.tool(s.tool)
+            keys = [(p.name, t) for p, t, _ in key_params(w, ix) if t in w.writes]
+            value = s.params.get(keys[0][0]) if keys else None
+            if isinstance(value, dict) and "$ref" in value:
+                ref = ref_of(g, int(value["$ref"][0]), str(value["$ref"][1]))
+                value = ref["value"] if ref else None
+            if value is not None and repr(value) in refused - ok:
+                out.append(f"{s.tool} on {keys[0][1]} {value!r}: the probe saw it refused")
+    return out
 
 
 def coverage_problems(g: Grounded, domain: Domain, skills: list[Skill]) -> list[str]:

@@ -45,6 +45,7 @@ from clawloop.synthesis.domain.ground import (
     recovery_candidates,
     refusal_candidates,
     refusal_kind,
+    refused_acts,
     unsupported,
 )
 from clawloop.synthesis.domain.instruct import llm_instruction, write_instruction
@@ -422,7 +423,7 @@ def synthesize_domain(
                    if f in sampled and f not in knobs.exclude}  # fmt: skip
     knobs = replace(knobs, exclude=knobs.exclude | set(out.relaxed))
     ctx = _Round(domain, tables, files, skills, by_tool, sandbox, knobs, seed, probed.recoveries,
-                 dict(skill_weights or {}), probed)  # fmt: skip
+                 dict(skill_weights or {}), probed, index=Index.of(tables, domain.keys))  # fmt: skip
     pending: list[tuple[dict[str, Any], list[Grounded], list[Any]]] = []  # ran, not yet made
     initial: execute.Tables = {}
     all_writes: execute.PlanRun | None = None
@@ -528,6 +529,15 @@ class _Round:
     # the "every write tool" probe, drawn once after the first round's graphs (so a seed grounds
     # the graphs it always did)
     probe: list[Grounded] = field(default_factory=list)
+    index: Index = field(default_factory=lambda: Index.of({}))  # of `tables`, built once
+
+
+def _usable(ctx: _Round, v: Grounded) -> bool:
+    """A plain variant that can carry its graph: every transition in some skill, and no act on
+    a record the admission probe saw that write refused (ground.refused_acts)."""
+    if coverage_problems(v, ctx.domain, ctx.skills):
+        return False
+    return not refused_acts(v, ctx.domain, ctx.index, ctx.probed.admitted)
 
 
 def _sample_round(
@@ -550,7 +560,7 @@ def _sample_round(
             ctx.probed.admitted,
         )  # the plain draws stay as they were
         variants, why = ground(domain, graph, ctx.tables, rng, recoveries=ctx.recoveries,
-                               wide=wide, usable=lambda v: not coverage_problems(v, domain, skills))  # fmt: skip
+                               wide=wide, usable=lambda v: _usable(ctx, v))  # fmt: skip
         fit = [v for v in variants if not coverage_problems(v, domain, skills)]
         if not fit:
             problems = [p for v in variants for p in coverage_problems(v, domain, skills)]
