@@ -201,6 +201,22 @@ def _long_range(g: Grounded, trace: list[dict[str, Any]], instruction: str) -> l
     return hops
 
 
+def planned(g: Grounded) -> set[str]:
+    """What a plan's shape can carry before it runs: `long_range` where a read whose key came
+    from an earlier step (a record reached, not named) feeds a step two or more later, and
+    `convergence` where a write takes values from two or more earlier steps. Of the variants
+    of one graph that ran, synthesis makes the task from one carrying what the graph wanted."""
+    out = set()
+    writes = set(_writes(g))
+    for k, s in enumerate(g.steps):
+        fed = {j for j, _ in _refs(s)}
+        if any(j < k - 1 and _refs(g.steps[j]) for j in fed):
+            out.add("long_range")
+        if k in writes and len(fed) >= 2:
+            out.add("convergence")
+    return out
+
+
 def _converging(g: Grounded, trace: list[dict[str, Any]]) -> list[int]:
     """Write steps that take values from two or more distinct earlier steps, each value one
     the run produced (the producer's result holds it)."""

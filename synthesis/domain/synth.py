@@ -68,6 +68,7 @@ from clawloop.synthesis.domain.structure import (
     ablations,
     certain_problems,
     measure,
+    planned,
     shares,
 )
 from clawloop.synthesis.domain.taskgraph import Knobs, TaskGraph, features_of, sample_task_graph
@@ -535,9 +536,14 @@ class _Round:
 def _usable(ctx: _Round, v: Grounded) -> bool:
     """A plain variant that can carry its graph: every transition in some skill, and no act on
     a record the admission probe saw that write refused (ground.refused_acts)."""
-    if coverage_problems(v, ctx.domain, ctx.skills):
+    if coverage_problems(v, ctx.domain, ctx.skills) or not _shaped(v) <= planned(v):
         return False
     return not refused_acts(v, ctx.domain, ctx.index, ctx.probed.admitted)
+
+
+def _shaped(v: Grounded) -> set[str]:
+    """The shape a graph wanted that a plan's steps show before it runs (structure.planned)."""
+    return set(v.graph.wanted) & {"long_range", "convergence"}
 
 
 def _sample_round(
@@ -607,6 +613,8 @@ def _make_one(
         return None
     if ctx.weights:  # of the variants that ran, the one heaviest on the skills the policy fails
         good.sort(key=lambda t: -plan_weight(t[0], ctx.by_tool, ctx.weights))  # stable
+    else:  # else the first that carries the most of the shape its graph wanted
+        good.sort(key=lambda t: -len(_shaped(t[0]) & planned(t[0])))  # stable
     v, a, b = good[0]
     told: list[Told] = []
     try:
