@@ -37,6 +37,7 @@ from clawloop.synthesis.domain.ground import (
     Step,
     Wide,
     all_refs,
+    corrected,
     coverage_problems,
     every_write_plan,
     ground,
@@ -101,6 +102,7 @@ class Probed:
     wide: list[Recovery] = field(default_factory=list)
     admitted: Admission = field(default_factory=dict)
     refusals: dict[str, int] = field(default_factory=dict)
+    taught: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # ground.corrected
 
     def every(self) -> list[Recovery]:
         return self.recoveries + self.wide
@@ -240,6 +242,19 @@ def _probe(
         (no if error else ok).add(key)
         if error:
             met.append((replace(call, expect="error"), error))
+    # Calls the refusals teach (a booking paying the total price its refusal states): run once;
+    # those accepted show the wide grounding how the tool is called, the rest are refusals met.
+    taught: list[Step] = []
+    for call, error in met:
+        taught += [c for c in corrected(domain.tool(call.tool), call, error) if c not in taught]
+    if taught:
+        _, runs = execute.run_plans(files, [_plan(c) for c in taught], sandbox)
+        for call, r in zip(taught, runs, strict=True):
+            error = str(r.trace[0].get("error") or "") if r.ok and r.trace else ""
+            if r.ok and r.trace and not error:
+                out.taught.setdefault(call.tool, []).append(call.params)
+            elif error:
+                met.append((replace(call, expect="error"), error))
     for call, error in met:
         kind = refusal_kind(call.tool, error)
         out.refusals[kind] = out.refusals.get(kind, 0) + 1
@@ -564,6 +579,7 @@ def _sample_round(
             random.Random(f"{domain.name}:{ctx.seed}:wide:{row['graph_id']}"),
             ctx.probed.wide,
             ctx.probed.admitted,
+            ctx.probed.taught,
         )  # the plain draws stay as they were
         variants, why = ground(domain, graph, ctx.tables, rng, recoveries=ctx.recoveries,
                                wide=wide, usable=lambda v: _usable(ctx, v))  # fmt: skip
