@@ -304,8 +304,11 @@ def test_plain_variants_the_caller_cannot_use_come_first_and_the_wide_ones_follo
     import random
 
     from clawloop.synthesis.domain.ground import Wide, ground
+    from clawloop.synthesis.domain.state import load_tables
 
-    domain, tables, _ = _retail()
+    root = Path(__file__).resolve().parents[3] / "synthesis" / "domain" / "builtin"
+    domain = load_domain(root / "apiary_coop")
+    tables = load_tables(domain)
     graph = _graph(3, "long_range", domain, tables)
     plain, _ = ground(domain, graph, tables, random.Random(5), variants=3)
     assert plain
