@@ -54,6 +54,7 @@ class Grounded:
     references: dict[int, dict[str, Any]] = field(default_factory=dict)  # lookup step -> record
     # while grounding: lookup node -> its reads and their records (one, or two for a chain)
     lookups: dict[int, list[tuple[Step, dict[str, Any]]]] = field(default_factory=dict)
+    wide: bool = False  # grounded the wide way (`ground`)
 
     def plan(self, steps: list[Step] | None = None) -> dict[str, Any]:
         return {
@@ -960,7 +961,7 @@ def ground_once(
 ) -> Grounded:  # fmt: skip
     """One grounding of `graph`; `wide` as in `_act`, and a recover node takes a fix the
     refusal teaches wherever one ran."""
-    g = Grounded(graph=graph, steps=[])
+    g = Grounded(graph=graph, steps=[], wide=wide)
     lookups = [n.id for n in graph.nodes if n.kind == "lookup"]  # they run first, in graph order
     chain = CHAIN if "long_range" in graph.wanted else 0.0
     acts: list[Step] = []

@@ -627,6 +627,14 @@ def _make_one(
             x.why for _, a, b in runs for x in (a, b) if x and not x.ok
         )
         return None
+    # The wide grounding is there to carry structure: a wide variant that lacks the long range
+    # or convergence its graph wanted makes no task (a plain one makes what it always made).
+    good = [t for t in good if not t[0].wide or _shaped(t[0]) <= planned(t[0])]
+    if not good:
+        row["reason"] = "grounding: no wide variant that ran carries " + ", ".join(
+            sorted(_shaped(runs[0][0]))
+        )
+        return None
     if ctx.weights:  # of the variants that ran, the one heaviest on the skills the policy fails
         good.sort(key=lambda t: -plan_weight(t[0], ctx.by_tool, ctx.weights))  # stable
     else:  # else the first that carries the most of the shape its graph wanted
