@@ -1054,61 +1054,6 @@ def ground(
     return out + wider, why
 
 
-def refused_acts(g: Grounded, domain: Domain, ix: Index, admitted: Admission) -> list[str]:
-    """The act steps (either arm) that write on a record the admission probe saw that tool
-    refuse and never accept: such a plan most likely fails where it runs (a payment changed on
-    a delivered order), or on one that holds a value of a categorical field that only refused
-    records held (`refusing`: the order's `status` is `delivered`). A recovery's steps are left
-    out: its retry is refused by design."""
-    kinds = {n.id: n.kind for n in g.graph.nodes}
-    out = []
-    for steps in (g.steps, g.alt_steps or []):
-        for s in steps:
-            ok, refused = admitted.get(s.tool, (set(), set()))
-            if kinds.get(s.node) != "act" or not refused:
-                continue
-            w = domain.tool(s.tool)
-            keys = [(p.name, t, f) for p, t, f in key_params(w, ix) if t in w.writes]
-            value = s.params.get(keys[0][0]) if keys else None
-            if isinstance(value, dict) and "$ref" in value:
-                ref = ref_of(g, int(value["$ref"][0]), str(value["$ref"][1]))
-                value = ref["value"] if ref else None
-            if value is None:
-                continue
-            _, t, f = keys[0]
-            row = next((r for r in ix.tables[t] if r.get(f) == value), None)
-            memo = (t, f"\0refusing:{s.tool}")
-            if memo not in ix.memo:
-                ix.memo[memo] = [refusing(ix, t, f, ok, refused)]
-            why = ix.memo[memo][0]
-            held = [k for k, vs in why.items() if row is not None and repr(row.get(k)) in vs]
-            if repr(value) in refused - ok or held:
-                seen = f"its `{held[0]}` only refused records held" if held else "refused"
-                out.append(f"{s.tool} on {t} {value!r}: the probe saw {seen}")
-    return out
-
-
-def refusing(
-    ix: Index, table: str, key: str, ok: set[str], refused: set[str]
-) -> dict[str, set[str]]:
-    """Per categorical field of `table`: the values (repr) that records the probe saw refused
-    held and no accepted one did, where some accepted record was seen (a pending order can be
-    changed; delivered and cancelled ones were refused)."""
-    rows = ix.tables.get(table, [])
-    yes = [r for r in rows if repr(r.get(key)) in ok]
-    no = [r for r in rows if repr(r.get(key)) in refused and repr(r.get(key)) not in ok]
-    out: dict[str, set[str]] = {}
-    if not yes or not no:
-        return out
-    for f in sorted({k for r in no for k in r}):
-        if f == key or not 2 <= len(ix.distinct(table, f)) <= CATEGORICAL:
-            continue
-        only = {repr(r.get(f)) for r in no} - {repr(r.get(f)) for r in yes}
-        if only:
-            out[f] = only
-    return out
-
-
 def coverage_problems(g: Grounded, domain: Domain, skills: list[Skill]) -> list[str]:
     """Transitions no skill supports: a tool outside every skill, or a value passed from one
     step to another that the producer does not return or the consumer does not take."""

@@ -245,36 +245,6 @@ def test_the_admission_probe_tries_every_write_tool_a_wide_call_can_fill():
             "modify_pending_order_address", "cancel_pending_order"} <= tried  # fmt: skip
 
 
-def test_a_value_only_refused_records_held_marks_an_act_as_likely_refused():
-    """The admission probe saw a few orders: pending ones accepted a change, delivered and
-    cancelled ones refused it. An act on another delivered order most likely fails where it
-    runs; one on another pending order does not; a recovery's retry, refused by design, is
-    never counted."""
-    from clawloop.synthesis.domain.ground import Grounded, Step, refused_acts, refusing
-    from clawloop.synthesis.domain.taskgraph import Node, TaskGraph
-
-    domain, tables, ix = _retail()
-    orders = tables["orders"]
-    seen = [o for o in orders if o["status"] in ("pending", "delivered")][:8]
-    ok = {repr(o["order_id"]) for o in seen if o["status"] == "pending"}
-    no = {repr(o["order_id"]) for o in seen if o["status"] != "pending"}
-    assert ok and no
-    assert "'delivered'" in refusing(ix, "orders", "order_id", ok, no)["status"]
-    admitted = {"cancel_pending_order": (ok, no)}
-    graph = TaskGraph(nodes=(Node(0, "act", 0), Node(1, "recover", 1)))
-
-    def plan(order: dict, node: int) -> Grounded:
-        step = Step("cancel_pending_order", {"order_id": order["order_id"], "reason": "no longer needed"}, node=node)  # fmt: skip
-        return Grounded(graph=graph, steps=[step])
-
-    fresh = [o for o in orders if repr(o["order_id"]) not in ok | no]
-    delivered = next(o for o in fresh if o["status"] == "delivered")
-    pending = next(o for o in fresh if o["status"] == "pending")
-    assert refused_acts(plan(delivered, 0), domain, ix, admitted)
-    assert not refused_acts(plan(pending, 0), domain, ix, admitted)
-    assert not refused_acts(plan(delivered, 1), domain, ix, admitted)  # a recovery's step
-
-
 def test_the_shape_a_plan_can_carry_is_read_off_its_steps():
     """Long range: a read reached through an earlier result feeds a step two or more later;
     convergence: a write takes values from two earlier steps. Adjacent or named reads carry
