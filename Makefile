@@ -20,8 +20,10 @@ $(VENV)/.installed: pyproject.toml scripts/setup-python.sh
 model: python
 	bash scripts/setup-model.sh
 
-run: setup
-	$(BIN)/clawloop run
+# The demo: a real small policy (make model) on the managed CPU vLLM (make vllm), K=2, its closing
+# table the held-out pass rate per iteration against the base policy (tasks/profiles/demo.yaml).
+run: setup model vllm
+	$(BIN)/clawloop run --config demo
 
 test: setup
 	$(BIN)/pytest

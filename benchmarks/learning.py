@@ -10,7 +10,7 @@ tasks (synthesize.fixed_eval).
     # a GPU host: the same command with a vLLM endpoint serving --base-model, which gets each
     # iteration's LoRA adapter at runtime (vllm serve M --enable-lora, with
     # VLLM_ALLOW_RUNTIME_LORA_UPDATING=True; or --reload restart), and your cluster config
-    python benchmarks/learning.py --config configs/cluster.yaml --base-url http://vllm:8000/v1 \\
+    python benchmarks/learning.py --config cluster --base-url http://vllm:8000/v1 \\
         --model Qwen/Qwen2.5-Coder-1.5B-Instruct --base-model Qwen/Qwen2.5-Coder-1.5B-Instruct \\
         --lora --reload lora --eval-tasks DIR --iterations 3
 
@@ -41,6 +41,7 @@ from clawloop.flows.report import (
     RunFigures,
     external_cells,
 )
+from clawloop.tasks.config import config_file
 
 
 def heldout_cell(it: IterationFigures) -> str:
@@ -85,8 +86,9 @@ def table(figures: RunFigures) -> str:
 
 
 def run_config(args: argparse.Namespace) -> dict:
-    """The run's YAML: --config (or the embedded local profile) with the benchmark's choices."""
-    cfg = yaml.safe_load(Path(args.config).read_text()) if args.config else {}
+    """The run's YAML: --config (a file or a shipped profile's name; none: the local profile,
+    which lies under every config) with the benchmark's choices."""
+    cfg = yaml.safe_load(config_file(args.config).read_text()) if args.config else {}
     cfg["iterations"] = args.iterations
     # One measurement, not K: the same held-out tasks in every iteration and a row 0 of the base
     # policy on them, so a change in the pass rate is the training's doing, not the draw's.
@@ -124,7 +126,10 @@ def run_config(args: argparse.Namespace) -> dict:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--config", help="a run config YAML to start from (default: the local profile)")
+    p.add_argument(
+        "--config",
+        help="a run config YAML or a shipped profile's name (default: the local profile)",
+    )
     p.add_argument("--iterations", type=int, default=2, help="K")
     p.add_argument("--eval-tasks", nargs="*", default=[], help="ClawGym or Harbor eval set folders")
     p.add_argument(

@@ -376,9 +376,12 @@ def rerun_stage_flow(
     with lease.hold(cfg.storage.root, run_id, f"rerun-stage {stage}"):
         runs.record_root(cfg, run_id)
         runs.apply_environment(cfg)
-        outcome = _call_stage(
-            spec, run_id, iteration, cfg.model_dump(mode="json"), True, spec.workers(cfg)
-        )
+        try:
+            outcome = _call_stage(
+                spec, run_id, iteration, cfg.model_dump(mode="json"), True, spec.workers(cfg)
+            )
+        finally:
+            close_policy_servers()  # a managed vLLM the stage started ends with the flow run
     if outcome.status != "ran":
         return Failed(
             message=f"{stage} {outcome.status}: {_why(outcome)}",

@@ -389,7 +389,7 @@ def run_report_markdown(figures: RunFigures, png_name: str = "report.png") -> st
     """report.md: the per-iteration table, held-out pass rate per capability, the figure."""
     its = figures.iterations
     lines = [
-        f"# Run `{figures.run_id}`: {len(its)} of {figures.k} iterations",
+        f"# Run `{figures.run_id}`: {_of_k(figures)}",
         "",
         *([f"**Partial:** {figures.partial}.", ""] if figures.partial else []),
         f"![per-iteration figures]({png_name})",
@@ -437,9 +437,15 @@ def run_report_markdown(figures: RunFigures, png_name: str = "report.png") -> st
     return "\n".join(lines) + "\n"
 
 
+def _of_k(figures: RunFigures) -> str:
+    """'2 of 3 iterations': the loop's iterations shown; row base is not one of them."""
+    shown = sum(1 for it in figures.iterations if it.iteration > 0)
+    return f"{shown} of {figures.k} iterations" + (" and row base" if figures.has_base else "")
+
+
 def run_report_table(figures: RunFigures) -> Table:
     """The per-iteration table for the terminal."""
-    t = Table(title=f"run {figures.run_id}: {len(figures.iterations)} of {figures.k} iterations")
+    t = Table(title=f"run {figures.run_id}: {_of_k(figures)}")
     for col in _columns(figures):
         t.add_column(col, justify="left" if col == "train" else "right")
     for it in figures.iterations:

@@ -206,8 +206,11 @@ def rerun_stage(
     with lease.hold(cfg.storage.root, run_id, f"clawloop rerun --stage {stage}"):
         record_root(cfg, run_id)
         apply_environment(cfg)
-        with stage_owner(run_id, stage):
-            return engine.run_stage(spec, stages, cfg, run_id, iteration, mapper, force=True)
+        try:
+            with stage_owner(run_id, stage):
+                return engine.run_stage(spec, stages, cfg, run_id, iteration, mapper, force=True)
+        finally:
+            close_policy_servers()  # a managed vLLM the stage started ends with the re-run
 
 
 # The reason of a stage that is itself up to date but reads a stale one.

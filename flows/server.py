@@ -31,7 +31,7 @@ from typing import Any
 
 DEFAULT_PORT = 4200
 # The checkout this module runs from: where prefect.yaml is, and where a worker's flow runs work
-# (relative paths of a config, e.g. `runs` or `configs/cluster.yaml`, resolve against it).
+# (relative paths of a config, e.g. `runs` or `my-cluster.yaml`, resolve against it).
 CHECKOUT = Path(__file__).resolve().parents[1]
 
 
@@ -312,8 +312,9 @@ def _config_parameters(config_path: str | None) -> dict[str, dict[str, Any]]:
     if config_path is None:
         return {}
     from clawloop.flows.runs import resolve_config
+    from clawloop.tasks.config import config_file
 
-    path = str(Path(config_path).resolve())
+    path = str(config_file(config_path).resolve())  # a file, or a shipped profile's name
     cfg = resolve_config(path, None)  # a bad config stops here, with the field and the fix
     return {
         "nightly": {"config_path": path},

@@ -27,7 +27,9 @@ import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from clawloop.harness.sandbox.base import WORKSPACE
 from clawloop.harness.sandbox.bwrap_layout import find_rootfs, system_binds
@@ -46,6 +48,18 @@ from clawloop.harness.taskfolder.foreign import prepare_task
 ANSWER_NAME = re.compile(
     r"(expected|answer|solution|golden|gold|reference_output|ground_?truth)", re.I
 )
+
+
+class AuditConfig(BaseModel):
+    """The settings of an audit of many tasks (`clawloop audit`'s flags are its fields)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    threshold: float = Field(DEFAULT_THRESHOLD, description="ClawGym pass threshold")
+    sample: int = Field(0, description="audit this many tasks, drawn at random")
+    seed: int = Field(0, description="seed of --sample")
+    workers: int = Field(2, description="tasks audited at once")
+    backend: Literal["auto", "bwrap", "docker"] = Field("auto", description="sandbox backend")
 
 
 @dataclass
@@ -185,11 +199,11 @@ def audit_clawgym(task_dir: Path, sandbox: Any, threshold: float = DEFAULT_THRES
 
 def audit_harbor(task_dir: Path, sandbox: Any) -> TaskAudit:
     """Audit one Harbor task folder: its verifier on the untouched workspace."""
-    from clawloop.harness.taskfolder.folder import read_instruction, strict_task_header
+    from clawloop.harness.taskfolder.folder import read_instruction, strict_harbor_task_info
     from clawloop.harness.taskfolder.packing import check_folder_size
 
     check_folder_size(Path(task_dir))
-    header = strict_task_header(task_dir)
+    header = strict_harbor_task_info(task_dir)
     read_instruction(task_dir)
     with tempfile.TemporaryDirectory(prefix="clawloop-audit-") as tmp:
         prepared = prepare_task(Path(task_dir), sandbox, Path(tmp))

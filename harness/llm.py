@@ -40,6 +40,7 @@ from typing import Any, Literal
 import openai
 
 from clawloop.harness.tokens import (
+    FORCED_CHOICES,
     PINNED_SAMPLING,
     TOOL_CHOICES,
     RenderError,
@@ -101,7 +102,7 @@ class LLMEndpoint:
     token_ids: TokenIds = "auto"  # ask for token ids + logprobs: auto (fall back) | on | off
     api: Literal["chat", "tokens"] = "chat"  # tokens: prompt ids to /v1/completions (vLLM)
     tokenizer: str = ""  # the served model's folder (api: tokens renders prompts with it)
-    tool_choice: ToolChoice = "auto"  # rollout.tool_choice: auto | required
+    tool_choice: ToolChoice = "auto"  # rollout.tool_choice: auto | required | one
 
     def __post_init__(self) -> None:
         if self.token_ids not in TOKEN_ID_MODES:
@@ -239,7 +240,8 @@ def chat(
     route = _TOKEN_ROUTES.get(base)
     if route is not None:
         return _chat_tokens(client, route, model, messages, tools, max_tokens, temperature, options)
-    required = bool(tools) and _TOOL_CHOICES.get(base, "auto") == "required"
+    # The chat API has no cap on the calls of a forced reply: "one" asks for "required" there.
+    required = bool(tools) and _TOOL_CHOICES.get(base, "auto") in FORCED_CHOICES
     if required:
         kwargs["tool_choice"] = "required"
     mode = _TOKEN_ID_MODES.get(base, "auto")

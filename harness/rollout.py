@@ -20,11 +20,12 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import openai
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from clawloop.harness.agent import AgentConfig, Episode, run_episode
 from clawloop.harness.llm import PolicyConfig, chat_token_counter, make_client
@@ -41,17 +42,17 @@ log = logging.getLogger(__name__)
 SANDBOX_START_ATTEMPTS = 2  # a sandbox that fails to start is a transient fault: retry once
 
 
-def _opt(default: Any, help: str, **meta: Any) -> Any:
-    return field(default=default, metadata={"help": help, **meta})
+def _opt(default: Any, help: str, **extra: Any) -> Any:
+    return Field(default, description=help, json_schema_extra=extra or None)
 
 
-@dataclass(frozen=True)
-class RolloutConfig:
+class RolloutConfig(BaseModel):
     """Settings of the rollout stage, with the library's defaults (the paper's N=8, band [1, 5],
-    30 turns). It is also the run YAML's `rollout:` section, field for field (tasks/config.py
-    validates the section into this class; the help text is the YAML's)."""
+    30 turns). It is also the run YAML's `rollout:` section, field for field (the help text is
+    the YAML's), and `clawloop rollout`'s flags (flows/cli/config_flags.py)."""
 
-    __pydantic_config__ = {"extra": "forbid"}  # a typo in the run YAML's rollout: is an error
+    # a typo in the run YAML's rollout: is an error; a value never changes once made
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     n: int = _opt(8, "rollouts per task (the GRPO group size)")
     max_turns: int = _opt(30, "assistant replies per episode")
@@ -65,12 +66,14 @@ class RolloutConfig:
     tool_choice: str = _opt(
         "auto",
         "auto: the model decides when to call a tool; required: every reply is a tool call "
-        "(vLLM's forced-call JSON; the local server ignores it)",
+        "(vLLM's forced-call JSON; the local server ignores it); one: every reply is exactly "
+        "one tool call (the forced-call JSON capped at one item; on the token API, which the "
+        "managed vLLM uses; the chat API gets required)",
         choices=TOOL_CHOICES,
     )
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "band", tuple(self.band))  # a list from a caller reads the same
+    @model_validator(mode="after")
+    def _in_range(self) -> RolloutConfig:
         for name in ("n", "max_turns", "max_tokens", "context_len", "workers"):
             if getattr(self, name) < 1:
                 raise ValueError(f"RolloutConfig.{name} must be >= 1, got {getattr(self, name)}")
@@ -84,6 +87,11 @@ class RolloutConfig:
             raise ValueError(
                 f"RolloutConfig band [{self.band_lo}, {self.band_hi}]: need 0 <= low <= high"
             )
+        return self
+
+    def replaced(self, **changes: Any) -> RolloutConfig:
+        """This config with `changes`, checked as a new one is."""
+        return RolloutConfig.model_validate({**self.model_dump(), **changes})
 
     # Derived, not settings: a run YAML that sets one is told (tasks/config.py) "set by ...".
     @property
@@ -235,7 +243,7 @@ def rollout_task(
     cfg: RolloutConfig | None = None,
 ) -> list[dict[str, Any]]:
     """N episodes of one task (attempts 0..n-1), at most `concurrency` at a time, in attempt order."""
-    cfg = replace(cfg or RolloutConfig(), n=n, workers=concurrency)
+    cfg = (cfg or RolloutConfig()).replaced(n=n, workers=concurrency)
     rows, _, _ = rollout_stage([(Path(task_dir), task_row)], policy, cfg, sandbox)
     return rows
 

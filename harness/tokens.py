@@ -41,8 +41,12 @@ from clawloop.training.sequences import (
     generation_prompt_ids,
 )
 
-ToolChoice = Literal["auto", "required"]
-TOOL_CHOICES = ("auto", "required")
+ToolChoice = Literal["auto", "required", "one"]
+TOOL_CHOICES = ("auto", "required", "one")
+# The choices that force a tool call; "one" caps the forced array at one call per reply (a small
+# model sends arrays of five guessed calls under "required", cut at max_tokens: each reply one
+# step, and the next reply sees its result).
+FORCED_CHOICES = ("required", "one")
 # Every sampling parameter that reshapes the distribution, at its neutral value: what the trainer's
 # log-softmax (at the request's temperature) computes.
 PINNED_SAMPLING: dict[str, float | int] = {
@@ -59,9 +63,12 @@ class RenderError(ValueError):
     """The chat template cannot render these messages into a prompt."""
 
 
-def required_tools_schema(tools: list[dict[str, Any]]) -> dict[str, Any]:
+def required_tools_schema(
+    tools: list[dict[str, Any]], max_calls: int | None = None
+) -> dict[str, Any]:
     """The JSON schema of a forced tool call, as vLLM builds it for `tool_choice: required`: a
-    non-empty array of `{"name": <one tool>, "parameters": <its schema>}`."""
+    non-empty array of `{"name": <one tool>, "parameters": <its schema>}`, of at most `max_calls`
+    items when given (`tool_choice: one`: 1)."""
     variants = []
     for tool in tools:
         fn = tool.get("function") or tool
@@ -75,7 +82,14 @@ def required_tools_schema(tools: list[dict[str, Any]]) -> dict[str, Any]:
                 "required": ["name", "parameters"],
             }
         )
-    return {"type": "array", "minItems": 1, "items": {"type": "object", "anyOf": variants}}
+    schema: dict[str, Any] = {
+        "type": "array",
+        "minItems": 1,
+        "items": {"type": "object", "anyOf": variants},
+    }
+    if max_calls is not None:
+        schema["maxItems"] = max_calls
+    return schema
 
 
 def forced_calls(text: str) -> list[dict[str, Any]] | None:
@@ -166,8 +180,9 @@ class TokenRoute:
             "stop_token_ids": self.ends,  # training's ends: the template's end and eos
             "skip_special_tokens": False,
         }
-        if tools and self.tool_choice == "required":
-            body["structured_outputs"] = {"json": required_tools_schema(tools)}
+        if tools and self.tool_choice in FORCED_CHOICES:
+            cap = 1 if self.tool_choice == "one" else None
+            body["structured_outputs"] = {"json": required_tools_schema(tools, cap)}
         return body
 
     def message(self, ids: list[int], finish: str, tools: list[dict] | None) -> dict[str, Any]:
@@ -175,7 +190,7 @@ class TokenRoute:
         body = ids[:-1] if ids and ids[-1] in self.ends and finish == "stop" else ids
         with self._lock:
             text = self._tok.decode(body, skip_special_tokens=True)
-        if tools and self.tool_choice == "required":
+        if tools and self.tool_choice in FORCED_CHOICES:
             calls = forced_calls(text)
             message: dict[str, Any] = (
                 {"role": "assistant", "content": None, "tool_calls": calls}

@@ -37,7 +37,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Literal
 
 from clawloop.harness import owned
 from clawloop.harness.serve import (
@@ -54,6 +54,8 @@ DEFAULT_VENV = Path.home() / ".cache" / "clawloop" / "vllm-venv"
 SERVED_NAME = "policy"
 KV_CACHE_GB_CPU = "2"  # VLLM_CPU_KVCACHE_SPACE when the environment sets none (a shared CPU host)
 GUARD_POLL_S = 1.0
+EAGER_FLAG = "--enforce-eager"
+Eager = Literal["auto", "on", "off"]
 STOP_GRACE_S = 15.0
 
 
@@ -64,7 +66,8 @@ def has_gpu() -> bool:
 
 def vllm_python() -> str:
     """The Python whose `vllm` serves: $CLAWLOOP_VLLM_VENV, else this interpreter's own vllm (a
-    GPU host's install), else the default CPU venv. ServeError says how to get one otherwise."""
+    GPU host's install), else the default CPU venv (refused on a GPU host: it would serve on the
+    CPU). ServeError says how to get one otherwise."""
     env = os.environ.get(VENV_ENV, "").strip()
     if env:
         python = Path(env).expanduser() / "bin" / "python"
@@ -77,6 +80,13 @@ def vllm_python() -> str:
     if importlib.util.find_spec("vllm") is not None:
         return sys.executable
     python = DEFAULT_VENV / "bin" / "python"
+    if python.is_file() and has_gpu():
+        raise ServeError(
+            f"llm.server is 'vllm' and this host has an NVIDIA GPU, but the only vLLM found is "
+            f"the CPU build at {DEFAULT_VENV} (make vllm): it would serve on the CPU. pip install "
+            f"vllm into clawloop's venv, or set ${VENV_ENV} to a venv with a CUDA vLLM (or to "
+            "that CPU venv, to use it anyway)"
+        )
     if python.is_file():
         return str(python)
     raise ServeError(
@@ -137,6 +147,25 @@ def vllm_argv(
     return argv + list(extra)
 
 
+def runs_eager(setting: Eager, gpu: bool, extra: tuple[str, ...] = ()) -> bool:
+    """Whether the managed vLLM runs eager (`--enforce-eager`: no torch.compile, no CUDA graphs).
+    `auto` = eager on CPU, compiled on GPU. Why CPU is eager: vLLM-CPU 0.32 cannot load its own
+    torch.compile cache (`'function' object has no attribute 'finalize_loading'`), so every start
+    compiles again, and the restart path starts once an iteration: engine init 30-96 s compiled
+    vs 2.6-3.2 s eager on the tiny model (start-to-ready 1.37-1.59x faster eager), 483 s vs 5.9 s
+    on the 1.5B; decode showed no consistent difference on the tiny model (eager/compiled
+    0.57-1.64x by wall time, 0.71-1.31x per CPU second over three runs on a loaded host:
+    benchmarks/vllm_eager.py; README). The failure is the CPU platform's: it compiles in
+    DYNAMO_TRACE_ONCE mode (vllm/platforms/cpu.py), whose saved artifact is a plain function, and
+    the loader (vllm/compilation/decorators.py) calls `finalize_loading`, which only the
+    VllmSerializableFunction of VLLM_COMPILE, the GPU's mode, has (compilation/caching.py). So on
+    GPU the cache loads, and the compiled graphs and CUDA graphs are what make decode fast.
+    `--enforce-eager` among the extra flags counts as `on`."""
+    if EAGER_FLAG in extra:
+        return True
+    return setting == "on" or (setting == "auto" and not gpu)
+
+
 def vllm_env(lora: bool, gpu: bool) -> dict[str, str]:
     """The server's environment: offline, runtime LoRA updates allowed when LoRA is on, and on
     CPU a small KV cache unless the environment already sizes it."""
@@ -156,6 +185,7 @@ class ManagedVLLM:
     context_len: int = 4096
     startup_timeout_s: float = 900.0
     extra_args: tuple[str, ...] = ()
+    eager: Eager = "auto"  # runs_eager: auto = eager on CPU, compiled on GPU
     name: str = SERVED_NAME
     _proc: subprocess.Popen | None = field(default=None, repr=False)
     _pidfile: Path | None = field(default=None, repr=False)
@@ -217,6 +247,9 @@ class ManagedVLLM:
         python = vllm_python()
         gpu = has_gpu()
         port = free_port()
+        extra = self.extra_args
+        if runs_eager(self.eager, gpu, extra) and EAGER_FLAG not in extra:
+            extra = (*extra, EAGER_FLAG)
         argv = vllm_argv(
             python,
             model_dir,
@@ -224,7 +257,7 @@ class ManagedVLLM:
             name=self.name,
             context_len=self.context_len,
             lora_rank=lora_rank,
-            extra=self.extra_args,
+            extra=extra,
         )
         me = os.getpid()
         guard = [
@@ -274,6 +307,8 @@ class ManagedVLLM:
         proc, self._proc = self._proc, None
         if proc is not None:
             stop_group(proc)
+            with contextlib.suppress(OSError), open(self.log_path, "ab") as out:
+                out.write(f"\n== clawloop stopped vLLM (guard pid {proc.pid})\n".encode())
         if self._pidfile is not None:
             self._pidfile.unlink(missing_ok=True)
             self._pidfile = None
@@ -287,9 +322,26 @@ class ManagedVLLM:
         return id(self)
 
 
+def group_members(pgid: int) -> list[int]:
+    """Live (not zombie) processes of process group `pgid`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] != "Z" and int(fields[2]) == pgid:  # state, ppid, pgrp
+            found.append(int(entry.name))
+    return found
+
+
 def stop_group(proc: subprocess.Popen, grace_s: float = STOP_GRACE_S) -> None:
     """SIGTERM the process group `proc` leads (the guard and vLLM's processes), SIGKILL what is
-    left after `grace_s`."""
+    left after `grace_s`, and return only once none of the group lives: the guard exits before
+    vLLM's engine processes have finished dying, and a GPU's memory is theirs until they have
+    (a train stage started at once would find it still taken)."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGTERM)
     with contextlib.suppress(subprocess.TimeoutExpired):
@@ -298,6 +350,15 @@ def stop_group(proc: subprocess.Popen, grace_s: float = STOP_GRACE_S) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
     with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=5)
+    deadline = time.monotonic() + grace_s
+    while (left := group_members(proc.pid)) and time.monotonic() < deadline:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        time.sleep(0.2)
+    if left:
+        log.warning(
+            "vLLM process(es) %s of group %d outlived SIGKILL for %.0fs", left, proc.pid, grace_s
+        )
 
 
 def _tail(path: Path, limit: int = 3000) -> str:

@@ -309,10 +309,12 @@ TRAIN_METRICS = pa.schema(
         ("offpolicy_frac", pa.float64()),  # GRPO only: share of tokens with recorded logprobs
         # GRPO with train.tis_cap only (NaN otherwise), over tokens with recorded logprobs: mean
         # truncated importance weight min(exp(trainer - sampler), cap), share at the cap, and
-        # mean |trainer - sampler| logprob (the sampler-trainer mismatch)
+        # mean |trainer - sampler| logprob (the sampler-trainer mismatch); all three NaN when no
+        # token was weighted (tis_tokens 0: e.g. every turn under the tool-call grammar)
         ("tis_mean", pa.float64()),
         ("tis_capped_frac", pa.float64()),
         ("logp_diff_mean", pa.float64()),
+        ("tis_tokens", pa.float64()),  # how many tokens those means are over (NaN: TIS off, SFT)
     ]
 )
 

@@ -1,23 +1,26 @@
-"""One run's configuration: a pydantic model read from one YAML file, with two profiles.
+"""One run's configuration: a pydantic model read from one YAML file.
 
-`local` (the default: CPU, bubblewrap or a local Docker engine, the tiny offline model; `clawloop
-run` with no arguments uses it) and `cluster` (a vLLM endpoint, a remote Docker host, DeepSpeed).
-Every section has defaults and one-line help per field; see configs/local.yaml and
-configs/cluster.yaml. A bad file gets a `ConfigError` naming each wrong field and how to fix it.
+A profile is one YAML file shipped in the package, tasks/profiles/<name>.yaml: `local` (the
+default: CPU, bubblewrap or a local Docker engine, the tiny offline model; `clawloop run` with no
+arguments uses it), `cluster` (a vLLM endpoint, a remote Docker host, DeepSpeed), `learning-cpu`.
+`--config` takes a file path or a profile's name. Every section has defaults and one-line help per
+field. A bad file gets a `ConfigError` naming each wrong field and how to fix it.
 
 Each stage's section is its stage's own config class, defined once beside the stage's core,
 defaults and all: synthesis.config.SynthesizeConfig, generators.forge.ForgeConfig,
 generators.verify.VerifyConfig, harness.rollout.RolloutConfig, training.config.TrainConfig and
-diagnosis.diagnose.DiagnoseConfig (rollout's and train's are dataclasses, which pydantic validates
-into). Where the run config's default differs from a stage library's (the CPU demo's small
-rollouts), it is in DEMO_DEFAULTS below, laid under the file. Each section is built when the file
-loads, so a typo or a bad value fails before any stage does work.
+diagnosis.diagnose.DiagnoseConfig, all pydantic models (one style: a verb's CLI flags come from
+such a model too, flows/cli/config_flags.py). Where the run config's default differs from a
+stage library's (the CPU demo's small rollouts), the one place it is written is the `local`
+profile's file, which lies under every config (a file says what differs from it). Each section is built when the file loads, so a typo or
+a bad value fails before any stage does work.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import copy
 import difflib
+import functools
 from pathlib import Path
 from typing import Any, Literal
 
@@ -44,13 +47,46 @@ class ConfigError(ValueError):
     """The run configuration is invalid; the message names the field and the fix."""
 
 
-# The run config's own defaults where they are not the stage libraries': the CPU demo of the
-# `local` profile (small groups, short episodes; configs/cluster.yaml sets the paper's N=8, band
-# [1, 5], 30 turns). Laid under every file's sections before validation, so a field the file
-# leaves out has this value, whatever the profile; configs/local.yaml writes them out.
-DEMO_DEFAULTS: dict[str, dict[str, Any]] = {
-    "rollout": {"n": 2, "band": (1, 1), "workers": 2, "max_turns": 3, "max_tokens": 64},
-}
+# The shipped profiles: one YAML file each, package data beside this module.
+PROFILES = Path(__file__).parent / "profiles"
+# The profile under every config: the run config's own defaults where they are not the stage
+# libraries' (the CPU demo's small groups and short episodes; the cluster profile sets the
+# paper's N=8, band [1, 5], 30 turns). `clawloop run` with no --config runs it as it is.
+BASE_PROFILE = "local"
+
+
+def profile_names() -> list[str]:
+    """The shipped profiles' names (tasks/profiles/<name>.yaml)."""
+    return sorted(p.stem for p in PROFILES.glob("*.yaml"))
+
+
+def profile_path(name: str) -> Path:
+    """The file of the shipped profile `name`; ConfigError naming the shipped ones if none."""
+    path = PROFILES / f"{name}.yaml"
+    if not path.is_file():
+        raise ConfigError(
+            f"no shipped profile {name!r} (in {PROFILES}): use one of "
+            f"{', '.join(profile_names())}, or pass a YAML file's path"
+        )
+    return path
+
+
+@functools.cache
+def _profile_data(name: str) -> dict[str, Any]:
+    return _read_yaml(profile_path(name))
+
+
+def lay_under(base: dict[str, Any], data: dict[str, Any]) -> dict[str, Any]:
+    """`data` over `base`: mappings merge key by key, any other value of `data` replaces."""
+    out = dict(base)
+    for key, value in data.items():
+        under = out.get(key)
+        out[key] = (
+            lay_under(under, value)
+            if isinstance(under, dict) and isinstance(value, dict)
+            else value
+        )
+    return out
 
 
 class RunConfig(Section):
@@ -73,15 +109,10 @@ class RunConfig(Section):
 
     @model_validator(mode="before")
     @classmethod
-    def _demo_defaults_under_the_file(cls, data: Any) -> Any:
+    def _base_profile_under_the_file(cls, data: Any) -> Any:
         if not isinstance(data, dict):
             return data
-        out = dict(data)
-        for section, defaults in DEMO_DEFAULTS.items():
-            given = out.get(section, {})
-            if isinstance(given, dict):  # anything else: the section's own error names it
-                out[section] = {**defaults, **given}
-        return out
+        return lay_under(copy.deepcopy(_profile_data(BASE_PROFILE)), data)
 
     @model_validator(mode="after")
     def _cluster_needs_endpoints(self) -> RunConfig:
@@ -213,12 +244,12 @@ def _format_errors(exc: ValidationError, source: str) -> str:
     return "\n".join(lines)
 
 
-# What pydantic reports for a key a section does not have: a model's, a dataclass's spelling.
-UNKNOWN_FIELD = ("extra_forbidden", "unexpected_keyword_argument")
+# What pydantic reports for a key a section does not have.
+UNKNOWN_FIELD = ("extra_forbidden",)
 
 
 def _section_class(dotted: str) -> type | None:
-    """The class a dotted section path validates into (a pydantic model or a dataclass)."""
+    """The model a dotted section path validates into."""
     model: type = RunConfig
     for part in filter(None, dotted.split(".")):
         if not (isinstance(model, type) and issubclass(model, BaseModel)):
@@ -234,8 +265,6 @@ def _known_fields(dotted: str) -> list[str]:
     model = _section_class(dotted)
     if isinstance(model, type) and issubclass(model, BaseModel):
         return sorted(model.model_fields)
-    if model is not None and dataclasses.is_dataclass(model):
-        return sorted(f.name for f in dataclasses.fields(model))
     return []
 
 
@@ -269,28 +298,40 @@ def parse_config(data: dict[str, Any], source: str = "<dict>") -> RunConfig:
 
 
 def load_config(path: str | Path | None = None, **overrides: Any) -> RunConfig:
-    """Read a YAML run config (None: embedded local defaults) and apply top-level overrides."""
-    data: dict[str, Any] = {}
-    source = "<defaults>"
-    if path is not None:
-        source = str(path)
-        p = Path(path)
-        if not p.is_file():
-            raise ConfigError(
-                f"config file {path} does not exist: pass an existing YAML file (see configs/local.yaml)"
-            )
-        try:
-            data = yaml.safe_load(p.read_text()) or {}
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"config file {path} is not valid YAML: {exc}") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"config file {path} cannot be read: {exc}") from None
-        if not isinstance(data, dict):
-            raise ConfigError(
-                f"invalid config {path}: the top level must be a mapping of sections "
-                f"(iterations:, storage:, ...), got a {type(data).__name__}"
-            )
-    return parse_config(merge_overrides(data, overrides, source), source)
+    """Read a YAML run config (`config_file(path)`) and apply top-level overrides."""
+    file = config_file(path)
+    return parse_config(merge_overrides(_read_yaml(file), overrides, str(file)), str(file))
+
+
+def config_file(path: str | Path | None) -> Path:
+    """The file a `--config` value names: a YAML file's path, or a shipped profile's name
+    (`cluster`); None: the base profile (`local`). ConfigError when it is neither."""
+    if path is None:
+        return profile_path(BASE_PROFILE)
+    if Path(path).is_file():
+        return Path(path)
+    if str(path) in profile_names():
+        return profile_path(str(path))
+    raise ConfigError(
+        f"config file {path} does not exist: pass an existing YAML file or a shipped "
+        f"profile's name ({', '.join(profile_names())}; their files are in {PROFILES})"
+    )
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    """A run config file's mapping; ConfigError for bad YAML, an unreadable file, a non-mapping."""
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"config file {path} is not valid YAML: {exc}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"config file {path} cannot be read: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"invalid config {path}: the top level must be a mapping of sections "
+            f"(iterations:, storage:, ...), got a {type(data).__name__}"
+        )
+    return data
 
 
 def merge_overrides(data: dict[str, Any], overrides: dict[str, Any], source: str) -> dict[str, Any]:

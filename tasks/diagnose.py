@@ -24,7 +24,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from contextlib import ExitStack
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -58,7 +57,7 @@ from clawloop.harness.sandbox.base import SandboxConfig, SandboxError
 from clawloop.harness.sandbox.pool import with_host_column
 from clawloop.harness.taskfolder.clawgym import is_clawgym_folder, write_harbor_folder
 from clawloop.harness.taskfolder.clawgym import read_task as read_clawgym
-from clawloop.harness.taskfolder.folder import TaskFolderError, read_task_header
+from clawloop.harness.taskfolder.folder import TaskFolderError, read_harbor_task_info
 from clawloop.harness.taskfolder.foreign import prepare_task
 from clawloop.storage import artifacts, schemas
 from clawloop.storage.schemas import FailureSummary, Trajectory
@@ -97,7 +96,7 @@ def start_levels(cfg: RunConfig) -> tuple[int, int]:
 def eval_rollout_config(cfg: RunConfig) -> RolloutConfig:
     """The held-out rollouts: `diagnose.eval_n` episodes per task, no band."""
     n = cfg.diagnose.eval_n
-    return replace(cfg.rollout, n=n, band=(0, n))
+    return cfg.rollout.replaced(n=n, band=(0, n))
 
 
 def config_slice(cfg: RunConfig, iteration: int) -> dict[str, Any]:
@@ -142,7 +141,7 @@ def external_tasks(ctx: StageContext, work: Path) -> list[ExternalTask]:
                 folder = write_harbor_folder(
                     task, work / label / "clawgym" / task.task_id, threshold
                 )
-            header = read_task_header(folder)
+            header = read_harbor_task_info(folder)
             if header.task_id in seen:
                 problems.append(
                     f"task id {header.task_id} is in {seen[header.task_id]} and {label}"

@@ -38,7 +38,7 @@ from clawloop.harness.serve import (
     served_models,
     vllm_command,
 )
-from clawloop.harness.vllm import close_shared, model_len, shared_server
+from clawloop.harness.vllm import close_shared, has_gpu, model_len, shared_server
 from clawloop.storage import fs
 from clawloop.tasks.stage import StageContext, StageError
 
@@ -330,6 +330,7 @@ def managed_policy(ctx: StageContext, after_iteration: int) -> tuple[PolicyConfi
         context_len=model_len(base, cfg.rollout.context_len),
         startup_timeout_s=llm.vllm_startup_timeout_s,
         extra_args=tuple(llm.vllm_args),
+        eager=llm.vllm_eager,
     )
     adapter = policy_adapter(ctx, after_iteration) if rank is not None else None
     try:
@@ -369,11 +370,20 @@ def close_policy_servers() -> None:
     close_shared()
 
 
+GPU_SHARE_FLAG = "--gpu-memory-utilization"  # a managed vLLM sized to share its GPU with training
+
+
 def release_for_training(cfg: RunConfig) -> None:
     """Before train: stop the managed vLLM when the trained weights will need a restart anyway
     (a full or merged checkpoint), so training has the memory it held. With an unmerged adapter
-    it stays up: the adapter is loaded into it."""
-    if cfg.llm.server == "vllm" and not cfg.llm.base_url and served_lora_rank(cfg) is None:
+    it stays up on CPU (the adapter is loaded into it). On a GPU host it stops then too, unless
+    `llm.vllm_args` sizes its share with --gpu-memory-utilization: vLLM 0.32 takes 92 % of its
+    GPU's memory by default (CacheConfig.gpu_memory_utilization), so a trainer on the same GPU
+    would run out of memory; the next stage starts it again and loads the new adapter."""
+    if cfg.llm.server != "vllm" or cfg.llm.base_url:
+        return
+    shares_gpu = any(a.split("=")[0] == GPU_SHARE_FLAG for a in cfg.llm.vllm_args)
+    if served_lora_rank(cfg) is None or (has_gpu() and not shares_gpu):
         close_shared()
 
 

@@ -22,6 +22,7 @@ from clawloop.tasks.policy import (
 )
 from clawloop.tasks.settings import section_dump
 from clawloop.tasks.stage import StageContext, StageResult, StageSpec
+from clawloop.training.result import tis_summary
 from clawloop.training.stage import token_summary, train_stage
 
 if TYPE_CHECKING:
@@ -88,6 +89,8 @@ def run(ctx: StageContext) -> StageResult:
             # how the trained tokens were built: the server's sampled ids, the tokenised sampled
             # text, or dropped (sampled text unknown); and logprob / end-of-turn trouble
             **token_summary(result.counts),
+            # train.tis_cap: mean truncated IS weight and its token count, or why there is none
+            **tis_summary(result.metrics, result.counts),
             "train_seconds": round(result.duration_s, 2),
         },
     )

@@ -1,4 +1,4 @@
-"""The train stage's settings: one dataclass, one line of help per field, defaults for the CPU demo.
+"""The train stage's settings: one pydantic model, one line of help per field, defaults for the CPU demo.
 
 Every field becomes a CLI flag of `clawloop train` (flows/cli/train.py; the help text is the
 flag's help), and it is a run's YAML `train:` section itself (tasks/config.py validates the section
@@ -8,8 +8,9 @@ the README.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
 from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 PHASES = ("sft", "grpo", "sft+grpo")
 REWARDS = ("outcome", "fraction")
@@ -22,14 +23,14 @@ class TrainConfigError(ValueError):
 
 
 def _f(default: Any, help: str) -> Any:
-    return field(default=default, metadata={"help": help})
+    return Field(default, description=help)
 
 
-@dataclass
-class TrainConfig:
-    """Settings of the train stage (SFT on successes, then GRPO on rollout groups)."""
+class TrainConfig(BaseModel):
+    """Settings of the train stage (SFT on successes, then GRPO on rollout groups). A bad value is
+    a ValueError naming the field (pydantic's ValidationError; from_dict: a TrainConfigError)."""
 
-    __pydantic_config__ = {"extra": "forbid"}  # a typo in the run YAML's train: is an error
+    model_config = ConfigDict(extra="forbid")  # a typo in the run YAML's train: is an error
 
     phases: str = _f(
         "sft+grpo", "what to run: sft | grpo | sft+grpo (SFT first, GRPO on its result)"
@@ -146,7 +147,8 @@ class TrainConfig:
         None, "policy checkpoint to start from; None = the tiny offline model"
     )
 
-    def __post_init__(self) -> None:
+    @model_validator(mode="after")
+    def _in_range(self) -> TrainConfig:
         if self.phases not in PHASES:
             raise TrainConfigError(f"TrainConfig.phases={self.phases!r}: use one of {PHASES}")
         if self.reward not in REWARDS:
@@ -181,6 +183,7 @@ class TrainConfig:
             )
         if self.kl_beta < 0:
             raise TrainConfigError(f"TrainConfig.kl_beta must be >= 0, got {self.kl_beta}")
+        return self
 
     @property
     def run_sft(self) -> bool:
@@ -193,11 +196,16 @@ class TrainConfig:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
         """Build from a YAML/JSON mapping; unknown keys are an error that lists the known ones."""
-        known = {f.name for f in fields(cls)}
+        known = set(cls.model_fields)
         unknown = sorted(set(data) - known)
         if unknown:
             raise TrainConfigError(f"unknown train settings {unknown}; known: {sorted(known)}")
-        return cls(**data)
+        try:
+            return cls(**data)
+        except ValidationError as exc:
+            raise TrainConfigError(
+                "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())
+            ) from None
 
     def help_lines(self) -> dict[str, str]:
-        return {f.name: f.metadata.get("help", "") for f in fields(self)}
+        return {name: info.description or "" for name, info in type(self).model_fields.items()}

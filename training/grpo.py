@@ -118,7 +118,7 @@ def grpo_token_loss(
     min(exp(trainer_logp - old_logp), tis_cap) (detached, as TRL's token_truncate), which
     corrects for the sampler and the trainer computing the same policy differently. Stats:
     `tis_mean` and `tis_capped_frac` over those tokens, `logp_diff_mean` = mean |trainer -
-    sampler| there.
+    sampler| there, `tis_tokens` = how many there are (the three means are NaN when none).
     """
     mask = mask.to(logp.dtype)
     known = torch.isfinite(old_logp)
@@ -156,7 +156,10 @@ def grpo_token_loss(
     }
     if tis is not None:
         weighed = both.to(logp.dtype) * mask
-        m = weighed.sum().clamp(min=1.0)
+        m = weighed.sum()
+        # no weighted token (every sampler logprob unknown or under a grammar): NaN, not a 0.0
+        # that reads like a measurement; `tis_tokens` says how many tokens each mean is over
+        stats["tis_tokens"] = m.detach()
         stats["tis_mean"] = ((tis * weighed).sum() / m).detach()
         stats["tis_capped_frac"] = (((tis >= tis_cap).to(logp.dtype) * weighed).sum() / m).detach()
         stats["logp_diff_mean"] = ((diff.abs() * weighed).sum() / m).detach()

@@ -28,7 +28,6 @@ import shlex
 import signal
 import subprocess
 import sys
-from dataclasses import asdict
 from pathlib import Path
 
 import pandas as pd
@@ -285,7 +284,7 @@ def launched_train_stage(
         work / "result.json",
         work / "train.log",
     )
-    config_file.write_text(json.dumps(asdict(cfg), indent=2) + "\n")
+    config_file.write_text(json.dumps(cfg.model_dump(), indent=2) + "\n")
     result_file.unlink(missing_ok=True)
     try:
         mp = "bf16" if plan_for(cfg.bf16, cfg.lora).autocast_bf16 else "no"

@@ -18,7 +18,39 @@ METRIC_EXTRAS = (
     "tis_mean",
     "tis_capped_frac",
     "logp_diff_mean",
+    "tis_tokens",
 )
+
+
+def tis_summary(metrics: list[dict[str, Any]], counts: dict[str, int]) -> dict[str, Any]:
+    """The stage summary's truncated-importance-sampling figures (train.tis_cap on, GRPO ran):
+    `tis_mean` over every weighted token of the stage and `tis_tokens`, how many. With no token
+    weighted `tis_mean` is None and `tis_note` says why, rather than a number that reads like a
+    measurement. Empty when TIS was off or GRPO did not run."""
+    rows = [r for r in metrics if r.get("phase") == "grpo" and "tis_tokens" in r]
+    if not rows:
+        return {}
+    weighted = [(float(r["tis_mean"]), float(r["tis_tokens"])) for r in rows if r["tis_tokens"] > 0]
+    n = sum(w for _, w in weighted)
+    if n > 0:
+        return {"tis_mean": round(sum(v * w for v, w in weighted) / n, 4), "tis_tokens": int(n)}
+    recorded = counts.get("grpo_logprobs_recorded", 0)
+    action = recorded + counts.get("grpo_logprobs_frozen", 0)
+    constrained = counts.get("grpo_logprobs_constrained", 0)
+    why = (
+        f"no GRPO token was weighted by TIS: {recorded} of {action} action tokens carry a "
+        "sampler logprob of the model's own distribution"
+    )
+    if constrained:
+        why += (
+            f"; {constrained} turns were sampled under the tool-call grammar "
+            "(rollout.tool_choice: required), whose logprobs vLLM renormalises over the allowed "
+            "tokens, so they are not the model's"
+        )
+    why += (
+        "; the ratio was taken against the trainer's own logprobs of the rollout policy, unweighted"
+    )
+    return {"tis_mean": None, "tis_tokens": 0, "tis_note": why}
 
 
 class TrainError(RuntimeError):

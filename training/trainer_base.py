@@ -79,6 +79,34 @@ def training_arguments(cfg: TrainConfig, phase: str, out_dir: Path) -> TrainingA
     )
 
 
+# Stats that are means over some of a step's tokens: taken over those tokens (weighted by the
+# count stat named here), not over micro-batches, so a micro-batch with none does not pull the
+# step's mean toward its NaN or 0. The count stats themselves are summed over the step.
+TOKEN_WEIGHTED = {
+    "tis_mean": "tis_tokens",
+    "tis_capped_frac": "tis_tokens",
+    "logp_diff_mean": "tis_tokens",
+}
+COUNTS = frozenset(TOKEN_WEIGHTED.values())
+
+
+def step_means(noted: dict[str, list[float]]) -> dict[str, float]:
+    """One step's value of each stat its micro-batches noted: counts summed, token-weighted
+    means over the tokens they cover (NaN when the step had none), other stats averaged."""
+    out: dict[str, float] = {}
+    for key, vals in noted.items():
+        weight_key = TOKEN_WEIGHTED.get(key)
+        if key in COUNTS:
+            out[key] = float(sum(vals))
+        elif weight_key is not None and len(noted.get(weight_key, ())) == len(vals):
+            pairs = [(v, w) for v, w in zip(vals, noted[weight_key], strict=True) if w > 0]
+            total = sum(w for _, w in pairs)
+            out[key] = sum(v * w for v, w in pairs) / total if total else math.nan
+        else:
+            out[key] = sum(vals) / len(vals)
+    return out
+
+
 class MetricsMixin:
     """Mixed into a Trainer: counts tokens per step and turns each training log into a row."""
 
@@ -114,9 +142,8 @@ class MetricsMixin:
                 "grad_norm": float(logs.get("grad_norm", math.nan)),
                 "lr": float(logs.get("learning_rate", math.nan)),
             }
-            for k, vals in self._extra.items():
-                row[k] = sum(vals) / len(vals)
-                logs[k] = row[k]
+            for k, value in step_means(self._extra).items():
+                row[k] = logs[k] = value
             self.metric_rows.append(row)
             self._tokens = self._action_tokens = 0
             self._extra = {}

@@ -10,7 +10,7 @@
 #           per core) x DASK_NTHREADS threads (default 2: items are sandbox-bound)
 #   ray-head / ray-worker [HEAD]  a Ray node for execution.runner: ray (image built with
 #           --build-arg EXTRAS=ray); clients join with execution.address: ray://<head>:10001
-#   *       anything else is executed as given (e.g. `clawloop run --config configs/cluster.yaml`)
+#   *       anything else is executed as given (e.g. `clawloop run --config tasks/profiles/cluster.yaml`)
 set -euo pipefail
 cd "${CLAWLOOP_HOME:-/opt/clawloop}"
 POOL=clawloop-process  # the pool prefect.yaml's deployments name (deploy --all ignores --pool)

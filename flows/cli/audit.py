@@ -17,6 +17,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from clawloop.flows.cli.config_flags import add_config_flags, config_from_args
+from clawloop.harness.audit import AuditConfig, audit_task, summarize
+
 
 class AuditError(Exception):
     """Bad input: one line, exit 2."""
@@ -95,32 +98,32 @@ def _table(audits: list[Any], summary: dict[str, Any]) -> None:
           f"not audited (unreadable task, or its checker printed no score): {summary['errors']}")  # fmt: skip
 
 
-def _check_args(args: argparse.Namespace) -> None:
+def _check_args(cfg: AuditConfig, out: str | None) -> None:
     """AuditError (or CliError) for flags no audit can run with, before any task is read."""
     from clawloop.flows.cli.task import _check_out, check_threshold_arg
 
-    check_threshold_arg(args.threshold)
-    if args.sample < 0:
-        raise AuditError(f"--sample {args.sample}: give a number of tasks >= 0 (0: all of them)")
-    if args.workers < 1:
-        raise AuditError(f"--workers {args.workers}: give at least 1")
-    if args.out:
-        _check_out(Path(args.out))
+    check_threshold_arg(cfg.threshold)
+    if cfg.sample < 0:
+        raise AuditError(f"--sample {cfg.sample}: give a number of tasks >= 0 (0: all of them)")
+    if cfg.workers < 1:
+        raise AuditError(f"--workers {cfg.workers}: give at least 1")
+    if out:
+        _check_out(Path(out))
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
     from clawloop.flows.cli.task import CliError, _sandbox
-    from clawloop.harness.audit import audit_task, summarize
 
+    cfg = config_from_args(args, AuditConfig)
     try:
-        _check_args(args)
-        folders = audit_folders(args.dirs, args.sample, args.seed)
-        sandbox = _sandbox(args.backend)
+        _check_args(cfg, args.out)
+        folders = audit_folders(args.dirs, cfg.sample, cfg.seed)
+        sandbox = _sandbox(cfg.backend)
     except (AuditError, CliError) as exc:
         print(f"clawloop audit: {exc}", file=sys.stderr)
         return 2
-    with ThreadPoolExecutor(max_workers=args.workers) as pool:
-        audits = list(pool.map(lambda f: audit_task(f, sandbox, args.threshold), folders))
+    with ThreadPoolExecutor(max_workers=cfg.workers) as pool:
+        audits = list(pool.map(lambda f: audit_task(f, sandbox, cfg.threshold), folders))
     summary = summarize(audits)
     if args.out:
         _write_parquet(audits, Path(args.out))
@@ -138,11 +141,5 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("dirs", nargs="+", help="ClawGym/Harbor task folders or data set folders")
     p.add_argument("--json", action="store_true", help="print {tasks, summary} as JSON only")
     p.add_argument("--out", help="Parquet file to write, one row per task")
-    p.add_argument("--threshold", type=float, default=1.0, help="ClawGym pass threshold")
-    p.add_argument("--sample", type=int, default=0, help="audit this many tasks, drawn at random")
-    p.add_argument("--seed", type=int, default=0, help="seed of --sample")
-    p.add_argument("--workers", type=int, default=2, help="tasks audited at once")
-    p.add_argument(
-        "--backend", choices=("auto", "bwrap", "docker"), default="auto", help="sandbox backend"
-    )
+    add_config_flags(p, AuditConfig)  # --threshold --sample --seed --workers --backend
     p.set_defaults(func=cmd_audit)

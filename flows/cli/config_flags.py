@@ -1,17 +1,28 @@
-"""Command-line flags generated from a settings dataclass: one flag per field, its help the
-field's `help` metadata, its default the field's default, so a setting added to the class is a
-flag of every verb built on it, with no second copy of its default.
+"""Command-line flags generated from a settings model (pydantic, the project's one config style):
+one flag per field, its help the field's description, its default the field's default, so a
+setting added to the model is a flag of every verb built on it, with no second copy of its
+default.
 
     add_config_flags(parser, RolloutConfig, skip={"band"}, names={"workers": ["--concurrency"]})
     cfg = config_from_args(args, RolloutConfig, skip={"band"}, band=(1, 5))
+    add_config_flags(parser, ExecutionSettings, only={"runner"}, overrides="execution")
+
+A field's json_schema_extra may also give `choices` (else a Literal annotation's values are the
+choices), `type` (an argparse type, e.g. a run-id checker) and `switch` (a bool flag that takes
+no value, `--passed-only`); a field with no default is a required flag.
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Collection, Mapping
-from dataclasses import MISSING, fields
+import types
+import typing
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
 from typing import Any
+
+from pydantic import BaseModel, ValidationError
+from pydantic_core import PydanticUndefined
 
 
 def parse_bool(text: str) -> bool:
@@ -23,47 +34,112 @@ def parse_bool(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
-def flag_type(annotation: str):
-    """The argparse type of a field annotated `annotation` (a string under postponed
-    annotations): int, float, bool (true/false words) or str."""
-    kinds = {"int": int, "float": float, "str": str, "bool": parse_bool}
-    for name, kind in kinds.items():
-        if annotation.startswith(name):
-            return kind
-    return str
+def flag_type(annotation: Any) -> Callable[[str], Any]:
+    """The argparse type of a field annotated `annotation`: int, float, bool (true/false words)
+    or str; X | None is X's, a Literal its values' type."""
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if typing.get_origin(annotation) is typing.Literal:
+        annotation = type(args[0]) if args else str
+    elif typing.get_origin(annotation) in (typing.Union, types.UnionType) and len(args) == 1:
+        annotation = args[0]
+    kinds = {int: int, float: float, str: str, bool: parse_bool}
+    return kinds.get(annotation, str)
+
+
+@dataclass(frozen=True)
+class FlagField:
+    """What a flag needs of one field of a settings model."""
+
+    name: str
+    annotation: Any
+    default: Any
+    required: bool
+    help: str
+    choices: tuple[Any, ...] | None = None
+    type: Callable[[str], Any] | None = None
+    switch: bool = False
+
+
+def flag_fields(cls: type[BaseModel]) -> list[FlagField]:
+    """The fields of settings model `cls`, in order."""
+    out = []
+    for name, info in cls.model_fields.items():
+        extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+        literal = typing.get_origin(info.annotation) is typing.Literal
+        if "choices" in extra:
+            choices = tuple(extra["choices"])
+        else:
+            choices = typing.get_args(info.annotation) if literal else None
+        out.append(
+            FlagField(
+                name=name,
+                annotation=info.annotation,
+                default=None if info.default is PydanticUndefined else info.default,
+                required=info.is_required(),
+                help=info.description or "",
+                choices=choices,
+                type=extra.get("type"),
+                switch=bool(extra.get("switch", False)),
+            )
+        )
+    return out
 
 
 def add_config_flags(
     parser: argparse.ArgumentParser,
-    cls: type,
+    cls: type[BaseModel],
     *,
     skip: Collection[str] = (),
+    only: Collection[str] | None = None,
     names: Mapping[str, list[str]] | None = None,
     defaults: Mapping[str, Any] | None = None,
+    overrides: str | None = None,
 ) -> None:
-    """One flag per field of dataclass `cls` but `skip`: `--field-name` unless `names` gives the
-    verb's own spelling, dest the field name, default the field's (or `defaults`' where the verb
-    keeps its own), choices from the field's `choices` metadata."""
+    """One flag per field of `cls` but `skip` (or only those in `only`): `--field-name` unless
+    `names` gives the verb's own spelling, dest the field name, default the field's (or
+    `defaults`' where the verb keeps its own), choices from the field's. `overrides`: the flags
+    override that section of a run config (e.g. "execution"), so each defaults to None, "not
+    given", and its help says whose value it replaces. A help that names its own default keeps it."""
     names = names or {}
     defaults = defaults or {}
-    for f in fields(cls):
-        if f.name in skip:
+    for f in flag_fields(cls):
+        if f.name in skip or (only is not None and f.name not in only):
             continue
-        default = defaults.get(f.name, f.default if f.default is not MISSING else None)
-        extra = {"choices": list(f.metadata["choices"])} if "choices" in f.metadata else {}
+        flags = names.get(f.name, ["--" + f.name.replace("_", "-")])
+        if overrides is not None:
+            where = f"{overrides}.{f.name}" if overrides else f.name
+            default, note = None, f" (overrides the config's {where})"
+        else:
+            default = defaults.get(f.name, f.default)
+            quiet = f.required or f.switch or "default" in f.help
+            note = "" if quiet else f" (default: {default})"
+        if f.switch:
+            parser.add_argument(*flags, dest=f.name, action="store_true", help=f.help + note)
+            continue
+        extra = {"choices": list(f.choices)} if f.choices is not None else {}
         parser.add_argument(
-            *names.get(f.name, ["--" + f.name.replace("_", "-")]),
+            *flags,
             dest=f.name,
-            type=flag_type(str(f.type)),
+            type=f.type or flag_type(f.annotation),
             default=default,
-            help=f"{f.metadata.get('help', '')} (default: {default})",
+            required=f.required and overrides is None,
+            help=f.help + note,
             **extra,
         )
 
 
 def config_from_args(
-    args: argparse.Namespace, cls: type, *, skip: Collection[str] = (), **values: Any
+    args: argparse.Namespace, cls: type[BaseModel], *, skip: Collection[str] = (), **values: Any
 ):
-    """`cls` from the flags add_config_flags added (fields in `skip` from `values`)."""
-    flags = {f.name: getattr(args, f.name) for f in fields(cls) if f.name not in skip}
-    return cls(**flags, **values)
+    """`cls` from the flags add_config_flags added (fields in `skip` from `values`). A value the
+    class refuses is a ValueError naming the setting (a model's errors as one line each)."""
+    flags = {f.name: getattr(args, f.name) for f in flag_fields(cls) if f.name not in skip}
+    try:
+        return cls(**flags, **values)
+    except ValidationError as exc:
+        raise ValueError(
+            "; ".join(
+                "".join(f"{part}: " for part in e["loc"]) + e["msg"].removeprefix("Value error, ")
+                for e in exc.errors()
+            )
+        ) from None

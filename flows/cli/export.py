@@ -39,8 +39,11 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+from pydantic import BaseModel, ConfigDict, Field
+
+from clawloop.flows.cli.config_flags import add_config_flags, config_from_args
 from clawloop.flows.names import check_run_id, run_id_arg
 from clawloop.flows.records import RunRecordError, run_doc
 from clawloop.storage import fs
@@ -498,14 +501,54 @@ def export_tasks(
 # ---- CLI ----------------------------------------------------------------------------------------
 
 
+def _switch(help: str) -> Any:
+    """A flag that takes no value (off unless given)."""
+    return Field(False, description=help, json_schema_extra={"switch": True})
+
+
+class RunExport(BaseModel):
+    """What an export of one run reads and where it writes (the flags of both export verbs)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    run: str = Field(
+        description="run id (see `clawloop runs`)", json_schema_extra={"type": run_id_arg}
+    )
+    iteration: int | None = Field(None, description="only iteration K (default: all)")
+    root: str = Field("runs", description="storage root the run is under")
+    out: str = Field(description="folder to write (must not exist or be empty)")
+
+
+class TrajectoryExport(RunExport):
+    """`clawloop export trajectories`: a run's episodes as a TRL-ready dataset."""
+
+    fmt: Literal["hf", "jsonl"] = Field(
+        "hf",
+        description="hf: Parquet + dataset card; jsonl: a JSON object per line; "
+        "load_dataset(DIR) both",
+    )
+    passed_only: bool = _switch("only episodes that passed (SFT data)")
+
+
+class TaskExport(RunExport):
+    """`clawloop export tasks`: a run's forged tasks as a Hugging Face dataset."""
+
+    fmt: Literal["hf"] = Field(
+        "hf", description="hf: Parquet (path, task_binary tar.gz, metadata) + dataset card"
+    )
+    org: str = Field("clawloop", description="org of each task's name, ORG/<task_id>")
+    include_dropped: bool = _switch("also the tasks verify dropped")
+
+
 def _cmd_trajectories(args: argparse.Namespace) -> int:
+    cfg = config_from_args(args, TrajectoryExport)
     counts, infra = export_trajectories(
-        args.root, args.run, Path(args.out), args.fmt, args.iteration, args.passed_only
+        cfg.root, cfg.run, Path(cfg.out), cfg.fmt, cfg.iteration, cfg.passed_only
     )
     what = ", ".join(f"{n} {s}" for s, n in counts.items())
     note = f"; {infra} infrastructure-fault episodes left out" if infra else ""
-    how = "load_dataset(DIR)" if args.fmt == "hf" else "one JSON object per line"
-    print(f"exported {what} episodes of run {args.run} to {args.out} ({how}){note}")
+    how = "load_dataset(DIR)" if cfg.fmt == "hf" else "one JSON object per line"
+    print(f"exported {what} episodes of run {cfg.run} to {cfg.out} ({how}){note}")
     _say_partial(args)
     return 0
 
@@ -513,21 +556,15 @@ def _cmd_trajectories(args: argparse.Namespace) -> int:
 def _cmd_tasks(args: argparse.Namespace) -> int:
     from clawloop.harness.taskfolder.folder import harbor_name
 
-    harbor_name("x", args.org)  # a bad org is a TaskFolderError: one line
+    cfg = config_from_args(args, TaskExport)
+    harbor_name("x", cfg.org)  # a bad org is a TaskFolderError: one line
     counts = export_tasks(
-        args.root, args.run, Path(args.out), args.iteration, args.org, args.include_dropped
+        cfg.root, cfg.run, Path(cfg.out), cfg.iteration, cfg.org, cfg.include_dropped
     )
     what = ", ".join(f"{n} {s}" for s, n in counts.items())
-    print(f"exported {what} tasks of run {args.run} to {args.out} (load_dataset(DIR))")
+    print(f"exported {what} tasks of run {cfg.run} to {cfg.out} (load_dataset(DIR))")
     _say_partial(args)
     return 0
-
-
-def _run_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--run", type=run_id_arg, required=True, help="run id (see `clawloop runs`)")
-    p.add_argument("--iteration", type=int, default=None, help="only iteration K (default: all)")
-    p.add_argument("--root", default="runs", help="storage root the run is under (default: runs)")
-    p.add_argument("--out", required=True, help="folder to write (must not exist or be empty)")
 
 
 def _guard(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
@@ -545,27 +582,18 @@ def _guard(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namesp
     return run
 
 
+# The export verbs' own spelling of a field (`--format`: `format` is the verb's dest).
+EXPORT_FLAGS = {"fmt": ["--format"]}
+
+
 def register_export(formats: argparse._SubParsersAction) -> None:
     """Add `trajectories` and `tasks` under `clawloop export` (flows/cli/task.py's parser)."""
     t = formats.add_parser(
         "trajectories", help="a run's episodes as a TRL-ready dataset (messages + tools)"
     )
-    _run_args(t)
-    t.add_argument(
-        "--format", dest="fmt", choices=("hf", "jsonl"), default="hf",
-        help="hf: Parquet + dataset card; jsonl: a JSON object per line; load_dataset(DIR) both",
-    )  # fmt: skip
-    t.add_argument(
-        "--passed-only", action="store_true", help="only episodes that passed (SFT data)"
-    )
+    add_config_flags(t, TrajectoryExport, names=EXPORT_FLAGS)
     t.set_defaults(func=_guard(_cmd_trajectories))
 
     k = formats.add_parser("tasks", help="a run's forged tasks as a Hugging Face dataset")
-    _run_args(k)
-    k.add_argument(
-        "--format", dest="fmt", choices=("hf",), default="hf",
-        help="hf: Parquet (path, task_binary tar.gz, metadata) + dataset card",
-    )  # fmt: skip
-    k.add_argument("--org", default="clawloop", help="org of each task's name, ORG/<task_id>")
-    k.add_argument("--include-dropped", action="store_true", help="also the tasks verify dropped")
+    add_config_flags(k, TaskExport, names=EXPORT_FLAGS)
     k.set_defaults(func=_guard(_cmd_tasks))

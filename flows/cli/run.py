@@ -15,17 +15,17 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 
+from clawloop.flows.cli.config_flags import add_config_flags
 from clawloop.flows.names import run_id_arg
 from clawloop.flows.pipeline import ORDER
+from clawloop.tasks.config import RunConfig
+from clawloop.tasks.settings import ExecutionSettings, StorageSettings
 from clawloop.tasks.stage import resume_command
-
-if TYPE_CHECKING:
-    from clawloop.tasks.config import RunConfig
 
 console = Console(stderr=False)
 
@@ -101,6 +101,9 @@ def _drive(args: argparse.Namespace, cfg: RunConfig, run_id: str) -> int:
             return 1
         summary.duration_s = summary.duration_s or sum(o.duration_s for o in summary.outcomes)
     console.print(report.summary_table(summary))
+    learning = _learning_table(cfg, run_id)
+    if learning is not None:
+        console.print(learning)
     console.print(
         f"artifacts: {cfg.storage.root}/{run_id}/iter-<k>/<stage>/   re-run one stage: clawloop rerun --run-id {run_id} --iteration K --stage NAME"
     )
@@ -113,6 +116,22 @@ def _drive(args: argparse.Namespace, cfg: RunConfig, run_id: str) -> int:
                 f"skip, {o.stage} runs again): {resume_command(cfg.storage.root, run_id)}"
             )
     return 0 if summary.ok else 1
+
+
+def _learning_table(cfg: RunConfig, run_id: str) -> Any:
+    """The per-iteration table of a run that graded the base policy (diagnose.baseline): held-out
+    pass rate per iteration beside row base with the paired test, and what train did. None for a
+    run without row base, or whose figures cannot be read (`clawloop report` says why)."""
+    if not cfg.diagnose.baseline:
+        return None
+    from clawloop.flows.cli.report import ReportError, run_figures
+    from clawloop.flows.report import run_report_table
+
+    try:
+        figures = run_figures(cfg.storage.root, run_id)
+    except ReportError:
+        return None
+    return run_report_table(figures) if figures.has_base else None
 
 
 def _cmd_rerun(args: argparse.Namespace) -> int:
@@ -244,11 +263,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Add run, rerun, runs and serve to the `clawloop` parser."""
     p = sub.add_parser("run", help="run the loop (K iterations); resumes an existing --run-id")
     p.add_argument(
-        "--config", help="YAML run config (default: embedded local profile; see configs/)"
+        "--config",
+        help="YAML run config, or a shipped profile's name (default: local; tasks/profiles/)",
     )
-    p.add_argument(
-        "--iterations", type=int, help="K: iterations of the loop (overrides the config)"
-    )
+    # The run config's settings a flag overrides: generated from their classes (help, type,
+    # choices), each None when not given so the config's value stands.
+    add_config_flags(p, RunConfig, only={"iterations"}, overrides="")
     p.add_argument(
         "--run-id",
         type=run_id_arg,
@@ -261,15 +281,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         choices=ORDER,
         help="re-run these stages and what depends on them",
     )
-    p.add_argument("--root", help="storage root (default: the config's storage.root, 'runs')")
+    add_config_flags(p, StorageSettings, only={"root"}, overrides="storage")
     p.add_argument(
         "--no-prefect", action="store_true", help="run without Prefect (same artifacts, no UI)"
     )
-    p.add_argument(
-        "--runner",
-        choices=("threads", "dask", "ray"),
-        help="where forge/verify/rollout/diagnose items run (overrides execution.runner)",
-    )
+    add_config_flags(p, ExecutionSettings, only={"runner"}, overrides="execution")
     p.add_argument("-v", "--verbose", action="store_true", help="log every stage decision")
     p.set_defaults(func=_cmd_run)
 

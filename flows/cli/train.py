@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import fields
 from pathlib import Path
 
 from clawloop.flows.cli import config_flags
@@ -33,7 +32,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     path = getattr(args, "train_config", None)
     if path:
         flags = {
-            f.name: getattr(args, f.name) for f in fields(TrainConfig) if f.name != "base_model"
+            name: getattr(args, name) for name in TrainConfig.model_fields if name != "base_model"
         }
         try:
             data = json.loads(Path(path).read_text())
@@ -45,7 +44,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
             raise TrainConfigError(
                 f"--train-config {path}: expected a JSON object of train settings"
             )
-        defaults = {f.name: f.default for f in fields(TrainConfig)}
+        defaults = {name: info.default for name, info in TrainConfig.model_fields.items()}
         data.pop("base_model", None)
         data.update({k: v for k, v in flags.items() if v != defaults[k]})
         return TrainConfig.from_dict({**data, "base_model": getattr(args, "base_model", None)})
@@ -97,7 +96,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
     try:
         cfg = config_from_args(args)
-    except TrainConfigError as exc:
+    except ValueError as exc:  # a TrainConfigError, or a flag value TrainConfig refuses
         print(f"clawloop train: {exc}", file=sys.stderr)
         return 2
     frames = []

@@ -51,7 +51,7 @@ from clawloop.harness.taskfolder.folder import (
     GRADER_PATH,
     STATE_PREDICATES_PATH,
     TEST_SH,
-    parse_task_header,
+    parse_harbor_task_info,
 )
 from clawloop.harness.taskfolder.packing import write_files
 from clawloop.harness.taskfolder.probes import trivial_probes
@@ -128,7 +128,7 @@ def copied_job(sb: Any, remote: str, task: TaskFiles) -> GradeJob | None:
         return None
     tests = under(task.entries, "tests/")
     keys = {k: tests[k] for k in ("contract.json", "answer.json") if k in tests}
-    header = parse_task_header(task.text("task.toml", ""), Path(task.name))
+    header = parse_harbor_task_info(task.text("task.toml", ""), Path(task.name))
     return GradeJob(keys, _probe_stage(task), workspace, 2 * header.verifier_timeout_sec)
 
 

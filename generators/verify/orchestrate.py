@@ -40,7 +40,11 @@ from clawloop.harness.sandbox.base import (
     WORKSPACE,
     SandboxConfig,
 )
-from clawloop.harness.taskfolder.folder import TaskFolderError, parse_task_header, parse_task_info
+from clawloop.harness.taskfolder.folder import (
+    TaskFolderError,
+    parse_harbor_task_info,
+    parse_task_info,
+)
 from clawloop.harness.taskfolder.packing import tar_files
 
 
@@ -163,7 +167,7 @@ def _solve_together(states: list[_Verifying], sandbox: SandboxConfig) -> None:
     jobs, files = [], {}
     for i, state in enumerate(states):
         task = _task_of(state)
-        header = parse_task_header(task.text("task.toml", ""), Path(task.name))
+        header = parse_harbor_task_info(task.text("task.toml", ""), Path(task.name))
         gen = solve_driver(task)
         if gen is None:
             raise RuntimeError(

@@ -41,7 +41,7 @@ from clawloop.harness.taskenv import (
 from clawloop.harness.taskfolder.folder import (
     SOLVE_SH,
     TaskFolderError,
-    parse_task_header,
+    parse_harbor_task_info,
     parse_task_info,
 )
 
@@ -130,7 +130,7 @@ def solve_in_sandbox(
        (test.sh too, in that process, when it is the canonical one).
     Raises SandboxError when the sandbox itself fails."""
     files = task.entries
-    header = parse_task_header(task.text("task.toml", ""), Path(task.name))
+    header = parse_harbor_task_info(task.text("task.toml", ""), Path(task.name))
     agent_timeout, timeout = header.agent_timeout_sec, 2 * header.verifier_timeout_sec
     out: dict[str, tuple[bool, str]] = {}
     tests = under(files, "tests/")

@@ -72,7 +72,7 @@ class TaskInfo:
     """task.toml as clawloop reads it, for any Harbor task folder: [task] name (the bare id),
     capability, split, the [agent]/[verifier] timeouts and [environment] resources; and, for a
     clawloop-made task, where it came from ([metadata.clawloop]; left empty for a foreign task).
-    read_task_header fills what running a task needs, read_task_info all of it."""
+    read_harbor_task_info fills what running a task needs, read_task_info all of it."""
 
     task_id: str
     capability: str = ""
@@ -188,12 +188,12 @@ def check_task_id(task_id: object, where: str) -> str:
     return task_id
 
 
-def strict_task_header(task_dir: Path) -> TaskInfo:
-    """read_task_header for an import: a task.toml that cannot be read, or whose task id or
+def strict_harbor_task_info(task_dir: Path) -> TaskInfo:
+    """read_harbor_task_info for an import: a task.toml that cannot be read, or whose task id or
     timeouts are unusable, is a TaskFolderError (not Harbor's defaults)."""
-    header = _header(_load_task_toml(Path(task_dir, "task.toml")), Path(task_dir))
-    check_task_id(header.task_id, f"{task_dir}/task.toml")
-    return header
+    info = _harbor_task_info(_load_task_toml(Path(task_dir, "task.toml")), Path(task_dir))
+    check_task_id(info.task_id, f"{task_dir}/task.toml")
+    return info
 
 
 def read_instruction(task_dir: Path) -> str:
@@ -213,7 +213,7 @@ def _table(doc: dict[str, Any], *keys: str) -> dict[str, Any]:
     return doc if isinstance(doc, dict) else {}
 
 
-def _header(doc: dict[str, Any], task_dir: Path) -> TaskInfo:
+def _harbor_task_info(doc: dict[str, Any], task_dir: Path) -> TaskInfo:
     claw = _table(doc, "metadata", "clawloop")
     try:
         agent = float(_table(doc, "agent").get("timeout_sec", 600.0))
@@ -237,20 +237,20 @@ def _header(doc: dict[str, Any], task_dir: Path) -> TaskInfo:
     )
 
 
-def read_task_header(task_dir: Path) -> TaskInfo:
+def read_harbor_task_info(task_dir: Path) -> TaskInfo:
     """Name, capability, split and timeouts of any Harbor task folder: [task] name without its
     org (else the folder name), [metadata.clawloop] or [metadata] category, [agent]/[verifier]
     timeout_sec; Harbor's defaults where task.toml is missing, unreadable or silent."""
     try:
-        return _header(_load_task_toml(Path(task_dir, "task.toml")), Path(task_dir))
+        return _harbor_task_info(_load_task_toml(Path(task_dir, "task.toml")), Path(task_dir))
     except TaskFolderError:
         return TaskInfo(task_id=Path(task_dir).name)
 
 
-def parse_task_header(text: str, task_dir: Path) -> TaskInfo:
-    """read_task_header of a task.toml given as text (`task_dir`: the folder it names)."""
+def parse_harbor_task_info(text: str, task_dir: Path) -> TaskInfo:
+    """read_harbor_task_info of a task.toml given as text (`task_dir`: the folder it names)."""
     try:
-        return _header(tomllib.loads(text), Path(task_dir))
+        return _harbor_task_info(tomllib.loads(text), Path(task_dir))
     except (tomllib.TOMLDecodeError, TaskFolderError):
         return TaskInfo(task_id=Path(task_dir).name)
 
@@ -274,11 +274,11 @@ def _task_info(doc: dict[str, Any], task_dir: Path) -> TaskInfo:
     claw = _table(doc, "metadata", "clawloop")
     if not claw:
         raise TaskFolderError(f"{path}: no [metadata.clawloop] table; not a clawloop task folder")
-    header = _header(doc, Path(task_dir))
+    harbor = _harbor_task_info(doc, Path(task_dir))
     # task_id, the timeouts and the resources come from [task], [agent]/[verifier] and
     # [environment]; a hand-written [metadata.clawloop] that repeats one is not a second value
-    from_header = {"task_id", "agent_timeout_sec", "verifier_timeout_sec", "cpus", "memory_mb"}
-    fields = set(TaskInfo.__dataclass_fields__) - from_header
+    from_harbor = {"task_id", "agent_timeout_sec", "verifier_timeout_sec", "cpus", "memory_mb"}
+    fields = set(TaskInfo.__dataclass_fields__) - from_harbor
     known = {k: v for k, v in claw.items() if k in fields}
     missing = [k for k in PROVENANCE if k not in claw]
     if missing:
@@ -287,7 +287,7 @@ def _task_info(doc: dict[str, Any], task_dir: Path) -> TaskInfo:
         )
     env = _table(doc, "environment")
     return dataclasses.replace(
-        header,
+        harbor,
         cpus=int(env.get("cpus", 1)),
         memory_mb=int(env.get("memory_mb", 2048)),
         **known,
@@ -305,7 +305,7 @@ class TaskFolder:
 
     @classmethod
     def read(cls, root: Path) -> TaskFolder:
-        return cls(Path(root), read_task_header(Path(root)))
+        return cls(Path(root), read_harbor_task_info(Path(root)))
 
     @classmethod
     def read_clawloop(cls, root: Path) -> TaskFolder:
@@ -316,7 +316,7 @@ class TaskFolder:
         """The folder unpacked from a forged row: task_id, capability and split are the row's
         (the folder name, "" and "train" where it has none); the rest is task.toml's."""
         info = dataclasses.replace(
-            read_task_header(Path(root)),
+            read_harbor_task_info(Path(root)),
             task_id=str(row.get("task_id") or Path(root).name),
             capability=str(row.get("capability") or ""),
             split=str(row.get("split") or "train"),

@@ -42,9 +42,9 @@ from clawloop.harness.sandbox.base import WORKSPACE, SandboxConfig, SandboxError
 from clawloop.harness.taskfolder.folder import (
     TaskFolderError,
     _load_task_toml,
+    read_harbor_task_info,
     read_instruction,
-    read_task_header,
-    strict_task_header,
+    strict_harbor_task_info,
 )
 from clawloop.harness.taskfolder.packing import check_folder_size, pack_dir
 from clawloop.harness.taskfolder.rows import forged_row, import_folder
@@ -291,7 +291,7 @@ def check_folder(task_dir: Path) -> EnvPlan:
         if not (task_dir / need).is_file():
             raise TaskFolderError(f"{task_dir}: missing {need}; not a Harbor task folder")
     check_folder_size(task_dir)
-    strict_task_header(task_dir)
+    strict_harbor_task_info(task_dir)
     read_instruction(task_dir)
     name = _task_toml(task_dir).get("task", {})
     if isinstance(name, dict) and "name" in name and not str(name["name"]).strip("/ "):
@@ -314,7 +314,7 @@ def import_foreign(task_dir: Path) -> dict[str, Any]:
     [task] name (org stripped), capability from [metadata] category ("external" without one)."""
     task_dir = Path(task_dir)
     plan = check_folder(task_dir)
-    header = read_task_header(task_dir)
+    header = read_harbor_task_info(task_dir)
     tar = pack_dir(task_dir)
     digest = hashlib.sha256(tar).hexdigest()
     return forged_row(
@@ -370,7 +370,7 @@ def prepare_task(task_dir: Path, sandbox: SandboxConfig, work: Path) -> Prepared
     if is_clawloop_folder(task_dir):
         return Prepared(task_dir, sandbox)
     plan = check_folder(task_dir)
-    name = read_task_header(task_dir).task_id
+    name = read_harbor_task_info(task_dir).task_id
     run_dir = Path(work) / f"{name}-{folder_sha256(task_dir)[:12]}"
     if not plan.needs_build:
         _run_folder(task_dir, run_dir)

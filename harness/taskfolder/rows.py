@@ -20,7 +20,7 @@ from clawloop.harness.taskfolder.folder import (
     harbor_name,
     read_instruction,
     set_task_name,
-    strict_task_header,
+    strict_harbor_task_info,
 )
 from clawloop.harness.taskfolder.packing import check_folder_size, pack_dir, unpack_tar
 
@@ -53,7 +53,7 @@ def import_folder(task_dir: Path) -> dict[str, Any]:
         if not (task_dir / need).exists():
             raise TaskFolderError(f"{task_dir}: missing {need}; not a Harbor task folder")
     check_folder_size(task_dir)
-    strict_task_header(task_dir)
+    strict_harbor_task_info(task_dir)
     read_instruction(task_dir)
     info = TaskFolder.read_clawloop(task_dir).info
     return forged_row(

@@ -23,7 +23,7 @@ from clawloop.diagnosis.external import (
 )
 from clawloop.flows.report import IterationFigures, external_cells
 from clawloop.harness.sandbox.base import SandboxConfig
-from clawloop.harness.taskfolder.folder import read_task_header
+from clawloop.harness.taskfolder.folder import read_harbor_task_info
 from clawloop.tasks.diagnose import external_tasks
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "clawgym"
@@ -67,7 +67,7 @@ def test_external_tasks_prepares_clawgym_folders(tmp_path: Path) -> None:
     folder, row, box = tasks[0]
     assert row["split"] == "external" and row["eval_set"] == "clawgym"
     assert row["capability"].startswith("clawgym-") and box.backend == "bwrap"
-    assert read_task_header(folder).task_id == row["task_id"]
+    assert read_harbor_task_info(folder).task_id == row["task_id"]
     assert "THRESHOLD=0.5" in (folder / "tests/test.sh").read_text()
     assert (folder / "environment/workspace/input").is_dir()  # input_files laid out
 

@@ -4,9 +4,10 @@ RolloutConfig's fields, with their defaults, under the spellings the verb always
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass, field, fields
+from typing import Literal
 
 import pytest
+from pydantic import BaseModel, Field
 
 from clawloop.flows.cli import make_parser
 from clawloop.flows.cli.config_flags import add_config_flags, config_from_args
@@ -19,8 +20,8 @@ def test_rollout_flags_are_rollout_configs_fields_with_its_defaults():
     cfg = config_from_args(args, RolloutConfig, skip=ROLLOUT_SKIP, band=(1, 5))
     # the library's defaults, but the verb's own concurrency (2)
     assert cfg == RolloutConfig(workers=2)
-    for f in fields(RolloutConfig):
-        assert (f.name in ROLLOUT_SKIP) != hasattr(args, f.name), f.name
+    for name in RolloutConfig.model_fields:
+        assert (name in ROLLOUT_SKIP) != hasattr(args, name), name
 
 
 def test_rollout_keeps_its_flag_names_and_refuses_a_bad_choice():
@@ -34,10 +35,9 @@ def test_rollout_keeps_its_flag_names_and_refuses_a_bad_choice():
 
 
 def test_a_field_added_to_a_config_is_a_flag():
-    @dataclass(frozen=True)
-    class Toy:
-        top_p: float = field(default=1.0, metadata={"help": "nucleus mass"})
-        mode: str = field(default="a", metadata={"help": "which", "choices": ("a", "b")})
+    class Toy(BaseModel):
+        top_p: float = Field(1.0, description="nucleus mass")
+        mode: str = Field("a", description="which", json_schema_extra={"choices": ("a", "b")})
         strict: bool = False
 
     parser = argparse.ArgumentParser()
@@ -46,6 +46,8 @@ def test_a_field_added_to_a_config_is_a_flag():
     got = config_from_args(parser.parse_args(["--top-p", "0.9", "-m", "b", "--strict", "yes"]), Toy)
     assert got == Toy(top_p=0.9, mode="b", strict=True)
     assert "nucleus mass (default: 1.0)" in parser.format_help()
+    with pytest.raises(SystemExit):
+        parser.parse_args(["-m", "c"])
 
 
 def test_the_agent_loop_takes_its_settings_from_the_rollout_section():
@@ -68,4 +70,63 @@ def test_synth_verbs_take_their_defaults_from_the_run_configs_sections():
     assert (domain.max_nodes, domain.subgoals) == (
         DomainSource().max_nodes,
         DomainSource().subgoals,
+    )
+
+
+def test_audit_export_and_run_flags_come_from_their_config_classes():
+    from clawloop.flows.cli.export import TaskExport, TrajectoryExport
+    from clawloop.harness.audit import AuditConfig
+    from clawloop.tasks.config import RunConfig
+    from clawloop.tasks.settings import ExecutionSettings
+
+    audit = make_parser().parse_args(["audit", "d"])
+    assert config_from_args(audit, AuditConfig) == AuditConfig()
+    audit = make_parser().parse_args(["audit", "d", "--sample", "3", "--backend", "bwrap"])
+    assert config_from_args(audit, AuditConfig) == AuditConfig(sample=3, backend="bwrap")
+
+    argv = ["export", "trajectories", "--run", "run-1", "--out", "o", "--passed-only"]
+    traj = config_from_args(make_parser().parse_args(argv), TrajectoryExport)
+    assert traj == TrajectoryExport(run="run-1", out="o", passed_only=True)
+    assert (traj.root, traj.iteration, traj.fmt) == ("runs", None, "hf")
+    argv = ["export", "tasks", "--run", "run-1", "--out", "o", "--format", "hf"]
+    assert config_from_args(make_parser().parse_args(argv), TaskExport).org == "clawloop"
+    with pytest.raises(SystemExit):  # --run and --out are required (fields with no default)
+        make_parser().parse_args(["export", "tasks", "--out", "o"])
+    with pytest.raises(SystemExit):  # a run id is checked as the verb always did
+        make_parser().parse_args(["export", "tasks", "--run", "../x", "--out", "o"])
+
+    # run's settings flags override the config: None when not given, the class's choices
+    run = make_parser().parse_args(["run"])
+    assert (run.iterations, run.runner, run.root) == (None, None, None)
+    run = make_parser().parse_args(["run", "--iterations", "3", "--runner", "dask"])
+    assert (run.iterations, run.runner) == (3, "dask")
+    helps = {a.dest: a.help for a in _verb("run")._actions}
+    assert helps["iterations"].startswith(RunConfig.model_fields["iterations"].description)
+    assert helps["runner"].startswith(ExecutionSettings.model_fields["runner"].description)
+    with pytest.raises(SystemExit):
+        make_parser().parse_args(["run", "--runner", "spark"])
+
+
+def _verb(name: str) -> argparse.ArgumentParser:
+    sub = next(a for a in make_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return sub.choices[name]
+
+
+def test_a_model_field_is_a_flag_too():
+    class Toy(BaseModel):
+        level: int = Field(2, description="how deep")
+        mode: Literal["a", "b"] = Field("a", description="which")
+
+    parser = argparse.ArgumentParser()
+    add_config_flags(parser, Toy)
+    assert config_from_args(parser.parse_args(["--level", "5", "--mode", "b"]), Toy) == Toy(
+        level=5, mode="b"
+    )
+    assert "how deep (default: 2)" in parser.format_help()
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--mode", "c"])
+    over = argparse.ArgumentParser()
+    add_config_flags(over, Toy, only={"level"}, overrides="toy")
+    assert over.parse_args([]).level is None and "overrides the config's toy.level" in (
+        over.format_help()
     )

@@ -217,9 +217,35 @@ def test_a_baseline_in_iteration_1s_diagnose_is_row_base(tmp_path, capsys):
     caps = {r[0]: r[1:] for r in table(md, "## Held-out pass rate per capability")}
     assert caps["tally"] == ["0.0% (0/2)", "50.0% (1/2)", "100.0% (2/2)"]
     assert "| capability | iter base | iter 1 | iter 2 |" in md
+    assert f"# Run `{RUN}`: 2 of 2 iterations and row base" in md  # base is not an iteration
     assert (root / RUN / "report.png").read_bytes().startswith(PNG_MAGIC)
     # iteration 1 still reads its own figures, not the baseline's
     assert figures.iterations[1].heldout == {"tally": (1, 2), "audit": (0, 1)}
+
+
+def test_clawloop_run_closes_with_the_learning_table_when_the_run_has_row_base(tmp_path):
+    """`clawloop run`'s closing table (flows/cli/run.py): with diagnose.baseline the per-iteration
+    table follows the stage table, row base first and the paired test beside each iteration;
+    a run without row base (the embedded profile) prints the stage table alone."""
+    from clawloop.flows.cli.run import _learning_table
+    from clawloop.tasks.config import parse_config
+
+    root = tmp_path / "runs"
+    write_run(root)
+    url = fs.stage_url(str(root), RUN, 1, "diagnose")
+    manifest = json.loads(fs.read_bytes(fs.join(url, "manifest.json")))
+    manifest["summary"]["baseline"] = {"heldout": {"tally": [0, 2]}, "heldout_passed": 0}
+    (root / RUN / "iter-1" / "diagnose" / "manifest.json").write_text(json.dumps(manifest))
+    storage = {"root": str(root)}
+    cfg = parse_config({"storage": storage, "diagnose": {"baseline": True}})
+    out = io.StringIO()
+    Console(file=out, width=400).print(_learning_table(cfg, RUN))
+    assert "held-out vs base (McNemar)" in out.getvalue()
+    rows = [ln for ln in out.getvalue().splitlines() if "│" in ln]
+    labels = [ln.split("│")[1].strip() for ln in rows]
+    assert labels == ["base", "1", "2"]
+    assert _learning_table(parse_config({"storage": storage}), RUN) is None
+    assert _learning_table(cfg, "no-such-run") is None
 
 
 def test_unfinished_run_shows_dashes_and_missing_stages(tmp_path, capsys):

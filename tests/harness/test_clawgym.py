@@ -24,7 +24,7 @@ from clawloop.harness.taskfolder.clawgym import (
     read_task,
     write_harbor_folder,
 )
-from clawloop.harness.taskfolder.folder import TaskFolderError, read_task_header
+from clawloop.harness.taskfolder.folder import TaskFolderError, read_harbor_task_info
 from clawloop.harness.taskfolder.foreign import check_folder
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "clawgym"
@@ -87,7 +87,7 @@ def test_harbor_folder_is_a_base_only_foreign_task(tmp_path: Path) -> None:
     t = read_task(FIXTURES / "task_0081")
     h = write_harbor_folder(t, tmp_path / "h", threshold=0.5)
     assert check_folder(h).needs_build == ""  # runs on any backend, no docker build
-    header = read_task_header(h)
+    header = read_harbor_task_info(h)
     assert header.task_id == "task_0081" and header.capability == f"clawgym-{t.family}"
     assert (h / "instruction.md").read_text().strip() == t.user_query.strip()
     for f in (FIXTURES / "task_0081/reward").iterdir():  # the checker verbatim

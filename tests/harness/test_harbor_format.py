@@ -28,7 +28,7 @@ from clawloop.harness.taskfolder.folder import (
     TaskFolderError,
     bare_task_id,
     harbor_name,
-    read_task_header,
+    read_harbor_task_info,
     read_task_info,
     set_task_name,
     writes_numeric_reward,
@@ -147,7 +147,7 @@ def test_export_names_the_org_and_reading_strips_it(row: dict, tmp_path: Path) -
     assert _name(acme) == f"acme/{task_id}"
     a, b = (folder / "task.toml").read_text(), (acme / "task.toml").read_text()
     assert a.replace(f'"clawloop/{task_id}"', f'"acme/{task_id}"') == b  # only the name differs
-    assert read_task_info(acme).task_id == read_task_header(acme).task_id == task_id
+    assert read_task_info(acme).task_id == read_harbor_task_info(acme).task_id == task_id
     assert import_folder(acme)["task_id"] == task_id
     with pytest.raises(TaskFolderError, match="org"):
         export_rows([row], tmp_path / "c", org="not/an-org")

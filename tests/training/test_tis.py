@@ -15,9 +15,11 @@ import torch
 from doubles.episodes import band_frame
 from test_ratio_reference import _id_rows
 
-from clawloop.training.config import TrainConfig, TrainConfigError
+from clawloop.training.config import TrainConfig
 from clawloop.training.grpo import grpo_token_loss
+from clawloop.training.result import tis_summary
 from clawloop.training.stage import train_stage
+from clawloop.training.trainer_base import step_means
 
 
 def test_tis_weights_the_loss_and_ratios_against_the_trainer():
@@ -70,5 +72,72 @@ def test_a_grpo_step_logs_tis_per_step(tiny_model_dir, tiny_tokenizer, tmp_path)
 
 
 def test_tis_cap_below_one_is_refused():
-    with pytest.raises(TrainConfigError, match="tis_cap must be >= 1"):
+    with pytest.raises(ValueError, match="tis_cap must be >= 1"):
         TrainConfig(tis_cap=0.5)
+
+
+def test_no_weighted_token_gives_no_tis_figure_not_a_zero():
+    """Every sampler logprob unknown to TIS (e.g. all turns under the tool-call grammar): the
+    means are NaN with a token count of 0, not a 0.0 that reads like a measurement."""
+    logp = torch.tensor([[-1.0, -2.0]], requires_grad=True)
+    sampler = torch.tensor([[math.nan, math.nan]])
+    _, stats = grpo_token_loss(
+        logp,
+        sampler,
+        torch.tensor([1.0]),
+        torch.ones(1, 2),
+        0.2,
+        recorded=torch.zeros(1, 2),
+        trainer_logp=logp.detach().clone(),
+        tis_cap=2.0,
+    )
+    assert stats["tis_tokens"].item() == 0
+    assert math.isnan(stats["tis_mean"].item()) and math.isnan(stats["logp_diff_mean"].item())
+
+
+def test_a_steps_tis_mean_is_over_its_weighted_tokens_not_its_micro_batches():
+    # two micro-batches: 3 weighted tokens at mean 1.5, then one with none (NaN)
+    noted = {"tis_mean": [1.5, math.nan], "tis_tokens": [3.0, 0.0], "clip_frac": [0.2, 0.4]}
+    step = step_means(noted)
+    assert step["tis_mean"] == 1.5 and step["tis_tokens"] == 3.0
+    assert step["clip_frac"] == pytest.approx(0.3)  # per-batch stats stay averaged
+    assert step_means({"tis_mean": [2.0, 1.0], "tis_tokens": [1.0, 3.0]})["tis_mean"] == 1.25
+    assert math.isnan(step_means({"tis_mean": [math.nan], "tis_tokens": [0.0]})["tis_mean"])
+
+
+def test_stage_summary_says_why_there_is_no_tis_mean():
+    counts = {
+        "grpo_logprobs_recorded": 0,
+        "grpo_logprobs_frozen": 40,
+        "grpo_logprobs_constrained": 5,
+    }
+    none = [{"phase": "grpo", "tis_mean": math.nan, "tis_tokens": 0.0}]
+    out = tis_summary(none, counts)
+    assert out["tis_mean"] is None and out["tis_tokens"] == 0
+    assert "0 of 40 action tokens" in out["tis_note"] and "tool_choice: required" in out["tis_note"]
+    some = [
+        {"phase": "grpo", "tis_mean": 1.2, "tis_tokens": 10.0},
+        {"phase": "grpo", "tis_mean": math.nan, "tis_tokens": 0.0},
+        {"phase": "grpo", "tis_mean": 1.0, "tis_tokens": 30.0},
+    ]
+    assert tis_summary(some, counts) == {"tis_mean": 1.05, "tis_tokens": 40}
+    assert tis_summary([{"phase": "sft", "loss": 1.0}], counts) == {}  # TIS off / no GRPO
+
+
+def test_a_grpo_step_on_constrained_turns_only_logs_no_tis_mean(
+    tiny_model_dir, tiny_tokenizer, tmp_path
+):
+    rows = _id_rows(tiny_tokenizer, tiny_model_dir, True)
+    for row in rows:  # every turn sampled under the tool-call grammar
+        turns = [{**t, "logprobs_constrained": True} for t in json.loads(row["turns_json"])]
+        row["turns_json"] = json.dumps(turns)
+    traj, band = pd.DataFrame(rows), band_frame(["t1"], [True])
+    cfg = TrainConfig(
+        phases="grpo", grpo_max_steps=1, per_device_batch_size=8, bf16=False, tis_cap=2.0
+    )
+    result = train_stage(traj, band, cfg, tiny_model_dir, tmp_path)
+    assert result.status == "trained", result.reason
+    frame = result.metrics_frame()
+    assert frame["tis_tokens"].iloc[0] == 0 and math.isnan(frame["tis_mean"].iloc[0])
+    summary = tis_summary(result.metrics, result.counts)
+    assert summary["tis_mean"] is None and "grammar" in summary["tis_note"]

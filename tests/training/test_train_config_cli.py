@@ -11,11 +11,11 @@ from clawloop.training.config import TrainConfig, TrainConfigError
 
 
 def test_config_rejects_bad_values_with_the_field_name():
-    with pytest.raises(TrainConfigError, match="phases"):
+    with pytest.raises(ValueError, match="phases"):
         TrainConfig(phases="ppo")
-    with pytest.raises(TrainConfigError, match="clip_eps"):
+    with pytest.raises(ValueError, match="clip_eps"):
         TrainConfig(clip_eps=1.5)
-    with pytest.raises(TrainConfigError, match="reward"):
+    with pytest.raises(ValueError, match="reward"):
         TrainConfig(reward="shaped")
     assert TrainConfig().reward == "outcome"
     with pytest.raises(TrainConfigError, match="unknown train settings"):

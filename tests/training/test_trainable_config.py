@@ -58,7 +58,7 @@ def test_trainable_configs_load(rollout, train):
 
 def test_shipped_configs_load():
     for name in ("local", "cluster", "learning-cpu"):
-        load_config(ROOT / f"configs/{name}.yaml")
+        load_config(name)
 
 
 def test_groups_of_one_are_not_reported_as_equal_rewards(tiny_model_dir, tmp_path):
