@@ -54,6 +54,7 @@ class Grounded:
     references: dict[int, dict[str, Any]] = field(default_factory=dict)  # lookup step -> record
     # while grounding: lookup node -> its reads and their records (one, or two for a chain)
     lookups: dict[int, list[tuple[Step, dict[str, Any]]]] = field(default_factory=dict)
+    wide: bool = False  # grounded the wide way (`ground`)
 
     def plan(self, steps: list[Step] | None = None) -> dict[str, Any]:
         return {
@@ -235,7 +236,9 @@ def literal(p: Param, tool: Tool, ix: Index, rng: random.Random) -> tuple[bool, 
         return True, rng.choice(ix.dates[len(ix.dates) // 2 :])  # the later half: recent
     for t in tool.writes:  # a unique field the tool writes: it needs a value nobody has
         if p.name in ix.unique.get(t, ()):
-            return True, fresh(rng.choice(ix.values[t][p.name]))
+            v = fresh(rng.choice(ix.values[t][p.name]))
+            if not isinstance(v, dict | list):  # a list or object cannot be made new
+                return True, v
     for t in (*tool.writes, *tool.reads, *sorted(ix.tables)):
         vals = ix.distinct(t, p.name)
         if vals and p.type in ("integer", "number"):  # small amounts break fewer rules (stock)
@@ -293,7 +296,7 @@ def fill(
             return None
     sources = _sources(ix, picked) if open_ else []
     for p in open_:
-        found, value = _held_near(p, sources, rng)
+        found, value = _held_near(p, sources, rng, item_fields(tool, p.name))
         if found:
             params[p.name] = value
         elif p.required:
@@ -312,13 +315,46 @@ def _sources(ix: Index, picked: list[tuple[str, dict[str, Any]]]) -> list[dict[s
     return out
 
 
-def _held_near(p: Param, sources: list[dict[str, Any]], rng: random.Random) -> tuple[bool, Any]:
+def item_fields(tool: Tool, name: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(fields, required fields) of the objects a list parameter takes, as the tool's schema
+    declares them (a payment: `payment_id`, `amount`); empty for any other parameter."""
+    spec = tool.schema.get("function", tool.schema).get("parameters", {}).get("properties", {})
+    items = (spec.get(name) or {}).get("items") or {}
+    if not isinstance(items, dict) or items.get("type") != "object":
+        return (), ()
+    fields = tuple(items.get("properties") or {})
+    return fields, tuple(f for f in items.get("required", fields) if f in fields)
+
+
+def _objects(value: Any, fields: tuple[str, ...], required: tuple[str, ...]) -> list[Any] | None:
+    """`value` as a list of the parameter's objects (only their declared fields), when it is a
+    non-empty list of records that each hold every required field; else None."""
+    if not isinstance(value, list) or not value:
+        return None
+    if not all(isinstance(x, dict) and all(f in x for f in required) for x in value):
+        return None
+    return [{f: x[f] for f in fields if f in x} for x in value]
+
+
+def _held_near(
+    p: Param, sources: list[dict[str, Any]], rng: random.Random,
+    items: tuple[tuple[str, ...], tuple[str, ...]] = ((), ()),
+) -> tuple[bool, Any]:  # fmt: skip
     """A value for a parameter no top-level field names, read from the records the call picks
     and their neighbours: a list field of that name whole (a reservation's `flights`), else a
     nested scalar the parameter takes (`payment_method_id` <- `payment_methods.<id>.id`; a list
     parameter gets one: `item_ids` <- [`items.0.item_id`], from the first source that has
     one: a list names parts of the record itself). A scalar comes from any source that has one
-    (an order's own payment method or another of its user's)."""
+    (an order's own payment method or another of its user's). A list of objects (`items`: the
+    fields its schema declares) takes a list whose records have that shape, under any name (a
+    booking's `payment_methods` <- a reservation's `payment_history` of `payment_id`, `amount`),
+    never scalars."""
+    fields, required = items
+    if fields:
+        named = [row.get(p.name) for row in sources]  # the parameter's own name first
+        held = named + [v for row in sources for v in row.values()]
+        found = [x for x in (_objects(v, fields, required) for v in held) if x]
+        return (True, found[0]) if found else (False, None)
     options: list[list[Any]] = []
     for row in sources:
         whole = row.get(p.name)
@@ -544,6 +580,7 @@ def _siblings(
 def _act(
     domain: Domain, node: Node, ix: Index, rng: random.Random, g: Grounded, chain: float = 0.0,
     admitted: Admission | None = None, wide: bool = False,
+    taught: dict[str, list[dict[str, Any]]] | None = None,
 ) -> Step | None:  # fmt: skip
     """Ground an act node: a write tool whose parameters the node's inputs can feed. Its lookups
     go to `g.lookups` by lookup node (they run first; `_place` numbers them); returns the act.
@@ -552,7 +589,8 @@ def _act(
     `wide` (the wide grounding, `ground`): the first input is a chain where one fits, the record
     the act changes is one the probe saw the tool accept (`admitted`), its lookups most often
     read that record's neighbours, and its open parameters take the values beside what a
-    lookup reads (`_siblings`) or nested in the records it picks (`fill`)."""
+    lookup reads (`_siblings`) or nested in the records it picks (`fill`); a tool a refusal
+    taught how to call (`taught`, `corrected`) starts from such a call."""
     tools = _writes(domain)
     rng.shuffle(tools)
     if chain and rng.random() < chain:  # a tool a chain can feed first (stable: still shuffled)
@@ -586,6 +624,8 @@ def _act(
         else:
             if wide:
                 _siblings(w, fixed, made, ix)
+            if wide and (calls := (taught or {}).get(w.name)):
+                fixed = {**rng.choice(calls), **fixed}  # a call its refusal taught, fed values
             params = fill(w, ix, rng, fixed=fixed, entity=anchor, wide=wide)
             if params is not None:
                 for lookup_id, reads in made.items():  # a branch's arms share their lookups
@@ -651,7 +691,7 @@ def probe_calls(domain: Domain, tables: Tables, rng: random.Random) -> list[tupl
         t, f = keys[0]
         rows = ix.tables[t]
         for row in rng.sample(rows, min(PROBE_RECORDS, len(rows))):
-            params = fill(w, ix, rng, entity=(t, row))
+            params = fill(w, ix, rng, entity=(t, row), wide=True)  # nested values: third party
             if params is not None:
                 out.append((Step(w.name, params, "any"), repr(row.get(f))))
     return out
@@ -696,6 +736,37 @@ def _held(figure: float, rows: list[dict[str, Any]]) -> bool:
         for r in rows
         for v in r.values()
     )
+
+
+def corrected(tool: Tool, call: Step, error: str) -> list[Step]:
+    """Calls a refusal teaches: where it states a figure the call did not pass (`total price
+    is 1234, but paid 100`), the call again with each list-of-objects parameter paying that
+    figure in one object (its first, the number field set to the figure). Run like any probe,
+    one that is accepted shows how the tool is called on this state."""
+
+    def number(v: Any) -> bool:
+        return reach.scalar(v) and not isinstance(v, str)
+
+    passed = {float(v) for _, v in reach.leaves(call.params) if number(v)}
+    for v in call.params.values():  # a list's total counts as passed (the `paid` figure)
+        if isinstance(v, list):
+            items = [x for item in v if isinstance(item, dict) for x in item.values() if number(x)]
+            passed.add(float(sum(items)))
+    figures = [x for x in dict.fromkeys(float(m) for m in NUMBER.findall(error)) if x not in passed]
+    spec = tool.schema.get("function", tool.schema).get("parameters", {}).get("properties", {})
+    out = []
+    for p in tool.params:
+        fields, _ = item_fields(tool, p.name)
+        items = call.params.get(p.name)
+        if not fields or not isinstance(items, list) or not items or not isinstance(items[0], dict):
+            continue
+        props = spec[p.name]["items"].get("properties") or {}
+        numbers = [f for f in fields if (props.get(f) or {}).get("type") in ("number", "integer")]
+        for x in figures:
+            for f in numbers:
+                one = {**items[0], f: x if props[f]["type"] == "number" else int(x)}
+                out.append(Step(call.tool, {**call.params, p.name: [one]}, "any"))
+    return out
 
 
 def learned_params(
@@ -886,10 +957,11 @@ def _place(g: Grounded, order: list[int], steps: list[Step]) -> list[Step]:
 def ground_once(
     domain: Domain, graph: TaskGraph, ix: Index, rng: random.Random, recoveries: list[Recovery],
     admitted: Admission | None = None, wide: bool = False,
+    taught: dict[str, list[dict[str, Any]]] | None = None,
 ) -> Grounded:  # fmt: skip
     """One grounding of `graph`; `wide` as in `_act`, and a recover node takes a fix the
     refusal teaches wherever one ran."""
-    g = Grounded(graph=graph, steps=[])
+    g = Grounded(graph=graph, steps=[], wide=wide)
     lookups = [n.id for n in graph.nodes if n.kind == "lookup"]  # they run first, in graph order
     chain = CHAIN if "long_range" in graph.wanted else 0.0
     acts: list[Step] = []
@@ -903,7 +975,7 @@ def ground_once(
                 raise GroundingError("no error-recovery path (refused, fixed, accepted) ran")
             acts += steps
             continue
-        step = _act(domain, node, ix, rng, g, chain, admitted, wide)
+        step = _act(domain, node, ix, rng, g, chain, admitted, wide, taught)
         if step is None:
             raise GroundingError(f"no write tool fits node {node.id} ({len(node.inputs)} inputs)")
         if node.arm:
@@ -934,6 +1006,7 @@ class Wide:
     rng: random.Random
     recoveries: list[Recovery] = field(default_factory=list)
     admitted: Admission = field(default_factory=dict)
+    taught: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # `corrected` calls
 
 
 def ground(
@@ -950,7 +1023,8 @@ def ground(
     failed. A recover node takes one of `recoveries`: paths execution already confirmed.
 
     With `wide`, a graph the plain grounding leaves without a `usable` variant is grounded again
-    the wide way (`_act`: nested values, neighbouring records, records the probe saw admit the
+    the wide way (its variants follow the plain ones, which still come first: where one of them
+    runs after all, the graph makes the task it always made) (`_act`: nested values, neighbouring records, records the probe saw admit the
     write; recoveries from every refusal the probes met), on its own generator: a domain the
     plain grounding serves draws exactly what it did before."""
     ix = Index.of(tables, domain.keys)
@@ -964,16 +1038,20 @@ def ground(
             why.append(str(exc))
     if wide is None or any(usable is None or usable(v) for v in out):
         return out, why
+    # Plain variants the caller finds unusable stay, first: any that runs makes the task it
+    # always made; the wide ones are tried after them.
     more = (recoveries or []) + [r for r in wide.recoveries if r not in (recoveries or [])]
     wider = []
     for _ in range(variants * 3):
         if len(wider) == variants:
             break
         try:
-            wider.append(ground_once(domain, graph, ix, wide.rng, more, wide.admitted, True))
+            wider.append(
+                ground_once(domain, graph, ix, wide.rng, more, wide.admitted, True, wide.taught)
+            )
         except GroundingError as exc:
             why.append(str(exc))
-    return (wider or out), why
+    return out + wider, why
 
 
 def coverage_problems(g: Grounded, domain: Domain, skills: list[Skill]) -> list[str]:

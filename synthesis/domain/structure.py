@@ -4,10 +4,10 @@ not what the sampler aimed for (issue 24, item 4).
 The sampler's labels (taskgraph.features_of) say which node kinds a graph has; these say whether
 the task really has the structure:
 
-- `long_range`: a value step k needs comes from step j < k-1, where j read a record the
-  instruction does not name but reached through an earlier step's result (a chain from a named
-  record), and the value is not stated: the agent must carry it across steps, not look up a
-  record it was told about;
+- `long_range`: on the reference run, step k is passed a value step j < k-1 produced (the
+  trace shows both), where j read a record the instruction does not name but reached through
+  an earlier step's result (a chain from a named record), and the value is not stated: the
+  agent must carry it across steps, not look up a record it was told about;
 - `error_recovery`: the plan's first attempt was refused at run time (the trace holds its error),
   the retry succeeded, and without the fix the retry is refused too (an ablation run shows it);
 - `subgoals`: at least two sub-goals, each of which changes the final state (the plan without
@@ -30,7 +30,7 @@ from typing import Any
 
 from clawloop.synthesis.domain import reach
 from clawloop.synthesis.domain.derivable import mentions
-from clawloop.synthesis.domain.ground import Grounded, Step, ref_of
+from clawloop.synthesis.domain.ground import Grounded, Step
 from clawloop.synthesis.domain.taskgraph import features_of
 
 Tables = dict[str, list[dict[str, Any]]]
@@ -184,21 +184,42 @@ def _chains(g: Grounded, instruction: str) -> tuple[dict[int, bool], dict[int, b
 
 
 def _long_range(g: Grounded, trace: list[dict[str, Any]], instruction: str) -> list[list[int]]:
-    """[j, k] where step k takes a value step j produced, j < k-1, step j read a record the
-    instruction does not name (none of its literal arguments is stated) but reached through an
-    earlier step's result (its key is itself a `$ref` to a named or so-reached record), and the
-    value itself is not stated. A lookup of an unnamed record by a literal key is not long
-    range: nothing leads the agent there (derivable.py's concern)."""
+    """[j, k] where, on the reference run, step k was passed a value step j's result held
+    (the trace shows both), j < k-1, step j read a record the instruction does not name (none
+    of its literal arguments is stated) but reached through an earlier step's result (its key
+    is itself a `$ref` to a named or so-reached record), and the value itself is not stated. A
+    lookup of an unnamed record by a literal key is not long range: nothing leads the agent
+    there (derivable.py's concern); a hop the run does not show is not measured."""
 
     _, reached = _chains(g, instruction)
     hops = []
     for k, s in enumerate(g.steps):
-        for j, name in _refs(s):
-            ref = ref_of(g, j, name)
-            value = ref["value"] if ref else _result_field(trace, j, name)
-            if j < k - 1 and reached.get(j) and not _named(value, instruction):
+        for param, v in s.params.items():
+            if not (isinstance(v, dict) and "$ref" in v) or k >= len(trace):
+                continue
+            j, name = int(v["$ref"][0]), str(v["$ref"][1])
+            produced = _result_field(trace, j, name)
+            passed = (trace[k].get("params") or {}).get(param)
+            carried = produced is not None and passed == produced
+            if carried and j < k - 1 and reached.get(j) and not _named(produced, instruction):
                 hops.append([j, k])
     return hops
+
+
+def planned(g: Grounded) -> set[str]:
+    """What a plan's shape can carry before it runs: `long_range` where a read whose key came
+    from an earlier step (a record reached, not named) feeds a step two or more later, and
+    `convergence` where a write takes values from two or more earlier steps. Of the variants
+    of one graph that ran, synthesis makes the task from one carrying what the graph wanted."""
+    out = set()
+    writes = set(_writes(g))
+    for k, s in enumerate(g.steps):
+        fed = {j for j, _ in _refs(s)}
+        if any(j < k - 1 and _refs(g.steps[j]) for j in fed):
+            out.add("long_range")
+        if k in writes and len(fed) >= 2:
+            out.add("convergence")
+    return out
 
 
 def _converging(g: Grounded, trace: list[dict[str, Any]]) -> list[int]:

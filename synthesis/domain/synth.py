@@ -37,6 +37,7 @@ from clawloop.synthesis.domain.ground import (
     Step,
     Wide,
     all_refs,
+    corrected,
     coverage_problems,
     every_write_plan,
     ground,
@@ -67,6 +68,7 @@ from clawloop.synthesis.domain.structure import (
     ablations,
     certain_problems,
     measure,
+    planned,
     shares,
 )
 from clawloop.synthesis.domain.taskgraph import Knobs, TaskGraph, features_of, sample_task_graph
@@ -99,6 +101,7 @@ class Probed:
     wide: list[Recovery] = field(default_factory=list)
     admitted: Admission = field(default_factory=dict)
     refusals: dict[str, int] = field(default_factory=dict)
+    taught: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # ground.corrected
 
     def every(self) -> list[Recovery]:
         return self.recoveries + self.wide
@@ -238,6 +241,19 @@ def _probe(
         (no if error else ok).add(key)
         if error:
             met.append((replace(call, expect="error"), error))
+    # Calls the refusals teach (a booking paying the total price its refusal states): run once;
+    # those accepted show the wide grounding how the tool is called, the rest are refusals met.
+    taught: list[Step] = []
+    for call, error in met:
+        taught += [c for c in corrected(domain.tool(call.tool), call, error) if c not in taught]
+    if taught:
+        _, runs = execute.run_plans(files, [_plan(c) for c in taught], sandbox)
+        for call, r in zip(taught, runs, strict=True):
+            error = str(r.trace[0].get("error") or "") if r.ok and r.trace else ""
+            if r.ok and r.trace and not error:
+                out.taught.setdefault(call.tool, []).append(call.params)
+            elif error:
+                met.append((replace(call, expect="error"), error))
     for call, error in met:
         kind = refusal_kind(call.tool, error)
         out.refusals[kind] = out.refusals.get(kind, 0) + 1
@@ -530,6 +546,17 @@ class _Round:
     probe: list[Grounded] = field(default_factory=list)
 
 
+def _usable(ctx: _Round, v: Grounded) -> bool:
+    """A plain variant that can carry its graph: every transition in some skill, and the long
+    range or convergence the graph wanted in its steps (structure.planned)."""
+    return not coverage_problems(v, ctx.domain, ctx.skills) and _shaped(v) <= planned(v)
+
+
+def _shaped(v: Grounded) -> set[str]:
+    """The shape a graph wanted that a plan's steps show before it runs (structure.planned)."""
+    return set(v.graph.wanted) & {"long_range", "convergence"}
+
+
 def _sample_round(
     ctx: _Round, out: DomainSynth, rng: random.Random, draws: int,
     skill_weights: dict[str, float] | None,
@@ -548,9 +575,10 @@ def _sample_round(
             random.Random(f"{domain.name}:{ctx.seed}:wide:{row['graph_id']}"),
             ctx.probed.wide,
             ctx.probed.admitted,
+            ctx.probed.taught,
         )  # the plain draws stay as they were
         variants, why = ground(domain, graph, ctx.tables, rng, recoveries=ctx.recoveries,
-                               wide=wide, usable=lambda v: not coverage_problems(v, domain, skills))  # fmt: skip
+                               wide=wide, usable=lambda v: _usable(ctx, v))  # fmt: skip
         fit = [v for v in variants if not coverage_problems(v, domain, skills)]
         if not fit:
             problems = [p for v in variants for p in coverage_problems(v, domain, skills)]
@@ -595,8 +623,18 @@ def _make_one(
             x.why for _, a, b in runs for x in (a, b) if x and not x.ok
         )
         return None
+    # The wide grounding is there to carry structure: a wide variant that lacks the long range
+    # or convergence its graph wanted makes no task (a plain one makes what it always made).
+    good = [t for t in good if not t[0].wide or _shaped(t[0]) <= planned(t[0])]
+    if not good:
+        row["reason"] = "grounding: no wide variant that ran carries " + ", ".join(
+            sorted(_shaped(runs[0][0]))
+        )
+        return None
     if ctx.weights:  # of the variants that ran, the one heaviest on the skills the policy fails
         good.sort(key=lambda t: -plan_weight(t[0], ctx.by_tool, ctx.weights))  # stable
+    else:  # else the first that carries the most of the shape its graph wanted
+        good.sort(key=lambda t: -len(_shaped(t[0]) & planned(t[0])))  # stable
     v, a, b = good[0]
     told: list[Told] = []
     try:

@@ -115,6 +115,8 @@ def _lookup_then_acts(chained: bool) -> Grounded:
     trace = [
         {"step": 0, "error": "", "result": json.dumps({"code": "H1", "sister": "H2"})},
         {"step": 1, "error": "", "result": json.dumps({"code": "H2", "apiary": "A7"})},
+        {"step": 2, "params": steps[2].params, "error": "", "result": "{}"},
+        {"step": 3, "params": {"code": "H3", "apiary": "A7"}, "error": "", "result": "{}"},
     ]
     return Grounded(graph=graph, steps=steps), trace
 
@@ -133,6 +135,9 @@ def test_long_range_is_a_carried_value_reached_through_a_chain_not_a_named_looku
     unnamed = measure(g, trace, INITIAL, AFTER_1, "Move H3 next to hive H22.", {})
     assert not unnamed.long_range  # H2 is not named (H22 is not H2) and nothing leads there
     assert unnamed.unnamed_lookups == [1] and named.unnamed_lookups == []
+    g, trace = _lookup_then_acts(chained=True)
+    short = measure(g, trace[:3], INITIAL, AFTER_1, "Move H3 to where H1's sister is.", {})
+    assert not short.long_range  # the run never reached the step that takes the value
 
 
 def test_a_branch_counts_only_when_its_condition_is_read_off_the_starting_state():

@@ -229,3 +229,113 @@ def test_a_domain_the_plain_grounding_serves_draws_what_it_drew_without_the_wide
             if plain:
                 assert [v.steps for v in both] == [v.steps for v in plain]
             assert a.getstate() == b.getstate()
+
+
+def test_the_admission_probe_tries_every_write_tool_a_wide_call_can_fill():
+    """Third-party write tools take values nested in their records (a payment method id in an
+    order's user's `payment_methods`): the probe fills them the wide way, so it meets the
+    refusals of every write tool, not only of those whose parameters are top-level fields."""
+    import random
+
+    from clawloop.synthesis.domain.ground import probe_calls
+
+    domain, tables, _ = _retail()
+    tried = {c.tool for c, _ in probe_calls(domain, tables, random.Random(0))}
+    assert {"modify_pending_order_payment", "return_delivered_order_items",
+            "modify_pending_order_address", "cancel_pending_order"} <= tried  # fmt: skip
+
+
+def test_the_shape_a_plan_can_carry_is_read_off_its_steps():
+    """Long range: a read reached through an earlier result feeds a step two or more later;
+    convergence: a write takes values from two earlier steps. Adjacent or named reads carry
+    neither."""
+    from clawloop.synthesis.domain.ground import Grounded, Step
+    from clawloop.synthesis.domain.structure import planned
+    from clawloop.synthesis.domain.taskgraph import Node, TaskGraph
+
+    graph = TaskGraph(nodes=(Node(0, "lookup", 0), Node(1, "lookup", 1), Node(2, "act", 1),
+                             Node(3, "act", 0, inputs=(0,))))  # fmt: skip
+    hop = Step("get_order_details", {"order_id": "#W1"}, node=0)
+    reached = Step("get_user_details", {"user_id": {"$ref": [0, "user_id"]}}, node=0)
+    named = Step("get_user_details", {"user_id": "u_2"}, node=1)
+    act = Step("modify_user_address", {"user_id": "u_3", "city": {"$ref": [2, "address.city"]}}, node=2)  # fmt: skip
+    late = Step("modify_user_address", {"user_id": "u_4", "city": {"$ref": [1, "address.city"]}}, node=3)  # fmt: skip
+    assert planned(Grounded(graph=graph, steps=[hop, reached, named, act, late])) == {"long_range"}
+    assert planned(Grounded(graph=graph, steps=[hop, reached, late])) == set()  # adjacent
+    both = Step("modify_user_address", {"user_id": {"$ref": [0, "user_id"]},
+                                        "city": {"$ref": [1, "address.city"]}}, node=3)  # fmt: skip
+    assert planned(Grounded(graph=graph, steps=[hop, reached, both])) == {"convergence"}
+
+
+def test_plain_variants_the_caller_cannot_use_come_first_and_the_wide_ones_follow():
+    """A graph whose plain variants all look doomed keeps them, first (one that runs after all
+    makes the task it always made), then the wide ones; the shared generator ends where the
+    plain grounding alone leaves it."""
+    import random
+
+    from clawloop.synthesis.domain.ground import Wide, ground
+    from clawloop.synthesis.domain.state import load_tables
+
+    root = Path(__file__).resolve().parents[3] / "synthesis" / "domain" / "builtin"
+    domain = load_domain(root / "apiary_coop")
+    tables = load_tables(domain)
+    graph = _graph(3, "long_range", domain, tables)
+    plain, _ = ground(domain, graph, tables, random.Random(5), variants=3)
+    assert plain
+    rng = random.Random(5)
+    both, _ = ground(domain, graph, tables, rng, variants=3, wide=Wide(random.Random(9)),
+                     usable=lambda v: False)  # fmt: skip
+    assert [v.steps for v in both[: len(plain)]] == [v.steps for v in plain]
+    assert len(both) > len(plain)
+    again = random.Random(5)
+    ground(domain, graph, tables, again, variants=3)
+    assert rng.getstate() == again.getstate()
+
+
+def test_a_list_of_objects_takes_records_of_the_shape_its_schema_declares():
+    """A booking's `payment_methods` is a list of {payment_id, amount}: the user's own
+    `payment_methods` (an object keyed by id) is no such list; a reservation's
+    `payment_history` is. Every list-of-objects parameter gets objects with only the declared
+    fields, never a scalar or an object; the plain grounding, which reads no nested values,
+    finds none."""
+    import random
+
+    from clawloop.synthesis.domain.ground import Index, fill, item_fields
+    from clawloop.synthesis.domain.state import load_tables
+
+    domain = load_domain(AIRLINE)
+    tables = load_tables(domain)
+    ix = Index.of(tables, domain.keys)
+    book = domain.tool("book_reservation")
+    assert item_fields(book, "payment_methods") == (("payment_id", "amount"),) * 2
+    assert item_fields(book, "user_id") == ((), ())
+    for seed in range(4):
+        user = random.Random(seed).choice(tables["users"])
+        params = fill(book, ix, random.Random(seed), entity=("users", user), wide=True)
+        assert params is not None
+        for name in ("flights", "passengers", "payment_methods"):
+            fields, required = item_fields(book, name)
+            assert isinstance(params[name], list) and params[name]
+            assert all(set(required) <= set(x) <= set(fields) or name == "flights"
+                       for x in params[name])  # fmt: skip
+        assert all(p["payment_id"] in user["payment_methods"] for p in params["payment_methods"])
+        assert fill(book, ix, random.Random(seed), entity=("users", user)) is None
+
+
+def test_a_refusal_that_states_the_figure_to_pay_teaches_the_call():
+    """`total price is 1234, but paid 100`: the booking again, paying 1234 with its first
+    method; a figure the call already passed (the 100 it paid) teaches nothing."""
+    from clawloop.synthesis.domain.ground import Step, corrected
+
+    book = load_domain(AIRLINE).tool("book_reservation")
+    pay = [
+        {"payment_id": "credit_card_1", "amount": 60},
+        {"payment_id": "gift_card_2", "amount": 40},
+    ]
+    call = Step("book_reservation", {"user_id": "u", "payment_methods": pay, "nonfree_baggages": 0})
+    error = "Error: payment amount does not add up, total price is 1234, but paid 100"
+    (again,) = corrected(book, call, error)
+    assert again.params["payment_methods"] == [{"payment_id": "credit_card_1", "amount": 1234.0}]
+    assert {k: v for k, v in again.params.items() if k != "payment_methods"} == {
+        "user_id": "u", "nonfree_baggages": 0}  # fmt: skip
+    assert corrected(book, call, "Error: not enough balance in payment method gift_card_2") == []
