@@ -27,7 +27,9 @@ from clawloop.tasks.config import RunConfig
 from clawloop.tasks.settings import ExecutionSettings, StorageSettings
 from clawloop.tasks.stage import resume_command
 
-console = Console(stderr=False)
+console = Console(
+    width=None if sys.stdout.isatty() else 200
+)  # a pipe or log file: no 80-column wrap
 
 
 def _logging(verbose: bool) -> None:
