@@ -222,6 +222,18 @@ def planned(g: Grounded) -> set[str]:
     return out
 
 
+def carried(g: Grounded) -> set[str]:
+    """The features a plan's shape carries before it runs (what synthesis balances the kept set
+    on): `planned`'s long range and convergence, `error_recovery` where a step expects a
+    refusal, `branching` where the plan branches on a condition."""
+    out = planned(g)
+    if any(s.expect == "error" for s in g.steps):
+        out.add("error_recovery")
+    if g.condition is not None:
+        out.add("branching")
+    return out
+
+
 def _converging(g: Grounded, trace: list[dict[str, Any]]) -> list[int]:
     """Write steps that take values from two or more distinct earlier steps, each value one
     the run produced (the producer's result holds it)."""

@@ -15,6 +15,7 @@ import hashlib
 import json
 import random
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -66,6 +67,7 @@ from clawloop.synthesis.domain.state import load_tables
 from clawloop.synthesis.domain.structure import (
     Structure,
     ablations,
+    carried,
     certain_problems,
     measure,
     planned,
@@ -444,6 +446,7 @@ def synthesize_domain(
     all_writes: execute.PlanRun | None = None
     attempts, rounds, limit = 0, 0, ROUNDS
     budget = ATTEMPTS * n
+    carrying: dict[str, set[str]] = {}  # task id -> the features its plan carries (_pick)
     while len(out.candidates) < n:
         if not pending:
             if rounds == limit and limit == ROUNDS and (more := _relax(out, ctx.knobs)):
@@ -466,11 +469,13 @@ def synthesize_domain(
             break
         batch: list[tuple[dict[str, Any], Grounded, execute.PlanRun, Told, dict[str, Any]]] = []
         while pending and len(out.candidates) < n and attempts < budget:
-            row, fit, runs = pending.pop(0)
+            kept = Counter(f for c in out.candidates for f in carrying.get(c["task_id"], ()))
+            row, fit, runs = pending.pop(_pick([_offer(ctx, r) for _, _, r in pending], kept))
             task = _make_one(ctx, out, row, fit, runs, initial, chat, split, all_writes)
             if task is not None:
                 attempts += 1
                 batch.append(task)
+                carrying[task[4]["task_id"]] = carried(task[1])
         measured = _measure_structure(out, batch, initial, files, sandbox)
         if accept is not None:
             _accept(out, batch, accept, measured)
@@ -610,32 +615,71 @@ def _sample_round(
     return ran, initial, all_writes
 
 
+BALANCED = ("long_range", "convergence", "error_recovery", "branching")
+
+
+def _pick(offers: list[tuple[bool, set[str]]], kept: Counter[str]) -> int:
+    """Which pending graph to make next, given per pending graph (in sampling order) whether
+    its task comes from a wide variant and the features its plan carries (structure.carried),
+    and how many kept tasks carry each feature. A plain task is made in sampling order, so a
+    domain the plain grounding serves keeps exactly the tasks it drew. The wide grounding opens
+    features at rates that differ by domain (every refusal met can make a recovery; a
+    convergence needs a write two reads fit), so in sampling order the feature it opens most
+    easily would fill the set and push out the others: where a wide task is next, the one made
+    is the pending wide task whose least-kept feature is kept least (then the one carrying more
+    features, then sampling order), so a gain in one feature does not push out another."""
+    if not offers or not offers[0][0]:
+        return 0
+    wide = [(i, f & set(BALANCED)) for i, (w, f) in enumerate(offers) if w]
+    wide = [(i, f) for i, f in wide if f]
+    if not wide:
+        return 0
+    return min(wide, key=lambda t: (min(kept[f] for f in t[1]), -len(t[1]), t[0]))[0]
+
+
+def _offer(ctx: _Round, runs: list[Any]) -> tuple[bool, set[str]]:
+    """(wide, features carried) of the variant a pending graph would make its task from;
+    (False, no features) where none would."""
+    chosen, _ = _choose(ctx, runs)
+    return (chosen[0].wide, carried(chosen[0])) if chosen else (False, set())
+
+
+def _choose(
+    ctx: _Round, runs: list[Any]
+) -> tuple[tuple[Grounded, execute.PlanRun, execute.PlanRun | None] | None, str]:
+    """The variant of an executed graph that makes its task (the first that ran as expected,
+    as ordered below), or None and why none does."""
+    good = [(v, a, b) for v, a, b in runs if a.ok and (b is None or b.ok)]
+    if not good:
+        return None, "execution: " + next(
+            x.why for _, a, b in runs for x in (a, b) if x and not x.ok
+        )
+    # The wide grounding is there to carry structure: a wide variant that lacks the long range
+    # or convergence its graph wanted makes no task (a plain one makes what it always made).
+    good = [t for t in good if not t[0].wide or _shaped(t[0]) <= planned(t[0])]
+    if not good:
+        return None, "grounding: no wide variant that ran carries " + ", ".join(
+            sorted(_shaped(runs[0][0]))
+        )
+    if ctx.weights:  # of the variants that ran, the one heaviest on the skills the policy fails
+        good.sort(key=lambda t: -plan_weight(t[0], ctx.by_tool, ctx.weights))  # stable
+    else:  # else the first that carries the most of the shape its graph wanted
+        good.sort(key=lambda t: -len(_shaped(t[0]) & planned(t[0])))  # stable
+    return good[0], ""
+
+
 def _make_one(
     ctx: _Round, out: DomainSynth, row: dict[str, Any], fit: list[Grounded], runs: list[Any],
     initial: execute.Tables, chat: ChatFn | None, split: str,
     all_writes: execute.PlanRun | None,
 ) -> tuple[dict[str, Any], Grounded, execute.PlanRun, Told, dict[str, Any]] | None:  # fmt: skip
-    """The task of one executed graph (its first variant that ran as expected), appended to
+    """The task of one executed graph (the variant `_choose` picks), appended to
     `out.candidates`; None with the reason on the row when none makes a task."""
-    good = [(v, a, b) for v, a, b in runs if a.ok and (b is None or b.ok)]
-    if not good:
-        row["reason"] = "execution: " + next(
-            x.why for _, a, b in runs for x in (a, b) if x and not x.ok
-        )
+    chosen, why = _choose(ctx, runs)
+    if chosen is None:
+        row["reason"] = why
         return None
-    # The wide grounding is there to carry structure: a wide variant that lacks the long range
-    # or convergence its graph wanted makes no task (a plain one makes what it always made).
-    good = [t for t in good if not t[0].wide or _shaped(t[0]) <= planned(t[0])]
-    if not good:
-        row["reason"] = "grounding: no wide variant that ran carries " + ", ".join(
-            sorted(_shaped(runs[0][0]))
-        )
-        return None
-    if ctx.weights:  # of the variants that ran, the one heaviest on the skills the policy fails
-        good.sort(key=lambda t: -plan_weight(t[0], ctx.by_tool, ctx.weights))  # stable
-    else:  # else the first that carries the most of the shape its graph wanted
-        good.sort(key=lambda t: -len(_shaped(t[0]) & planned(t[0])))  # stable
-    v, a, b = good[0]
+    v, a, b = chosen
     told: list[Told] = []
     try:
         code, note = make_task(ctx.domain, v, initial, (a, b), ctx.files, ctx.by_tool, chat,
