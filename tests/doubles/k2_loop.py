@@ -199,7 +199,7 @@ def run_k2(tmp_path: Path, run: str, *, text_tool_calls: bool) -> K2Run:
                 "rollout": {"n": 2, "band": [1, 1], "max_turns": 8, "workers": 2},
                 "train": {
                     "base_model": str(base),
-                    "phases": "sft+grpo",
+                    "phases": "grpo+sft",
                     "sft_max_steps": 1,
                     "grpo_max_steps": 1,
                     "max_seq_len": 4096,  # system prompt + tools alone: ~2k tiny-model tokens

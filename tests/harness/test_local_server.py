@@ -219,7 +219,7 @@ def test_episodes_on_the_local_server_train_every_turn_from_ids_and_grpo_ratio_m
           "reason": "in band"}]
     )  # fmt: skip
     tc = TrainConfig(
-        phases="sft+grpo",
+        phases="grpo+sft",
         sft_max_steps=1,
         sft_learning_rate=1e-2,
         grpo_max_steps=3,
