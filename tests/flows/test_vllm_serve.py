@@ -30,6 +30,7 @@ from doubles.prefect_server import (
     wait_for,
 )
 
+from clawloop.harness.owned import proc_stat
 from clawloop.storage import artifacts
 
 pytestmark = [
@@ -50,11 +51,16 @@ def _vllm_processes(port: int) -> list[str]:
             continue
         try:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
+        stat = proc_stat(int(entry.name))
         words = [a.decode(errors="replace") for a in argv]
-        if state != "Z" and "vllm.entrypoints.openai.api_server" in words and str(port) in words:
+        if (
+            stat is not None
+            and stat.state != "Z"
+            and "vllm.entrypoints.openai.api_server" in words
+            and str(port) in words
+        ):
             found.append(f"{entry.name}: {' '.join(words)[:200]}")
     return found
 
