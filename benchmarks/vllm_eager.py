@@ -32,6 +32,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from clawloop.harness.owned import proc_stat
 from clawloop.harness.vllm import ManagedVLLM, model_len
 from clawloop.training.tiny_model import ensure_tiny_model
 
@@ -46,13 +47,9 @@ def group_cpu_s(pgid: int) -> float:
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat.rsplit(")", 1)[1].split()
-        if int(fields[2]) == pgid:  # fields after ")": state ppid pgrp ... utime(11) stime(12)
-            total += int(fields[11]) + int(fields[12])
+        stat = proc_stat(int(entry.name))
+        if stat is not None and stat.pgrp == pgid:
+            total += stat.utime + stat.stime
     return total / CLK_TCK
 
 

@@ -282,14 +282,13 @@ def iteration_json(it: IterationFigures) -> dict[str, Any]:
 
 
 def run_report_json(figures: RunFigures) -> dict[str, Any]:
-    """`clawloop report --run ID --json`: the figures the table is made of, a stable shape:
-    {"run_id", "partial", "partial_reason", "iterations": [{"label", "heldout": {"passed", "n"},
-    "external": {"passed", "n", "mean_score"} | null, "train": {"status", "steps"} | null}]};
-    `partial` is true while another process holds the run's lease (`partial_reason` says who)."""
+    """`clawloop report --run ID --json`: the figures the table is made of, exactly the shape of
+    issue 33 item 6: {"run_id", "iterations": [{"label", "heldout": {"passed", "n"},
+    "external": {"passed", "n", "mean_score"} | null, "train": {"status", "steps"} | null}]}.
+    A run another process is writing is marked partial on stderr (flows/cli/report.py), not
+    with keys of its own here."""
     return {
         "run_id": figures.run_id,
-        "partial": bool(figures.partial),
-        "partial_reason": figures.partial,
         "iterations": [iteration_json(it) for it in figures.iterations],
     }
 

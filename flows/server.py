@@ -29,6 +29,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from clawloop.harness.owned import proc_stat, start_time
+
 DEFAULT_PORT = 4200
 # The checkout this module runs from: where prefect.yaml is, and where a worker's flow runs work
 # (relative paths of a config, e.g. `runs` or `my-cluster.yaml`, resolve against it).
@@ -177,31 +179,22 @@ def pool_name(prefect_file: Path = PREFECT_FILE) -> str:
     return str(names.pop())
 
 
-def _proc_stat(pid: int) -> list[str] | None:
-    """Fields of /proc/<pid>/stat after the command name (state first), None if gone."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-
-
 def _alive(entry: dict[str, Any]) -> bool:
     """True while the process we recorded (same pid, same kernel start time) runs (not a zombie)."""
-    stat = _proc_stat(int(entry["pid"]))
-    return stat is not None and stat[0] != "Z" and stat[19] == entry["start"]
+    stat = proc_stat(int(entry["pid"]))
+    return stat is not None and stat.state != "Z" and str(stat.start_ticks) == entry["start"]
 
 
 def _record(pid: int, **extra: Any) -> dict[str, Any]:
-    stat = _proc_stat(pid)
-    return {"pid": pid, "start": stat[19] if stat else "", **extra}
+    return {"pid": pid, "start": start_time(pid) or "", **extra}
 
 
 def _descendants(pid: int) -> list[dict[str, Any]]:
     """Every live process below `pid` (flow-run processes start their own sessions)."""
     parents: dict[int, list[int]] = {}
     for d in Path("/proc").iterdir():
-        if d.name.isdigit() and (stat := _proc_stat(int(d.name))) is not None:
-            parents.setdefault(int(stat[1]), []).append(int(d.name))
+        if d.name.isdigit() and (stat := proc_stat(int(d.name))) is not None:
+            parents.setdefault(stat.ppid, []).append(int(d.name))
     out, todo = [], [pid]
     while todo:
         for child in parents.get(todo.pop(), []):

@@ -18,19 +18,65 @@ import shutil
 import signal
 import subprocess
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 log = logging.getLogger("clawloop.owned")
 OWNED = "clawloop-owned"
 
 
-def start_time(pid: int) -> str | None:
-    """The kernel's start time of `pid` (clock ticks since boot), None if it is not running."""
+@dataclass(frozen=True)
+class ProcStat:
+    """The fields of /proc/<pid>/stat clawloop reads (proc(5) numbers them from 1)."""
+
+    state: str  # 3: R, S, D, Z (zombie), T, ...
+    ppid: int  # 4
+    pgrp: int  # 5: its process group
+    utime: int  # 14: user-mode CPU, clock ticks
+    stime: int  # 15: kernel-mode CPU, clock ticks
+    start_ticks: int  # 22: start time, clock ticks since boot (tells a process from a reused pid)
+
+
+def parse_proc_stat(text: str) -> ProcStat | None:
+    """/proc/<pid>/stat's text as a ProcStat, None if it is not one. Field 2, the command name in
+    parentheses, may hold spaces and parentheses of its own: the fields after it start after the
+    last ')'."""
+    _, paren, rest = text.rpartition(")")
+    fields = rest.split()
+    if not paren or len(fields) < 20:
+        return None
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        return ProcStat(
+            state=fields[0],
+            ppid=int(fields[1]),
+            pgrp=int(fields[2]),
+            utime=int(fields[11]),
+            stime=int(fields[12]),
+            start_ticks=int(fields[19]),
+        )
+    except ValueError:
+        return None
+
+
+def proc_stat(pid: int) -> ProcStat | None:
+    """`pid`'s /proc/<pid>/stat, None if no such process (or /proc cannot say)."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text(errors="replace")
     except OSError:
         return None
-    return stat.rsplit(")", 1)[1].split()[19]  # field 22, counted after the command name
+    return parse_proc_stat(text)
+
+
+def start_ticks(pid: int) -> int | None:
+    """The kernel's start time of `pid` (clock ticks since boot), None if it is not running."""
+    stat = proc_stat(pid)
+    return None if stat is None else stat.start_ticks
+
+
+def start_time(pid: int) -> str | None:
+    """start_ticks as the text owner folders, pid files and state files record."""
+    ticks = start_ticks(pid)
+    return None if ticks is None else str(ticks)
 
 
 def _alive(pid: int, started: str) -> bool:

@@ -328,11 +328,8 @@ def group_members(pgid: int) -> list[int]:
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if fields[0] != "Z" and int(fields[2]) == pgid:  # state, ppid, pgrp
+        stat = owned.proc_stat(int(entry.name))
+        if stat is not None and stat.state != "Z" and stat.pgrp == pgid:
             found.append(int(entry.name))
     return found
 

@@ -7,7 +7,10 @@ differences that no code fixes: times, ports and paths that each run has of its 
     python scripts/same_artifacts.py BEFORE_DIR AFTER_DIR [--iterations 1] [--out /tmp/same]
 
 BEFORE_DIR and AFTER_DIR each hold a `clawloop/` tree (e.g. `git archive REV --prefix=clawloop/
-| tar -x -C BEFORE_DIR`). Exit 0 when every file is the same, 1 otherwise.
+| tar -x -C BEFORE_DIR`). A file that differs is named with how: a Parquet table's columns, a JSON
+record's fields, a step cache's product; where only per-run values differ (PER_RUN_FIELDS,
+TIMINGS: when, who, how long, the code's own hash and the cache keys that hold it) it says so.
+Exit 0 when every file is the same but for per-run values, 1 otherwise.
 """
 
 from __future__ import annotations
@@ -28,24 +31,106 @@ rollout: {workers: 1}
 diagnose: {workers: 1}
 llm: {request_timeout_s: 1800}
 """
-# What each run writes of its own whatever its code: the manifest's code version, timings and
-# stage summaries (hosts, seconds), and the run's records of itself.
-OWN_PER_RUN = ("manifest.json", "run.json", "events.jsonl", "lease.json")
+# A JSON record's fields that each run has of its own whatever its code (the last key of a field's
+# path): when and by which process it ran, the code's hash and the cache keys that hold it, and
+# each run's own storage root. A manifest's `files[].sha256`/`bytes` follow the file they name,
+# which is compared on its own; its `upstream` hashes follow the upstream manifests.
+PER_RUN_FIELDS = {
+    "started_at",
+    "finished_at",
+    "saved_at",
+    "heartbeat",
+    "pid",
+    "start",
+    "token",
+    "code_version",
+    "inputs_hash",
+    "sha256",
+    "bytes",
+}
+PER_RUN_UNDER = ("upstream",)
+PER_RUN_PATHS = {"config.storage.root"}
+# Measures of the machine a run ran on: wall-clock seconds and peak memory (rows and summaries).
+TIMINGS = {
+    "duration_s",
+    "latency_s",
+    "seconds",
+    "wall_s",
+    "seconds_per_task",
+    "train_seconds",
+    "plan_peak_mb",
+}
 
 
-def step_cache(a: Path, b: Path) -> str:
+def json_fields(a: object, b: object, path: str = "") -> list[str]:
+    """The paths (`summary.domains.x.seconds_per_task`, `files[0].sha256`) where two JSON values
+    differ."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        out = []
+        for k in sorted(set(a) | set(b), key=str):
+            sub = f"{path}.{k}" if path else str(k)
+            if k not in a or k not in b:
+                out.append(sub)
+            else:
+                out += json_fields(a[k], b[k], sub)
+        return out
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return [
+            p
+            for i, (x, y) in enumerate(zip(a, b, strict=True))
+            for p in json_fields(x, y, f"{path}[{i}]")
+        ]
+    return [] if a == b else [path or "(the whole value)"]
+
+
+def per_run(path: str) -> bool:
+    """Whether a differing field is one each run has of its own (PER_RUN_FIELDS, TIMINGS)."""
+    keys = [k.split("[")[0] for k in path.split(".")]
+    return keys[-1] in PER_RUN_FIELDS | TIMINGS or keys[0] in PER_RUN_UNDER or path in PER_RUN_PATHS
+
+
+def _names(fields: list[str]) -> str:
+    """Per-run fields by name (`upstream` for the upstream hashes), each once."""
+    names = {
+        f.split(".")[0] if f.split(".")[0] in PER_RUN_UNDER else f.split(".")[-1] for f in fields
+    }
+    return ", ".join(sorted(k.split("[")[0] for k in names))
+
+
+def json_record(a: Path, b: Path) -> tuple[str, bool]:
+    """(how two JSON files differ, whether only in per-run fields)."""
+    import json
+
+    try:
+        fields = json_fields(json.loads(a.read_text()), json.loads(b.read_text()))
+    except ValueError as exc:
+        return f"bytes differ (not JSON: {exc})", False
+    if not fields:
+        return "same values, other bytes", True
+    real = [f for f in fields if not per_run(f)]
+    if real:
+        return f"DIFFERS in {', '.join(real[:12])}", False
+    return f"per-run fields only: {_names(fields)}", True
+
+
+def step_cache(a: Path, b: Path) -> tuple[str, bool]:
     """A synthesis step's cache (steps/<source>.json.gz: its cache key, which holds the code
-    version, and its product): whether the products are the same."""
+    version, and its product): (whether the products are the same, whether only per-run values
+    differ)."""
     import gzip
     import json
 
     pa, pb = (json.loads(gzip.decompress(p.read_bytes())).get("product") or {} for p in (a, b))
-    if pa == pb:
-        return "step cache: key differs (code version), product same"
-    rest = [k for k in set(pa) | set(pb) if k != "summary" and pa.get(k) != pb.get(k)]
-    if not rest:
-        return "step cache: key differs (code version), product's rows same, its summary differs"
-    return f"step cache: product DIFFERS in {', '.join(sorted(rest))}"
+    fields = json_fields(pa, pb)
+    if not fields:
+        return "step cache: key differs (code version), product same", True
+    real = [f for f in fields if not per_run(f)]
+    if not real:
+        return (
+            f"step cache: key differs (code version), product same but per-run {_names(fields)}",
+            True,
+        )
+    return f"step cache: product DIFFERS in {', '.join(real[:12])}", False
 
 
 def run_loop(tree: Path, root: Path, iterations: int, log: Path) -> int:
@@ -95,10 +180,6 @@ def parquet_columns(a: Path, b: Path) -> str:
     return "columns: " + ", ".join(named) if cols else "same values, other bytes"
 
 
-# Wall-clock figures a row holds of its run (seconds an episode or a reply took).
-TIMINGS = {"duration_s", "latency_s", "seconds", "wall_s"}
-
-
 def _without_timings(value: object) -> object:
     if isinstance(value, dict):
         return {k: _without_timings(v) for k, v in value.items() if k not in TIMINGS}
@@ -119,10 +200,10 @@ def _same_but_timings(a: object, b: object) -> bool:
     return left == right
 
 
-def compare(a_root: Path, b_root: Path) -> tuple[list[str], list[str]]:
-    """(same, differing) file names; a differing line says how."""
+def compare(a_root: Path, b_root: Path) -> tuple[list[str], list[str], list[str]]:
+    """(same, per-run, differing) file names; a per-run or differing line says how."""
     a, b = files_of(a_root), files_of(b_root)
-    same, diff = [], []
+    same, own, diff = [], [], []
     for rel in sorted(set(a) | set(b)):
         if rel not in a or rel not in b:
             diff.append(f"{rel}: only in {'before' if rel in a else 'after'}")
@@ -132,13 +213,18 @@ def compare(a_root: Path, b_root: Path) -> tuple[list[str], list[str]]:
             continue
         if rel.endswith(".parquet"):
             how = parquet_columns(a[rel], b[rel])
+            cols = how.removeprefix("columns: ").split(", ")
+            only_timings = how.startswith("columns: ") and all(
+                c.endswith(" (timings only)") for c in cols
+            )
         elif "/steps/" in rel and rel.endswith(".json.gz"):
-            how = step_cache(a[rel], b[rel])
+            how, only_timings = step_cache(a[rel], b[rel])
+        elif rel.endswith(".json"):
+            how, only_timings = json_record(a[rel], b[rel])
         else:
-            how = "bytes differ"
-        own = " (written per run)" if Path(rel).name in OWN_PER_RUN else ""
-        diff.append(f"{rel}: {how}{own}")
-    return same, diff
+            how, only_timings = "bytes differ", False
+        (own if only_timings else diff).append(f"{rel}: {how}")
+    return same, own, diff
 
 
 def digest(path: Path) -> str:
@@ -174,10 +260,15 @@ def main(argv: list[str] | None = None) -> int:
         roots[name] = root / RUN_ID
     if args.only_run:
         return 0
-    same, diff = compare(roots["before"], roots["after"])
-    print(f"{len(same)} files byte-identical, {len(diff)} differ")
+    same, own, diff = compare(roots["before"], roots["after"])
+    print(
+        f"{len(same)} files byte-identical, {len(own)} differ only in per-run values, "
+        f"{len(diff)} differ"
+    )
+    for line in own:
+        print("  per run: " + line)
     for line in diff:
-        print("  " + line)
+        print("  DIFFERS: " + line)
     return 0 if not diff else 1
 
 

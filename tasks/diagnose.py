@@ -12,10 +12,11 @@ whole set, `external` true), a section of report.md and external_pass_rates.png 
 and `external_*` figures in the stage summary. It never enters the own pass rates, the failure
 summaries or the guidance.
 
-`diagnose.baseline` adds the run's row 0: in iteration 1 the base policy (no training yet) first
-attempts the same held-out and external tasks; its episodes are `baseline_trajectories` and its
-figures the summary's `baseline` ({policy, heldout: {capability: [passed, n]}, heldout_passed,
-heldout_episodes, external_*}), which `clawloop report` shows as iteration 0. With
+`diagnose.baseline` adds the run's row 0: the base policy (no training yet) on the same held-out
+and external tasks, graded by iteration 1's rollout stage while it serves the base policy
+(tasks/heldout.py); iteration 1's diagnose carries its episodes into `baseline_trajectories` and
+its figures into the summary's `baseline` ({policy, heldout: {capability: [passed, n]},
+heldout_passed, heldout_episodes, external_*}), which `clawloop report` shows as row "base". With
 `synthesize.fixed_eval` every iteration then grades the very tasks row 0 was graded on.
 """
 
@@ -44,28 +45,28 @@ from clawloop.diagnosis.external import (
     external_fingerprint,
     external_pass_rates,
     external_report,
-    external_sets,
     external_summary,
     plot_external,
 )
 from clawloop.diagnosis.guidance import read_guidance
 from clawloop.diagnosis.summary import SummaryConfig, summarize_failure
 from clawloop.harness import owned
-from clawloop.harness.llm import PolicyConfig
-from clawloop.harness.rollout import RolloutConfig
-from clawloop.harness.sandbox.base import SandboxConfig, SandboxError
 from clawloop.harness.sandbox.pool import with_host_column
-from clawloop.harness.taskfolder.clawgym import is_clawgym_folder, write_harbor_folder
-from clawloop.harness.taskfolder.clawgym import read_task as read_clawgym
-from clawloop.harness.taskfolder.folder import TaskFolderError, read_harbor_task_info
-from clawloop.harness.taskfolder.foreign import prepare_task
 from clawloop.storage import artifacts, schemas
 from clawloop.storage.schemas import FailureSummary, Trajectory
 from clawloop.tasks.episodes import roll_out, verified_tasks
+from clawloop.tasks.heldout import (  # noqa: F401 (eval_rollout_config: re-exported)
+    BASELINE_TABLE,
+    ExternalTask,
+    baseline_due,
+    baseline_from_rollout,
+    eval_rollout_config,
+    external_tasks,
+    roll_out_external,
+)
 from clawloop.tasks.policy import policy_slice, serve_policy
-from clawloop.tasks.sandbox import sandbox_for
 from clawloop.tasks.settings import section_dump
-from clawloop.tasks.stage import StageContext, StageError, StageResult, StageSpec
+from clawloop.tasks.stage import StageContext, StageResult, StageSpec
 
 if TYPE_CHECKING:
     from clawloop.tasks.config import RunConfig
@@ -93,12 +94,6 @@ def start_levels(cfg: RunConfig) -> tuple[int, int]:
     return cfg.synthesize.multihop, cfg.synthesize.dirtiness
 
 
-def eval_rollout_config(cfg: RunConfig) -> RolloutConfig:
-    """The held-out rollouts: `diagnose.eval_n` episodes per task, no band."""
-    n = cfg.diagnose.eval_n
-    return cfg.rollout.replaced(n=n, band=(0, n))
-
-
 def config_slice(cfg: RunConfig, iteration: int) -> dict[str, Any]:
     # baseline keys the stage only when on (and only iteration 1 runs it), so runs from before
     # it keep their keys
@@ -113,81 +108,6 @@ def config_slice(cfg: RunConfig, iteration: int) -> dict[str, Any]:
         "eval_tasks": external_fingerprint(cfg.diagnose.eval_tasks),
         **policy_slice(cfg),
     }
-
-
-ExternalTask = tuple[Path, dict[str, Any], SandboxConfig]
-
-
-def external_tasks(ctx: StageContext, work: Path) -> list[ExternalTask]:
-    """Every external eval task, prepared to run (foreign tasks built on Docker) with its task row
-    (split "external", eval_set); StageError listing every task that cannot run here."""
-    sandbox = sandbox_for(ctx)
-    try:
-        sets = external_sets(ctx.config.diagnose.eval_tasks)
-    except (TaskFolderError, OSError) as exc:
-        raise StageError(f"diagnose.eval_tasks: {exc}") from exc
-    out: list[ExternalTask] = []
-    problems: list[str] = []
-    seen: dict[str, str] = {}
-    for label, folders in sets:
-        for folder in folders:
-            if is_clawgym_folder(folder):  # run as the Harbor folder made of it
-                try:
-                    task = read_clawgym(folder)
-                except TaskFolderError as exc:
-                    problems.append(str(exc))
-                    continue
-                threshold = ctx.config.diagnose.eval_pass_threshold
-                folder = write_harbor_folder(
-                    task, work / label / "clawgym" / task.task_id, threshold
-                )
-            header = read_harbor_task_info(folder)
-            if header.task_id in seen:
-                problems.append(
-                    f"task id {header.task_id} is in {seen[header.task_id]} and {label}"
-                )
-                continue
-            seen[header.task_id] = label
-            try:
-                prepared = prepare_task(folder, sandbox, work / label)
-            except (TaskFolderError, SandboxError, OSError) as exc:
-                problems.append(str(exc).splitlines()[0] + "".join(
-                    f"\n    {line}" for line in str(exc).splitlines()[1:6]
-                ))  # fmt: skip
-                continue
-            row = {
-                "task_id": header.task_id,
-                "capability": header.capability or EXTERNAL_SPLIT,
-                "split": EXTERNAL_SPLIT,
-                "eval_set": label,
-            }
-            out.append((prepared.task_dir, row, prepared.sandbox))
-    if problems:
-        raise StageError(
-            f"diagnose.eval_tasks: {len(problems)} external task(s) cannot run here:\n  - "
-            + "\n  - ".join(problems)
-            + f"\nfix them or leave them out of the eval set, then resume: {ctx.resume}"
-        )
-    return out
-
-
-def roll_out_external(
-    ctx: StageContext,
-    tasks: list[ExternalTask],
-    policy: PolicyConfig,
-    cfg: RolloutConfig,
-    workers: int,
-) -> list[dict[str, Any]]:
-    """The external tasks' episodes (each in its own sandbox config: a built image or the run's),
-    ordered by task then attempt."""
-    groups: dict[SandboxConfig, list[tuple[Path, dict[str, Any]]]] = {}
-    for folder, row, sandbox in tasks:
-        groups.setdefault(sandbox, []).append((folder, row))
-    rows = [
-        r for box, items in groups.items() for r in roll_out(ctx, items, policy, cfg, workers, box)
-    ]
-    order = {row["task_id"]: i for i, (_, row, _) in enumerate(tasks)}
-    return sorted(rows, key=lambda r: (order[r["task_id"]], r["attempt"]))
 
 
 def _external_history(ctx: StageContext, rates: list[dict[str, Any]]) -> pd.DataFrame:
@@ -210,21 +130,16 @@ def _history(ctx: StageContext) -> pd.DataFrame | None:
     return pd.concat(frames, ignore_index=True) if frames else None
 
 
-def roll_out_baseline(
-    ctx: StageContext,
-    tasks: list[tuple[Path, dict[str, Any]]],
-    external: list[ExternalTask],
-    workers: int,
-) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """`diagnose.baseline`: the base policy (what iteration 1's rollout used, before any train) on
-    the same held-out and external tasks -> (its episodes, the summary's `baseline` figures)."""
-    cfg = ctx.config
-    with serve_policy(ctx, 0) as (policy, served):
-        evals = roll_out(ctx, tasks, policy, eval_rollout_config(cfg), workers) if tasks else []
-        ext = roll_out_external(ctx, external, policy, eval_rollout_config(cfg), workers)
+def baseline_figures(
+    cfg: RunConfig, rows: list[dict[str, Any]], external: list[ExternalTask], policy: str
+) -> dict[str, Any]:
+    """The summary's `baseline` (row 0) from its episodes: {policy, heldout: {capability:
+    [passed, n]}, heldout_passed, heldout_episodes, external_*}."""
+    evals = [r for r in rows if r["split"] != EXTERNAL_SPLIT]
+    ext = [r for r in rows if r["split"] == EXTERNAL_SPLIT]
     counts = heldout_counts(evals)
     figures: dict[str, Any] = {
-        "policy": served,
+        "policy": policy,
         "heldout": counts,
         "heldout_passed": sum(p for p, _ in counts.values()),
         "heldout_episodes": sum(n for _, n in counts.values()),
@@ -240,7 +155,7 @@ def roll_out_baseline(
         if cfg.diagnose.eval_tasks
         else "",
     )
-    return evals + ext, figures
+    return figures
 
 
 def run(ctx: StageContext) -> StageResult:
@@ -267,8 +182,10 @@ def run(ctx: StageContext) -> StageResult:
         evals: list[dict[str, Any]] = []
         ext_rows: list[dict[str, Any]] = []
         base: tuple[list[dict[str, Any]], dict[str, Any]] | None = None
-        if cfg.diagnose.baseline and ctx.iteration == 1 and (tasks or external):
-            base = roll_out_baseline(ctx, tasks, external, workers)
+        if baseline_due(cfg, ctx.iteration) and (tasks or external):
+            # rolled out while iteration 1's rollout served the base policy
+            rows, note = baseline_from_rollout(ctx)
+            base = rows, baseline_figures(cfg, rows, external, note)
         endpoint, served = None, "no policy served: no verified eval task"
         if tasks or external:
             policy, served = stack.enter_context(serve_policy(ctx, ctx.iteration))
@@ -295,7 +212,7 @@ def run(ctx: StageContext) -> StageResult:
     tables = {"eval_trajectories": (with_host_column(schemas.TRAJECTORIES), evals), **res.tables()}
     summary = {"policy": served, "eval_tasks": len(tasks), **res.summary}
     if base is not None:
-        tables["baseline_trajectories"] = (with_host_column(schemas.TRAJECTORIES), base[0])
+        tables[BASELINE_TABLE] = (with_host_column(schemas.TRAJECTORIES), base[0])
         summary["baseline"] = base[1]
     if cfg.diagnose.eval_tasks:
         rates = external_pass_rates(ext_rows, [row for _, row, _ in external], ctx.iteration)
@@ -314,7 +231,8 @@ STAGE = StageSpec(
     run,
     config_slice,
     module=__name__,
-    upstream=("synthesize", "forge", "verify", "train"),  # candidates name the capabilities
+    # candidates name the capabilities; iteration 1's rollout graded row 0 (diagnose.baseline)
+    upstream=("synthesize", "forge", "verify", "rollout", "train"),
     previous=("diagnose",),
     workers=lambda cfg: cfg.diagnose.workers,
 )

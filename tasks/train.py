@@ -1,4 +1,4 @@
-"""Train: SFT on the passed episodes of band-kept tasks, then GRPO on their groups; writes a
+"""Train: GRPO on the groups of band-kept tasks, then SFT on their passed episodes; writes a
 servable checkpoint inside the stage folder (every file of it in the manifest) and metrics rows.
 
 A crash in training raises (training.stage.TrainError): the engine records the stage as failed

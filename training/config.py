@@ -10,9 +10,18 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
-PHASES = ("sft", "grpo", "sft+grpo")
+PHASES = ("sft", "grpo", "grpo+sft")
+# The spelling of both phases before GRPO ran first (training/stage.py says why); read as grpo+sft.
+OLD_BOTH = "sft+grpo"
 REWARDS = ("outcome", "fraction")
 TURN_SOURCES = ("sampled", "template_ok")
 LAUNCHERS = ("auto", "accelerate", "torchrun")
@@ -27,13 +36,15 @@ def _f(default: Any, help: str) -> Any:
 
 
 class TrainConfig(BaseModel):
-    """Settings of the train stage (SFT on successes, then GRPO on rollout groups). A bad value is
+    """Settings of the train stage (GRPO on rollout groups, then SFT on successes). A bad value is
     a ValueError naming the field (pydantic's ValidationError; from_dict: a TrainConfigError)."""
 
     model_config = ConfigDict(extra="forbid")  # a typo in the run YAML's train: is an error
 
     phases: str = _f(
-        "sft+grpo", "what to run: sft | grpo | sft+grpo (SFT first, GRPO on its result)"
+        "grpo+sft",
+        "what to run: sft | grpo | grpo+sft (GRPO on the rollout policy, on-policy, then SFT on "
+        "its result; the older spelling sft+grpo means the same)",
     )
     # --- data
     split: str = _f("train", "only trajectories of this split are trained on")
@@ -146,6 +157,13 @@ class TrainConfig(BaseModel):
     base_model: str | None = _f(
         None, "policy checkpoint to start from; None = the tiny offline model"
     )
+
+    @field_validator("phases", mode="before")
+    @classmethod
+    def _both_phases(cls, value: Any) -> Any:
+        """`sft+grpo` (a run's YAML or stored config from before GRPO ran first) is `grpo+sft`:
+        the same two phases, in the only order that keeps GRPO on-policy."""
+        return "grpo+sft" if value == OLD_BOTH else value
 
     @model_validator(mode="after")
     def _in_range(self) -> TrainConfig:

@@ -12,7 +12,7 @@ path: the sampler's recorded logprob (vLLM's processed_logprobs, the local serve
 both the model's plain log-softmax since GRPO refuses rollout.temperature != 1 and requests pin
 top-k/top-p/min-p neutral: tasks.config.untrainable), or, when the server recorded
 none, that same checkpoint's logprob computed once before the first step and kept fixed
-(`freeze_old_logprobs`; after SFT, `stage.behaviour_logprobs` loads the rollout policy for it),
+(`freeze_old_logprobs`: GRPO starts from the rollout policy, the train stage runs it before SFT),
 so the ratio moves as the policy does and clipping engages.
 
 Turns sampled under a grammar (rollout.tool_choice: required) count as recording none: vLLM masks

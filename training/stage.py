@@ -3,10 +3,25 @@
     result = train_stage(trajectories, band, TrainConfig(), base_model, out_dir)
     result = train_stage(..., init_adapter=previous_adapter)  # LoRA: continue that adapter
 
-Runs SFT on successful episodes of kept tasks, then GRPO on the kept groups (or either alone, per
-`cfg.phases`). Each phase starts from the previous phase's folder and writes its own:
-`out_dir/sft/model`, `out_dir/grpo/model` (full weights, servable by vLLM or `transformers serve`)
-and, with LoRA, `.../adapter`. `result.checkpoint_dir` is the last one written. Nothing to train on
+Runs GRPO on the kept groups, then SFT on the successful episodes of kept tasks (or either alone,
+per `cfg.phases`). Each phase starts from the previous phase's folder and writes its own:
+`out_dir/grpo/model`, `out_dir/sft/model` (full weights, servable by vLLM or `transformers serve`)
+and, with LoRA, `.../adapter`.
+
+Why GRPO runs first: its objective is an importance ratio pi_theta / pi_old over episodes that
+pi_old sampled, and PPO's clip only keeps the step in a trust region when pi_old is the policy
+being trained at the first step. Both phases train on the same episodes. SFT first moved the
+policy far from the sampler on exactly those tokens (the demo's iteration 1: ratio_mean 166, max
+594, loss 296.8, grad_norm 1.2e4 clipped to 1): the positive advantages were all clipped (no
+gradient) and the negative ones were scaled by the ratio, so GRPO's step was a normalised push-down
+of the failures, not the GRPO gradient. Taking the ratio against the post-SFT policy instead (as
+TRL's old_per_token_logps) would need the sampler-to-start gap in the truncated IS weight
+(`tis_cap`), where it saturates the cap and biases the step; that weight is meant for kernel-level
+sampler/trainer mismatch (logp diffs ~1e-2), not a training phase. GRPO first is on-policy: its
+start model is the rollout policy, its ratio is 1 at step 0 (up to the sampler's numerics, which
+`tis_cap` corrects), and its frozen logprobs come from the model it already loaded
+(`make_trainer`'s pass), so the rollout policy is never loaded twice. SFT is maximum likelihood on
+the passed episodes: it needs no reference policy, so it is unaffected by running second. `result.checkpoint_dir` is the last one written. Nothing to train on
 is an outcome, not an error: status "nothing_to_train", a reason, and the base model as checkpoint.
 A phase that crashes raises TrainError (never a result), so the stage is not committed as done and
 a resumed run trains it again.
@@ -139,34 +154,6 @@ def _autocast(args):
     return torch.autocast(args.device.type, dtype=torch.bfloat16, enabled=bool(args.bf16))
 
 
-def behaviour_logprobs(
-    samples: list[TokenSample], behaviour: PolicyRef, cfg: TrainConfig, out_dir: Path
-) -> int:
-    """Fill every unknown sampling logprob with the rollout (behaviour) policy's, once.
-
-    GRPO's ratio is always against the policy that sampled the episodes: the server's recorded
-    logprobs where it returned them, else these, computed from the same checkpoint the rollout
-    served. Needed when SFT ran first (GRPO's start model is then no longer the rollout policy);
-    when GRPO starts from the rollout policy, `make_trainer`'s pass fills them from it instead."""
-    from clawloop.training.grpo import freeze_old_logprobs
-    from clawloop.training.trainer_base import load_policy, training_arguments
-
-    with_trainer = cfg.tis_cap is not None  # the TIS reference: the rollout policy, as trained
-    if not with_trainer and not any(
-        m and not math.isfinite(lp)
-        for s in samples
-        for m, lp in zip(s.action_mask[1:], s.old_logprobs[1:], strict=True)
-    ):
-        return 0
-    args = training_arguments(cfg, "grpo", out_dir / "grpo")
-    model = load_policy(behaviour, cfg).to(args.device)
-    try:
-        with _autocast(args):
-            return freeze_old_logprobs(model, samples, args.device, False, with_trainer)
-    finally:
-        del model
-
-
 def make_trainer(
     phase: str,
     samples: list[TokenSample],
@@ -287,26 +274,10 @@ def train_stage(
             )
     tokenizer = load_tokenizer(Path(base))
     policy = PolicyRef(Path(base), init_adapter)
-    rollout_policy = policy  # the policy that sampled the episodes: GRPO's ratio reference
     reasons: list[str] = []
-    phase = "sft"
+    phase = "grpo"
     try:
-        if cfg.run_sft:
-            samples, rep = sft_samples(trajectories, band, tokenizer, cfg, tool_call_parser)
-            result.counts.update(sft_episodes=rep.episodes, sft_samples=rep.samples)
-            result.counts.update(_encode_counts("sft", rep.encode))
-            reasons += [r for r in [_dropped("sft", rep.encode)] if r]
-            reasons += [r for r in [truncation_note("sft", rep.encode, cfg)] if r]
-            if samples:
-                policy, rows = run_phase("sft", samples, policy, tokenizer, cfg, out_dir)
-                result.metrics += rows
-                result.phases_run.append("sft")
-            else:
-                reasons.append(
-                    f"sft: no trainable sequence ({rep.episodes} passed episodes of kept tasks "
-                    f"in split {cfg.split!r}{_lost_to_length(rep.encode, cfg)})"
-                )
-        phase = "grpo"
+        # GRPO first, on the policy that sampled the episodes (on-policy); SFT on its result.
         if cfg.run_grpo:
             samples, grep = grpo_samples(trajectories, band, tokenizer, cfg, tool_call_parser)
             result.counts.update(
@@ -320,10 +291,6 @@ def train_stage(
             reasons += [r for r in [_dropped("grpo", grep.encode)] if r]
             reasons += [r for r in [truncation_note("grpo", grep.encode, cfg)] if r]
             result.counts.update(_logprob_counts(samples))
-            if samples and result.phases_run:
-                # SFT moved the policy: the ratio's reference (and TIS's) stays the rollout policy
-                filled = behaviour_logprobs(samples, rollout_policy, cfg, out_dir)
-                log.info("grpo: %d logprobs taken from the rollout policy %s", filled, base)
             if samples:
                 policy, rows = run_phase(
                     "grpo", samples, policy, tokenizer, cfg, out_dir, grep.kept_groups
@@ -340,6 +307,22 @@ def train_stage(
                     f"{grep.dropped_zero_variance} with equal rewards, "
                     f"{grep.dropped_singletons} of one rollout (rollout.n >= 2 makes groups), "
                     f"train.reward={grep.reward})"
+                )
+        phase = "sft"
+        if cfg.run_sft:
+            samples, rep = sft_samples(trajectories, band, tokenizer, cfg, tool_call_parser)
+            result.counts.update(sft_episodes=rep.episodes, sft_samples=rep.samples)
+            result.counts.update(_encode_counts("sft", rep.encode))
+            reasons += [r for r in [_dropped("sft", rep.encode)] if r]
+            reasons += [r for r in [truncation_note("sft", rep.encode, cfg)] if r]
+            if samples:
+                policy, rows = run_phase("sft", samples, policy, tokenizer, cfg, out_dir)
+                result.metrics += rows
+                result.phases_run.append("sft")
+            else:
+                reasons.append(
+                    f"sft: no trainable sequence ({rep.episodes} passed episodes of kept tasks "
+                    f"in split {cfg.split!r}{_lost_to_length(rep.encode, cfg)})"
                 )
     except Exception as exc:  # a crash is never a trained (or untrained) policy
         detail = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())

@@ -245,7 +245,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     for it in figures.iterations:
         for problem in it.damaged:  # shown as "-": said once, one line each
             print(f"clawloop report: {problem}: its figures show as -", file=sys.stderr)
-    if figures.partial:
+    if figures.partial:  # the JSON keeps its shape: partial is said here
         print(f"clawloop report: {figures.partial}", file=sys.stderr)
     if args.json:  # the figures only, on stdout: nothing written beside the run
         print(json.dumps(run_report_json(figures), indent=2))

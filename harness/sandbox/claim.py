@@ -14,6 +14,8 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
+from clawloop.harness.owned import start_ticks
+
 from . import cgroup
 from .base import SandboxError
 
@@ -69,22 +71,13 @@ class Owner:
     cgroup: str | None = None  # its memory cgroup, beneath the owner's own (not the sweeper's)
 
     def alive(self) -> bool:
-        return _start_ticks(self.pid) == self.start_ticks
-
-
-def _start_ticks(pid: int) -> int | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # Field 22, counted after the parenthesised command name (which may hold spaces).
-    return int(stat.rsplit(")", 1)[1].split()[19])
+        return start_ticks(self.pid) == self.start_ticks
 
 
 def _write_owner(path: Path, uid: int) -> None:
     me = os.getpid()
     base = cgroup.memory_base()
-    owner = {"pid": me, "start_ticks": _start_ticks(me) or 0, "uid": uid}
+    owner = {"pid": me, "start_ticks": start_ticks(me) or 0, "uid": uid}
     if base is not None:
         owner["cgroup"] = str(base / f"{cgroup.PREFIX}{path.name}")
     (path / OWNER_FILE).write_text(json.dumps(owner))

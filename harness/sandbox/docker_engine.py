@@ -15,8 +15,9 @@ import socket
 import threading
 from typing import Any
 
+from clawloop.harness.owned import start_ticks
+
 from .base import SandboxError
-from .claim import _start_ticks
 
 PING_TIMEOUT_S = 5
 LABEL = "clawloop.sandbox"
@@ -81,7 +82,7 @@ def owner_labels() -> dict[str, str]:
     pid = os.getpid()
     labels = {
         LABEL_PID: str(pid),
-        LABEL_START: str(_start_ticks(pid) or 0),
+        LABEL_START: str(start_ticks(pid) or 0),
         LABEL_HOST: socket.gethostname(),
     }
     run, stage = os.environ.get(ENV_RUN, ""), os.environ.get(ENV_STAGE, "")
@@ -150,7 +151,7 @@ def sweep_docker(base_url: str | None = None) -> list[str]:
             pid, start = int(labels.get(LABEL_PID, "0")), int(labels.get(LABEL_START, "0"))
         except ValueError:
             pid, start = 0, 0
-        if pid and _start_ticks(pid) == start:
+        if pid and start_ticks(pid) == start:
             continue  # its owner is alive: a sandbox in use
         with contextlib.suppress(Exception):
             c.remove(force=True, v=True)

@@ -161,11 +161,12 @@ class K2Run:
     base_url: str  # the fake's URL while it ran
 
 
-def run_k2(tmp_path: Path, run: str, *, text_tool_calls: bool) -> K2Run:
+def run_k2(tmp_path: Path, run: str, *, text_tool_calls: bool, baseline: bool = False) -> K2Run:
     """Run the two iterations under tmp_path; assert every stage of both succeeded.
 
     `text_tool_calls=True`: the fake writes tool calls hermes-style in the sampled text (what
-    train tokenises); False: native parsed `tool_calls` only (train falls back to the template)."""
+    train tokenises); False: native parsed `tool_calls` only (train falls back to the template).
+    `baseline`: diagnose.baseline on (row "base", graded by iteration 1's rollout)."""
     gens = tmp_path / "gens"
     gens.mkdir()
     for cap, dom in GENERATORS:
@@ -199,13 +200,13 @@ def run_k2(tmp_path: Path, run: str, *, text_tool_calls: bool) -> K2Run:
                 "rollout": {"n": 2, "band": [1, 1], "max_turns": 8, "workers": 2},
                 "train": {
                     "base_model": str(base),
-                    "phases": "sft+grpo",
+                    "phases": "grpo+sft",
                     "sft_max_steps": 1,
                     "grpo_max_steps": 1,
                     "max_seq_len": 4096,  # system prompt + tools alone: ~2k tiny-model tokens
                     "per_device_batch_size": 2,
                 },
-                "diagnose": {"embedder": "hashed", "summary_attempts": 1},
+                "diagnose": {"embedder": "hashed", "summary_attempts": 1, "baseline": baseline},
             }
         )
         out = runs.run_loop(cfg, run, STAGES, thread_mapper(False))

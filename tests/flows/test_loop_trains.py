@@ -62,7 +62,7 @@ def test_two_iterations_train_and_iteration_2_rolls_out_the_checkpoint(tmp_path)
 
         (row,) = artifacts.read_rows(str(it / "train"), "checkpoint")
         assert row["status"] == "trained" and row["kind"] == "full", row
-        assert row["phases"] == "sft,grpo" and row["kept_groups"] == len(kept), row
+        assert row["phases"] == "grpo,sft" and row["kept_groups"] == len(kept), row
         assert row["sft_episodes"] == len(kept), row  # the one passed episode of each kept group
         ckpt[k] = row["checkpoint_path"]
         assert Path(ckpt[k]).is_relative_to(it / "train"), row

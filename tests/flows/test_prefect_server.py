@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,65 +12,16 @@ from pathlib import Path
 
 import httpx
 import pytest
+from doubles.hives import write_hive_generators
+from doubles.prefect_server import free_port, healthy, start_prefect_server, stop_group, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.prefect]
 ROOT = Path(__file__).resolve().parents[2]
-GENERATOR = '''"""Count hives per apiary."""
-GENERATOR = {"capability": "aggregation", "domain": "%s", "multihop": 0, "dirtiness": 0, "output_format": "json"}
-import json, os, random
-
-def build(seed):
-    rng = random.Random(seed)
-    hives = [{"apiary": rng.choice("ABCDE"), "hive": i} for i in range(30)]
-    counts = {}
-    for h in hives:
-        counts[h["apiary"]] = counts.get(h["apiary"], 0) + 1
-    return {"instruction": "Count hives per apiary in hives.json; write output/counts.json mapping apiary to count.",
-            "files": {"hives.json": json.dumps(hives)},
-            "answer": {"output/counts.json": counts},
-            "contract": {"outputs": [{"path": "output/counts.json", "format": "json", "schema": {"type": "object"}}],
-                         "tolerance": {"abs": 0, "rel": 0}, "decisions": ["Count every row"]}}
-
-def solve(workspace):
-    hives = json.load(open(os.path.join(workspace, "hives.json")))
-    counts = {}
-    for h in hives:
-        counts[h["apiary"]] = counts.get(h["apiary"], 0) + 1
-    os.makedirs(os.path.join(workspace, "output"), exist_ok=True)
-    json.dump(counts, open(os.path.join(workspace, "output/counts.json"), "w"))
-'''
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait(url: str, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(url, timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
-    raise TimeoutError(url)
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
 
 
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap for the sandboxes")
 def test_deployments_schedule_and_run_artifacts_visible_through_the_api(tmp_path):
-    port = _free_port()
+    port = free_port()
     api = f"http://127.0.0.1:{port}/api"
     env = {
         **os.environ,
@@ -81,30 +30,11 @@ def test_deployments_schedule_and_run_artifacts_visible_through_the_api(tmp_path
         "PREFECT_API_URL": api,
         "PYTHONPATH": str(ROOT),
     }
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "prefect",
-            "server",
-            "start",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-        ],
-        env=env,
-        stdout=open(tmp_path / "server.log", "wb"),  # noqa: SIM115 - lives as long as the server
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    server = start_prefect_server(port, env, tmp_path / "server.log")
     procs = [server]
     try:
-        _wait(f"{api}/health", 120)
-        gens = tmp_path / "gens"
-        gens.mkdir()
-        for dom in ("apiculture", "orchards"):
-            (gens / f"{dom}.py").write_text(GENERATOR % dom)
+        wait_for("the Prefect server", lambda: healthy(api), 120, pause=0.5)
+        gens = write_hive_generators(tmp_path / "gens", ("apiculture", "orchards"))
         cfg = tmp_path / "run.yaml"
         cfg.write_text(
             f"storage: {{root: {tmp_path / 'runs'}}}\nsandbox: {{backend: bwrap}}\n"
@@ -176,4 +106,4 @@ def test_deployments_schedule_and_run_artifacts_visible_through_the_api(tmp_path
         assert {"loop", "iteration", "synthesize", "forge", "verify"} <= flows
     finally:
         for p in reversed(procs):
-            _stop(p)
+            stop_group(p)

@@ -14,7 +14,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,7 +21,16 @@ from pathlib import Path
 
 import httpx
 import pytest
+from doubles.hives import run_through_verify, write_hive_generators
+from doubles.prefect_server import (
+    free_port,
+    healthy,
+    start_prefect_server,
+    stop_group,
+    wait_for,
+)
 
+from clawloop.harness.owned import proc_stat
 from clawloop.storage import artifacts
 
 pytestmark = [
@@ -33,73 +41,6 @@ pytestmark = [
 ]
 RUN_ID = "serve-vllm"
 TERMINAL = {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}
-GENERATOR = '''"""Count hives per apiary."""
-GENERATOR = {"capability": "aggregation", "domain": "apiculture", "multihop": 0, "dirtiness": 0, "output_format": "json"}
-import json, os, random
-
-def build(seed):
-    rng = random.Random(seed)
-    hives = [{"apiary": rng.choice("ABCDE"), "hive": i} for i in range(12)]
-    counts = {}
-    for h in hives:
-        counts[h["apiary"]] = counts.get(h["apiary"], 0) + 1
-    return {"instruction": "Count hives per apiary in hives.json; write output/counts.json mapping apiary to count.",
-            "files": {"hives.json": json.dumps(hives)},
-            "answer": {"output/counts.json": counts},
-            "contract": {"outputs": [{"path": "output/counts.json", "format": "json", "schema": {"type": "object"}}],
-                         "tolerance": {"abs": 0, "rel": 0}, "decisions": ["Count every row"]}}
-
-def solve(workspace):
-    hives = json.load(open(os.path.join(workspace, "hives.json")))
-    counts = {}
-    for h in hives:
-        counts[h["apiary"]] = counts.get(h["apiary"], 0) + 1
-    os.makedirs(os.path.join(workspace, "output"), exist_ok=True)
-    json.dump(counts, open(os.path.join(workspace, "output/counts.json"), "w"))
-'''
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_for(what: str, check, timeout: float, pause: float = 1.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = check()
-        if got:
-            return got
-        time.sleep(pause)
-    raise AssertionError(f"{what}: not within {timeout:.0f}s")
-
-
-def _healthy(api: str) -> bool:
-    try:
-        return httpx.get(f"{api}/health", timeout=2).status_code == 200
-    except httpx.HTTPError:
-        return False
-
-
-def _stop(proc: subprocess.Popen, sig: int = signal.SIGTERM) -> None:
-    if proc.poll() is None:
-        with _no_such_process():
-            os.killpg(proc.pid, sig)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            with _no_such_process():
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
-
-
-class _no_such_process:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind, *_: object) -> bool:
-        return kind is ProcessLookupError
 
 
 def _vllm_processes(port: int) -> list[str]:
@@ -110,36 +51,25 @@ def _vllm_processes(port: int) -> list[str]:
             continue
         try:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
+        stat = proc_stat(int(entry.name))
         words = [a.decode(errors="replace") for a in argv]
-        if state != "Z" and "vllm.entrypoints.openai.api_server" in words and str(port) in words:
+        if (
+            stat is not None
+            and stat.state != "Z"
+            and "vllm.entrypoints.openai.api_server" in words
+            and str(port) in words
+        ):
             found.append(f"{entry.name}: {' '.join(words)[:200]}")
     return found
 
 
-def _prepare_run(config: Path) -> None:
-    """synthesize -> forge -> verify of the run, in this process without Prefect (seconds): the
-    rollout the deployment re-runs reads verify's tasks."""
-    from clawloop.flows import runs
-    from clawloop.flows.pipeline import STAGES
-    from clawloop.tasks.mapping import thread_mapper
-
-    cfg = runs.resolve_config(str(config), None)
-    runs.save_run_config(cfg, RUN_ID)
-    for stage in ("synthesize", "forge", "verify"):
-        out = runs.rerun_stage(cfg, RUN_ID, 1, stage, STAGES, thread_mapper())
-        assert out.status == "ran", (stage, out.reason, out.error)
-
-
 def test_a_rollout_triggered_through_clawloop_serve_owns_and_stops_its_vllm(tmp_path):
-    port = _free_port()
+    port = free_port()
     api = f"http://127.0.0.1:{port}/api"
     runs_root = tmp_path / "runs"
-    gens = tmp_path / "gens"
-    gens.mkdir()
-    (gens / "apiculture.py").write_text(GENERATOR)
+    gens = write_hive_generators(tmp_path / "gens", rows=12)
     config = tmp_path / "run.yaml"
     config.write_text(
         f"iterations: 1\nstorage: {{root: {runs_root}}}\nsandbox: {{backend: bwrap}}\n"
@@ -159,18 +89,9 @@ def test_a_rollout_triggered_through_clawloop_serve_owns_and_stops_its_vllm(tmp_
     env.pop("CLAWLOOP_HOME", None)
     procs: list[subprocess.Popen] = []
     try:
-        procs.append(
-            subprocess.Popen(
-                [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1"]
-                + ["--port", str(port)],
-                env=env,
-                stdout=open(tmp_path / "prefect.log", "wb"),  # noqa: SIM115 - lives with it
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        )
-        _prepare_run(config)  # while the Prefect server comes up
-        _wait_for("the Prefect server", lambda: _healthy(api), 180)
+        procs.append(start_prefect_server(port, env, tmp_path / "prefect.log"))
+        run_through_verify(config, RUN_ID)  # while the Prefect server comes up
+        wait_for("the Prefect server", lambda: healthy(api), 180)
         serve_log = tmp_path / "serve.log"
         procs.append(
             subprocess.Popen(
@@ -188,7 +109,7 @@ def test_a_rollout_triggered_through_clawloop_serve_owns_and_stops_its_vllm(tmp_
             found = httpx.post(f"{api}/deployments/filter", json={}, timeout=10).json()
             return {d["name"] for d in found} >= {"rerun-stage", "nightly", "loop"}
 
-        _wait_for("clawloop serve's deployments", deployed, 180)
+        wait_for("clawloop serve's deployments", deployed, 180)
         from prefect.deployments import run_deployment
         from prefect.settings import PREFECT_API_URL, temporary_settings
 
@@ -203,7 +124,7 @@ def test_a_rollout_triggered_through_clawloop_serve_owns_and_stops_its_vllm(tmp_
             fr = httpx.get(f"{api}/flow_runs/{flow_run.id}", timeout=10).json()
             return fr if fr["state"]["type"] in TERMINAL else None
 
-        fr = _wait_for("the rerun-stage flow run", finished, 1200, pause=2)
+        fr = wait_for("the rerun-stage flow run", finished, 1200, pause=2)
         vllm_log = runs_root / RUN_ID / "vllm.log"
         log_text = vllm_log.read_text(errors="replace") if vllm_log.exists() else "(no vllm.log)"
         assert fr["state"]["type"] == "COMPLETED", (
@@ -232,6 +153,6 @@ def test_a_rollout_triggered_through_clawloop_serve_owns_and_stops_its_vllm(tmp_
         assert procs[1].poll() is None, "clawloop serve keeps serving after the flow run"
     finally:
         if len(procs) > 1:
-            _stop(procs[1], signal.SIGINT)  # Ctrl-C, as a user stops `clawloop serve`
+            stop_group(procs[1], signal.SIGINT)  # Ctrl-C, as a user stops `clawloop serve`
         for p in procs:
-            _stop(p)
+            stop_group(p)

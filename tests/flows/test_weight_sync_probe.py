@@ -128,7 +128,7 @@ def probe_config(root: Path, gens: Path, llm: dict[str, Any], train: dict[str, A
             },
             "train": {
                 "base_model": str(ensure_tiny_model()),
-                "phases": "sft+grpo",
+                "phases": "grpo+sft",
                 "sft_epochs": 3,
                 "grpo_epochs": 1,
                 "max_seq_len": 4096,  # system prompt + tools: ~2k tiny-model tokens

@@ -10,7 +10,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,68 +18,17 @@ from pathlib import Path
 
 import httpx
 import pytest
+from doubles.hives import run_through_verify, write_hive_generators
+from doubles.prefect_server import free_port, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "work-pool.sh"
 RUN_ID = "pool-run"
 TERMINAL = {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}
-GENERATOR = '''"""Count hives per apiary."""
-GENERATOR = {"capability": "aggregation", "domain": "apiculture", "multihop": 0, "dirtiness": 0, "output_format": "json"}
-import json, os, random
-
-def build(seed):
-    rng = random.Random(seed)
-    hives = [{"apiary": rng.choice("ABCDE"), "hive": i} for i in range(30)]
-    counts = {}
-    for h in hives:
-        counts[h["apiary"]] = counts.get(h["apiary"], 0) + 1
-    return {"instruction": "Count hives per apiary in hives.json; write output/counts.json mapping apiary to count.",
-            "files": {"hives.json": json.dumps(hives)},
-            "answer": {"output/counts.json": counts},
-            "contract": {"outputs": [{"path": "output/counts.json", "format": "json", "schema": {"type": "object"}}],
-                         "tolerance": {"abs": 0, "rel": 0}, "decisions": ["Count every row"]}}
-
-def solve(workspace):
-    hives = json.load(open(os.path.join(workspace, "hives.json")))
-    counts = {}
-    for h in hives:
-        counts[h["apiary"]] = counts.get(h["apiary"], 0) + 1
-    os.makedirs(os.path.join(workspace, "output"), exist_ok=True)
-    json.dump(counts, open(os.path.join(workspace, "output/counts.json"), "w"))
-'''
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _ts(text: str) -> float:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-
-
-def _wait_for(what: str, check, timeout: float, pause: float = 1.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = check()
-        if got:
-            return got
-        time.sleep(pause)
-    raise AssertionError(f"{what}: not within {timeout:.0f}s")
-
-
-def _tiny_run(config: Path) -> None:
-    """synthesize -> forge -> verify of one run, in this process without Prefect (seconds)."""
-    from clawloop.flows import runs
-    from clawloop.flows.pipeline import STAGES
-    from clawloop.tasks.mapping import thread_mapper
-
-    cfg = runs.resolve_config(str(config), None)
-    runs.save_run_config(cfg, RUN_ID)
-    for stage in ("synthesize", "forge", "verify"):
-        out = runs.rerun_stage(cfg, RUN_ID, 1, stage, STAGES, thread_mapper())
-        assert out.status == "ran", (stage, out.reason, out.error)
 
 
 def _kill_recorded(state_dir: Path) -> None:
@@ -110,7 +58,7 @@ def test_stop_ends_the_recorded_workers_and_their_flow_runs_but_not_a_reused_pid
     worker = subprocess.Popen(["bash", "-c", "setsid sleep 300 & wait"], start_new_session=True)
     stranger = subprocess.Popen(["sleep", "300"], start_new_session=True)
     try:
-        below = _wait_for("the worker's child", lambda: _descendants(worker.pid), 10, pause=0.05)
+        below = wait_for("the worker's child", lambda: _descendants(worker.pid), 10, pause=0.05)
         reused = {**_record(stranger.pid), "start": "0", "name": "old", "log": ""}
         state = {
             "pool": "p",
@@ -154,13 +102,11 @@ def test_start_on_a_running_pool_is_refused_and_leaves_that_pool_running(tmp_pat
 @pytest.mark.prefect
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap for the sandboxes")
 def test_rerun_stage_triggered_through_the_api_runs_on_one_of_two_pool_workers(tmp_path):
-    port = _free_port()
+    port = free_port()
     api = f"http://127.0.0.1:{port}/api"
     state_dir = tmp_path / "state"
     runs_root = tmp_path / "runs"
-    gens = tmp_path / "gens"
-    gens.mkdir()
-    (gens / "apiculture.py").write_text(GENERATOR)
+    gens = write_hive_generators(tmp_path / "gens")
     config = tmp_path / "run.yaml"
     config.write_text(
         f"iterations: 1\nstorage: {{root: {runs_root}}}\nsandbox: {{backend: bwrap}}\n"
@@ -183,7 +129,7 @@ def test_rerun_stage_triggered_through_the_api_runs_on_one_of_two_pool_workers(t
     with open(start_log, "wb") as log:
         start = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path)
     try:
-        _tiny_run(config)  # while the server, the pool and the workers come up
+        run_through_verify(config, RUN_ID)  # while the server, the pool and the workers come up
         assert start.wait(timeout=480) == 0, start_log.read_text()[-4000:]
         state = json.loads((state_dir / "state.json").read_text())
         assert state["api_url"] == api and state["server"], "start should have started a server"
@@ -227,7 +173,7 @@ def test_rerun_stage_triggered_through_the_api_runs_on_one_of_two_pool_workers(t
             fr = httpx.get(f"{api}/flow_runs/{run_id}", timeout=30).json()
             return fr if fr["state"]["type"] in TERMINAL else None
 
-        fr = _wait_for("the rerun-stage flow run finishing", finished, 420, pause=0.5)
+        fr = wait_for("the rerun-stage flow run finishing", finished, 420, pause=0.5)
         logs = {n: Path(w["log"]).read_text(errors="replace") for n, w in workers.items()}
         assert fr["state"]["type"] == "COMPLETED", (
             fr["state"],
@@ -247,7 +193,7 @@ def test_rerun_stage_triggered_through_the_api_runs_on_one_of_two_pool_workers(t
                 )
             ]
 
-        by = _wait_for("the worker's submitted-flow-run event", submitted, 60)
+        by = wait_for("the worker's submitted-flow-run event", submitted, 60)
         assert len(by) == 1 and by[0] in workers, by
         ran_by = by[0]
         assert f"submitting flow run '{run_id}'" in logs[ran_by]
@@ -268,7 +214,7 @@ def test_rerun_stage_triggered_through_the_api_runs_on_one_of_two_pool_workers(t
             }
             return all(beats.get(n, 0) > triggered_at for n in workers)
 
-        _wait_for("both workers heartbeating after the trigger", both_polling, 90)
+        wait_for("both workers heartbeating after the trigger", both_polling, 90)
         assert all(_alive(w) for w in workers.values())
 
         # The stage ran again: a new manifest, its Parquet files readable under the storage root.

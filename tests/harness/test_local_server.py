@@ -219,7 +219,7 @@ def test_episodes_on_the_local_server_train_every_turn_from_ids_and_grpo_ratio_m
           "reason": "in band"}]
     )  # fmt: skip
     tc = TrainConfig(
-        phases="sft+grpo",
+        phases="grpo+sft",
         sft_max_steps=1,
         sft_learning_rate=1e-2,
         grpo_max_steps=3,
@@ -244,12 +244,9 @@ def test_episodes_on_the_local_server_train_every_turn_from_ids_and_grpo_ratio_m
     grpo = [r for r in result.metrics if r["phase"] == "grpo"]
     assert len(grpo) == 3
     assert all(r["offpolicy_frac"] == 1.0 for r in grpo)  # every ratio against recorded logprobs
-    # SFT moved the weights before GRPO, so GRPO's start is not the sampler: the ratio is not 1.
-    # Trained from the sampler itself (GRPO only), the first step's ratio is 1 and then moves.
-    only = train_stage(
-        traj, band, tc.model_copy(update={"phases": "grpo"}), tiny_dir, tmp_path / "grpo"
-    )
-    ratios = [r["ratio_mean"] for r in only.metrics]
+    # GRPO runs first, from the sampler itself: its first step's ratio is 1, then it moves; SFT
+    # trains GRPO's result after it.
+    assert result.phases_run == ["grpo", "sft"], result.reason
+    ratios = [r["ratio_mean"] for r in grpo]
     assert abs(ratios[0] - 1.0) < 1e-4, ratios
     assert abs(ratios[-1] - 1.0) > 1e-3, ratios
-    assert abs(grpo[0]["ratio_mean"] - 1.0) > 1e-4, [r["ratio_mean"] for r in grpo]

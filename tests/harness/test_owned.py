@@ -60,3 +60,55 @@ def test_a_reused_pid_is_not_taken_for_the_owner(tmp_path):
     assert owned.sweep([str(tmp_path)])["dirs"] == [str(folder)]
     mine = owned.owner_dir(str(tmp_path))
     assert owned.sweep([str(tmp_path)])["dirs"] == [] and mine.exists()
+
+
+def test_proc_stat_reads_this_process():
+    stat = owned.proc_stat(os.getpid())
+    assert stat is not None
+    assert stat.state in {"R", "S"}  # running this line, or between ticks
+    assert stat.ppid == os.getppid() and stat.pgrp == os.getpgrp()
+    assert stat.start_ticks > 0 and stat.utime + stat.stime > 0  # an interpreter costs CPU
+    assert owned.start_time(os.getpid()) == str(stat.start_ticks)
+
+
+def test_proc_stat_of_an_exited_process_is_zombie_then_none():
+    child = subprocess.Popen(["true"])
+    deadline = time.monotonic() + 30
+    while (stat := owned.proc_stat(child.pid)) is not None and stat.state != "Z":
+        assert time.monotonic() < deadline, stat
+        time.sleep(0.02)
+    assert stat is not None and stat.state == "Z"  # exited, not reaped yet
+    child.wait()
+    assert owned.proc_stat(child.pid) is None
+    assert owned.start_ticks(child.pid) is None and owned.start_time(child.pid) is None
+
+
+def test_proc_stat_reads_past_a_command_name_with_parentheses_and_spaces(tmp_path):
+    # A process names itself (comm, 15 bytes at most) so that its stat line reads
+    # `pid (a) (b) Z 1 2) S ppid ...`: the fields start after the last ')'.
+    name = "a) (b) Z 1 2"
+    code = (
+        f"open('/proc/self/comm', 'w').write({name!r}); "
+        "import sys, time; print('ready', flush=True); time.sleep(60)"
+    )
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        assert Path(f"/proc/{child.pid}/comm").read_text().strip() == name
+        stat = owned.proc_stat(child.pid)
+        assert stat is not None
+        assert stat.state in {"R", "S"} and stat.ppid == os.getpid() and stat.pgrp == os.getpgrp()
+        assert stat.start_ticks >= owned.start_ticks(os.getpid())
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_parse_proc_stat_refuses_what_is_not_a_stat_line():
+    fields = "S 1 7 7 0 -1 4194560 0 0 0 0 3 4 0 0 20 0 1 0 555 0"
+    stat = owned.parse_proc_stat(f"42 (x) y)) {fields}\n")
+    assert stat == owned.ProcStat(state="S", ppid=1, pgrp=7, utime=3, stime=4, start_ticks=555)
+    assert owned.parse_proc_stat("") is None
+    assert owned.parse_proc_stat("42 (x) S 1 7") is None  # cut short
+    assert owned.parse_proc_stat(f"42 x {fields}") is None  # no command name
+    assert owned.parse_proc_stat(f"42 (x) {fields.replace('555', 'soon')}") is None

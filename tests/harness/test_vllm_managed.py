@@ -197,11 +197,8 @@ def test_stopping_returns_once_no_process_of_the_group_lives(tmp_path):
 
 def _running(pid: int) -> bool:
     """Alive and not a zombie (an orphan's exit may wait for a reaper that never comes here)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    stat = owned.proc_stat(pid)
+    return stat is not None and stat.state != "Z"
 
 
 @pytest.fixture(scope="module")

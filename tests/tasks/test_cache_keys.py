@@ -74,7 +74,8 @@ def _rerun_after_editing(tree: Path, module: str, cfg: Any = DEFAULT) -> set[str
             {"synthesize", "forge", "verify", "rollout", "diagnose"},
         ),
         ("harness/sandbox/launcher.c", {"synthesize", "forge", "verify", "rollout", "diagnose"}),
-        ("harness/taskfolder/templates/clawgym_test.sh", {"diagnose"}),
+        # external ClawGym eval tasks: diagnose, and row 0 in iteration 1's rollout
+        ("harness/taskfolder/templates/clawgym_test.sh", {"rollout", "diagnose"}),
         ("harness/sandbox/bwrap.py", {"synthesize", "forge", "verify", "rollout", "diagnose"}),
         ("synthesis/domain/runtime.py", {"synthesize"}),
         # verify's ablation re-renders built-ins to know the generator is our own code

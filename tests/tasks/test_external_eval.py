@@ -27,7 +27,7 @@ from clawloop.harness.taskfolder.packing import pack_dir
 from clawloop.harness.taskfolder.rows import forged_row
 from clawloop.storage import schemas
 from clawloop.storage.artifacts import empty_row
-from clawloop.tasks import diagnose
+from clawloop.tasks import diagnose, rollout
 from clawloop.tasks.config import parse_config
 from clawloop.tasks.mapping import thread_mapper
 from clawloop.tasks.stage import StageResult, StageSpec
@@ -55,7 +55,7 @@ def _stub(name: str, tables: dict, on_run=None) -> StageSpec:
     return StageSpec(name, run, lambda c, k: {})
 
 
-def _stages(state: dict) -> list[StageSpec]:
+def _stages(state: dict, with_rollout: bool = False) -> list[StageSpec]:
     own = forged_row(
         {"task_id": "fixture-hive-totals", "capability": "aggregation", "split": "eval"},
         status="ok",
@@ -66,15 +66,18 @@ def _stages(state: dict) -> list[StageSpec]:
     )
     candidate = empty_row(schemas.CANDIDATES, task_id=own["task_id"], capability="aggregation")
     checkpoint = empty_row(schemas.CHECKPOINT, kind="base")  # the policy: the endpoint's model
+
+    def trained(ctx):
+        fake = state.get("fake")
+        state.update(iteration=ctx.iteration)
+        state.setdefault("requests_at_train", []).append(len(fake.requests) if fake else 0)
+
     return [
         _stub("synthesize", {"candidates": (schemas.CANDIDATES, [candidate])}),
         _stub("forge", {"tasks": (schemas.FORGED, [own])}),
         _stub("verify", {"verdicts": (schemas.VERDICTS, [verdict])}),
-        _stub(
-            "train",
-            {"checkpoint": (schemas.CHECKPOINT, [checkpoint])},
-            on_run=lambda ctx: state.update(iteration=ctx.iteration),
-        ),
+        *([rollout.STAGE] if with_rollout else []),  # no train task: rollout runs row 0 alone
+        _stub("train", {"checkpoint": (schemas.CHECKPOINT, [checkpoint])}, on_run=trained),
         diagnose.STAGE,
     ]
 
@@ -207,9 +210,11 @@ def test_an_external_task_bubblewrap_cannot_run_stops_diagnose_before_any_episod
 
 @needs_bwrap
 def test_a_baseline_rolls_the_base_policy_out_on_the_same_tasks_in_iteration_1_only(tmp_path):
-    """diagnose.baseline: iteration 1's diagnose first rolls out the base policy on the same own
-    held-out and external tasks (baseline_trajectories, summary `baseline`); later iterations
-    don't repeat it. The fake policy here fails count-b, so the figures are 2/3 held-in."""
+    """diagnose.baseline: iteration 1's rollout stage rolls out the base policy on the same own
+    held-out and external tasks before train (it is the policy served then: no second serving
+    of the base weights); diagnose carries the episodes (baseline_trajectories) and figures
+    (summary `baseline`) into its artifacts; later iterations don't repeat it. The fake policy
+    here fails count-b, so the figures are 2/3 held-in."""
     dataset = _dataset(tmp_path)
     state = {"iteration": 0}
 
@@ -222,12 +227,21 @@ def test_a_baseline_rolls_the_base_policy_out_on_the_same_tasks_in_iteration_1_o
         return solution_steps(HIVE)
 
     with FakeOpenAI("routed", router=route) as fake:
+        state["fake"] = fake
         cfg = _cfg(tmp_path, fake.base_url, [str(dataset)])
         cfg = cfg.model_copy(
             update={"diagnose": cfg.diagnose.model_copy(update={"baseline": True})}
         )
-        out = runs.run_loop(cfg, "r", _stages(state), thread_mapper(False))
+        out = runs.run_loop(cfg, "r", _stages(state, with_rollout=True), thread_mapper(False))
     assert out.ok, [o.error for o in out.outcomes if o.error]
+    # row 0's three episodes ran before iteration 1's train; nothing more before iteration 2's
+    first, second = state["requests_at_train"]
+    assert first > 0 and second > first  # iteration 1's diagnose ran in between
+    rolled = pd.read_parquet(tmp_path / "runs/r/iter-1/rollout/baseline_trajectories.parquet")
+    assert (
+        len(rolled) == 3
+        and not (tmp_path / "runs/r/iter-2/rollout/baseline_trajectories.parquet").exists()
+    )
 
     one, two = (tmp_path / f"runs/r/iter-{k}/diagnose" for k in (1, 2))
     base = pd.read_parquet(one / "baseline_trajectories.parquet")
@@ -251,3 +265,21 @@ def test_a_baseline_rolls_the_base_policy_out_on_the_same_tasks_in_iteration_1_o
         (2, 0.5),
         (2, 0.5),
     ]
+
+
+@needs_bwrap
+def test_a_baseline_without_iteration_1s_rollout_stage_is_an_error(tmp_path):
+    """Row 0 is graded by iteration 1's rollout stage: a pipeline without it cannot have row 0,
+    and diagnose says so instead of leaving the row out."""
+    dataset = _dataset(tmp_path)
+    with FakeOpenAI("routed", router=lambda m: "no") as fake:
+        cfg = _cfg(tmp_path, fake.base_url, [str(dataset)])
+        cfg = cfg.model_copy(
+            update={"diagnose": cfg.diagnose.model_copy(update={"baseline": True})}
+        )
+        out = runs.run_loop(cfg, "r", _stages({}), thread_mapper(False))
+        assert not fake.requests
+    [failed] = [o for o in out.outcomes if o.status == "failed"]
+    assert failed.stage == "diagnose"
+    assert "iteration 1's rollout stage grades row 0" in failed.error
+    assert "has no baseline_trajectories" in failed.error and "--force rollout" in failed.error

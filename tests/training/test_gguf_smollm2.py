@@ -49,9 +49,9 @@ def test_smollm2_gguf_trains_sft_and_grpo_on_the_sampled_tool_calls(tmp_path, mo
     monkeypatch.setenv("CLAWLOOP_CACHE", str(tmp_path / "cache"))
     rows = [episode_row("t1", i, r, variant=i) for i, r in enumerate([1.0, 0.0])]
     traj, band = pd.DataFrame(rows), band_frame(["t1"], [True])
-    cfg = TrainConfig(phases="sft+grpo", sft_max_steps=1, grpo_max_steps=1, per_device_batch_size=4)
+    cfg = TrainConfig(phases="grpo+sft", sft_max_steps=1, grpo_max_steps=1, per_device_batch_size=4)
     result = train_stage(traj, band, cfg, GGUF, tmp_path / "train")  # the .gguf file itself
-    assert result.status == "trained" and result.phases_run == ["sft", "grpo"], result.reason
+    assert result.status == "trained" and result.phases_run == ["grpo", "sft"], result.reason
     assert all(math.isfinite(r["loss"]) for r in result.metrics) and len(result.metrics) == 2
 
     # converted once, into the cache; the folder is reused, not rebuilt

@@ -1,6 +1,6 @@
 """Issue 11 item 6: GRPO's KL reference is the phase's start model, as documented: with a LoRA
-adapter continued from SFT (same stage) or from the previous iteration it is base + that adapter,
-not the base with the adapter switched off."""
+adapter continued from the previous iteration it is base + that adapter, not the base with the
+adapter switched off. In one stage GRPO runs first, so its start is the rollout policy."""
 
 from __future__ import annotations
 
@@ -24,12 +24,11 @@ def test_kl_reference_of_a_continued_adapter_is_the_phase_start(tiny_model_dir, 
     traj, band = _frames()
     lora = dict(lora=True, lora_r=4, merge_lora=False, per_device_batch_size=3)
     kl = dict(kl_beta=0.5, grpo_max_steps=2, grpo_learning_rate=1e-2)
-    # SFT then GRPO in one stage: GRPO continues the SFT adapter, its start is base + adapter.
-    cfg = TrainConfig(phases="sft+grpo", sft_max_steps=3, sft_learning_rate=5e-2, **lora, **kl)
+    # Both phases in one stage: GRPO first, from the rollout policy; SFT after it.
+    cfg = TrainConfig(phases="grpo+sft", sft_max_steps=3, sft_learning_rate=5e-2, **lora, **kl)
     result = train_stage(traj, band, cfg, tiny_model_dir, tmp_path / "one")
-    assert result.phases_run == ["sft", "grpo"], result.reason
+    assert result.phases_run == ["grpo", "sft"], result.reason
     first, last = _grpo_kl(result)
-    # The old reference (adapter off = the base) is as far from the start as SFT moved it.
     assert abs(first) < 1e-6, first
     assert last > 1e-6  # and the KL grows as GRPO moves away from its start
     # An adapter continued from the previous iteration: the same.

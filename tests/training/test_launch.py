@@ -219,10 +219,10 @@ def _steps(**kw) -> TrainConfig:
 def test_torchrun_two_cpu_processes_train_and_hand_back_the_checkpoint(tiny_model_dir, tmp_path):
     traj, band = _frames()
     result = train_stage(traj, band, _steps(num_processes=2), tiny_model_dir, tmp_path)
-    assert result.status == "trained" and result.phases_run == ["sft", "grpo"]
-    assert result.checkpoint_dir == tmp_path / "grpo" / "model"
+    assert result.status == "trained" and result.phases_run == ["grpo", "sft"]
+    assert result.checkpoint_dir == tmp_path / "sft" / "model"
     assert (result.checkpoint_dir / "model.safetensors").is_file()
-    assert [r["phase"] for r in result.metrics] == ["sft", "sft", "grpo", "grpo"]
+    assert [r["phase"] for r in result.metrics] == ["grpo", "grpo", "sft", "sft"]
     assert result.counts["kept_groups"] == 1 and result.dtype == "float32"
     assert result.counts["processes"] == 2  # one gloo group (DDP), not two lone trainers
     log = (tmp_path / "launch" / "train.log").read_text()

@@ -224,7 +224,7 @@ def test_outcome_advantages_come_from_pass_fail_not_the_fraction(tiny_tokenizer)
 
 
 @pytest.mark.slow
-def test_lora_sft_then_grpo_trains_every_adapter_weight(tiny_model_dir, tmp_path):
+def test_lora_grpo_then_sft_trains_every_adapter_weight(tiny_model_dir, tmp_path):
     traj, band = _frames({"t1": [1.0, 0.0]}, {"t1": True})
     cfg = TrainConfig(
         lora=True,
@@ -236,7 +236,7 @@ def test_lora_sft_then_grpo_trains_every_adapter_weight(tiny_model_dir, tmp_path
         per_device_batch_size=3,
     )
     result = train_stage(traj, band, cfg, tiny_model_dir, tmp_path)
-    assert result.status == "trained" and result.phases_run == ["sft", "grpo"]
+    assert result.status == "trained" and result.phases_run == ["grpo", "sft"]
     assert result.kind == "lora" and (result.adapter_dir / "adapter_model.safetensors").is_file()
     adapter = load_file(str(result.adapter_dir / "adapter_model.safetensors"))
     assert adapter and all("lora_" in k for k in adapter)
