@@ -84,6 +84,7 @@ def row(report: dict[str, Any]) -> dict[str, Any]:
         "claimed_unmet": {k: v for k, v in s.get("claimed_unmet", {}).items() if v},
         "refusals": report.get("refusals", {}),
         "short": report.get("short", ""),
+        "absent": report.get("absent", {}),
         "drops": dict(drops.most_common()),
     }
 
@@ -111,6 +112,8 @@ def main() -> None:
               f"refusals {json.dumps(r['refusals']) if r['refusals'] else '-'}")  # fmt: skip
         if r["short"]:
             print(f"  short: {r['short']}")
+        for f, why in r["absent"].items():
+            print(f"  no kept task has {f}: {why}")
         for k, v in r["drops"].items():
             print(f"  dropped {v} x {k}")
         for t in texts[r["domain"]][: args.instructions]:

@@ -105,6 +105,8 @@ def cmd_synth(args: argparse.Namespace) -> int:
             print(f"short of --n {args.n}: {made.short}")
         for feature, why in sorted(made.relaxed.items()):
             print(f"relaxed {feature} (no longer sampled): {why}")
+        for feature, why in sorted(report["absent"].items()):
+            print(f"no kept task has {feature}: {why}")
         if refusals := report.get("refusals"):
             print(f"refusal kinds met: {refusals['kinds']}, with a fix that ran: "
                   f"{refusals['fixed']}, recovered from in kept tasks: {refusals['in_tasks']}")  # fmt: skip

@@ -59,6 +59,7 @@ class Structure:
     unknown: int = 0  # ablation runs that failed: their steps count as changing the state
     claimed: list[str] = field(default_factory=list)  # the sampler's labels for the graph
     unmet: list[str] = field(default_factory=list)  # claimed but not measured
+    planned: list[str] = field(default_factory=list)  # what the plan's shape carried (`planned`)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -282,7 +283,7 @@ def measure(
     `fix_left_out`: the instruction omits what the fix changes (the refusal teaches it), so the
     fix is not told even where its values (the call's own buyer and day) are stated."""
     goal = _goal_of(g)
-    out = Structure(claimed=sorted(features_of(g.graph)))
+    out = Structure(claimed=sorted(features_of(g.graph)), planned=sorted(planned(g)))
     out.long_range_hops = _long_range(g, trace, instruction)
     out.long_range = bool(out.long_range_hops)
     out.converging = _converging(g, trace)
@@ -317,6 +318,46 @@ def measure(
     }
     out.unmet = [f for f in out.claimed if f in checks and not checks[f]]
     return out
+
+
+# Per measured feature, what no task showing it means (absent's reason when tasks claimed it).
+UNMET = {
+    "long_range": "no reference run carried a value read from a record reached through an "
+    "earlier result (not named) to a step two or more later, unstated",
+    "convergence": "no reference run fed one write with values two earlier steps produced",
+    "error_recovery": "no reference run was refused, fixed, then let through, with the fix needed",
+    "branching": "no branch condition held on the starting state as the arm taken says",
+}
+ABSENT = {"long_range": "long_range", "convergence": "convergence",
+          "error_recovery": "error_recovery", "branching": "branch_from_state"}  # fmt: skip
+
+
+def absent(
+    rows: list[Structure], relaxed: dict[str, str], unmade: dict[str, str]
+) -> dict[str, str]:
+    """Why no kept task measurably has a feature, per feature none has: not sampled (the domain
+    cannot carry it: `relaxed`), claimed by kept tasks but not measured (how many, how many
+    plans had the shape, what the measure looks for), the graphs that wanted it dropped
+    (`unmade`: their most common reason), or no graph drawn wanted it."""
+    out = {}
+    for f, measured in ABSENT.items():
+        if any(getattr(r, measured) for r in rows):
+            continue
+        claimed = [r for r in rows if f in r.claimed]
+        if f in relaxed:
+            out[f] = f"not sampled: {relaxed[f]}"
+        elif claimed:
+            shaped = sum(f in r.planned for r in claimed)
+            plans = f", {shaped} of their plans had the shape" if f in PLANNED else ""
+            out[f] = f"{len(claimed)} kept task(s) claimed it{plans}, none measured it: {UNMET[f]}"
+        elif f in unmade:
+            out[f] = unmade[f]
+        else:
+            out[f] = "no graph drawn wanted it"
+    return out
+
+
+PLANNED = ("long_range", "convergence")
 
 
 def certain_problems(s: Structure) -> list[str]:

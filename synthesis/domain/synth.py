@@ -67,6 +67,7 @@ from clawloop.synthesis.domain.state import load_tables
 from clawloop.synthesis.domain.structure import (
     Structure,
     ablations,
+    absent,
     carried,
     certain_problems,
     measure,
@@ -149,6 +150,17 @@ class DomainSynth:
                             "tasks": tasks.get(k, 0)} for k in kinds},
         }  # fmt: skip
 
+    def absent(self) -> dict[str, str]:
+        """Per feature no kept task measurably has, why (structure.absent); for error recovery
+        also what the probes met (refusal kinds, how many had a fix that let the call through)."""
+        out = absent(self.structure, self.relaxed, _unmade(self))
+        if "error_recovery" in out and (r := self.refusals()):
+            out["error_recovery"] += (
+                f" (the probes met {r['kinds']} refusal kind(s), {r['fixed']} with a fix that"
+                " then let the refused call through)"
+            )
+        return out
+
     @property
     def dropped(self) -> list[dict[str, Any]]:
         return [g for g in self.graphs if not g["kept"]]
@@ -173,6 +185,8 @@ class DomainSynth:
             "rounds": self.rounds,
             **({"short": self.short} if self.short else {}),
             **({"relaxed": self.relaxed} if self.relaxed else {}),
+            # per feature no kept task measurably has: why (structure.absent)
+            "absent": self.absent(),
             **({"refusals": self.refusals()} if self.probed is not None else {}),
             **({"llm_added_edges": sum(len(r["added_reads"]) + len(r["added_writes"])
                                        for r in self.analysis)} if self.analysis else {}),

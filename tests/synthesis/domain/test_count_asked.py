@@ -73,3 +73,29 @@ def test_refusal_kinds_are_counted_with_the_fixes_that_ran_and_the_kept_tasks_us
     assert got["by_kind"][kind] == {"seen": 2, "fixed": True, "tasks": 1}  # the dropped one: no
     assert got["by_kind"][refusal_kind(cancel.tool, cancel.refusal)]["tasks"] == 0
     assert out.summary()["refusals"] == got
+
+
+def test_a_feature_no_kept_task_measures_is_explained_even_when_n_was_reached():
+    """tau_airline keeps 6 of 6 with no long range and no recovery: the report says why, per
+    feature: relaxed (never sampled), claimed by kept tasks but not measured (how many plans had
+    the shape), dropped graphs' most common reason, or never wanted."""
+    from clawloop.synthesis.domain.structure import Structure, absent
+
+    rows = [
+        Structure(claimed=["long_range", "subgoals"], planned=["long_range"], subgoals=True),
+        Structure(claimed=["long_range", "convergence"], convergence=True),
+    ]
+    relaxed = {"error_recovery": "no refused call had a fix that then let it through"}
+    unmade = {"branching": "2 graph(s) dropped, most often: grounding: no categorical field"}
+    why = absent(rows, relaxed, unmade)
+    assert set(why) == {"long_range", "error_recovery", "branching"}  # convergence is measured
+    assert why["error_recovery"] == f"not sampled: {relaxed['error_recovery']}"
+    assert why["long_range"].startswith("2 kept task(s) claimed it, 1 of their plans had the shape")
+    assert why["branching"] == unmade["branching"]
+    assert absent([], {}, {})["convergence"] == "no graph drawn wanted it"
+    out = DomainSynth(domain="d", structure=rows, relaxed=relaxed)
+    out.probed = Probed(refusals={"book: Error: not enough seats on flight N": 2})
+    assert out.absent()["error_recovery"].endswith(
+        "(the probes met 1 refusal kind(s), 0 with a fix that then let the refused call through)"
+    )
+    assert out.summary()["absent"] == out.absent()
