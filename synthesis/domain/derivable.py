@@ -14,7 +14,10 @@ nothing.
 
 A fix after a refused step (error recovery) may take a value the refusal's text states instead
 (the balance a credit hold names): the plan stores that text on the refused step (`refusal`), as
-the reference run met it, so the instruction need not give the fix away.
+the reference run met it, so the instruction need not give the fix away. A fix marked `found`
+changes the only record holding that value of the refused call which the fix is accepted on
+(ground.found_fix: the other pending order a gift card paid for): where the instruction states
+the value, the agent finds that record, and the instruction need not name it.
 
 Pure, on what a task stores (its plan, predicates and instruction), so the same check can run
 where a task is made (synth.py drops it, the value named) and wherever a stored task is read.
@@ -196,8 +199,20 @@ def underivable(
             f"{table}.{name} = {render(value)} ({how} {a.tool} --{a.param}) is neither stated in "
             "the instruction nor read from a record it names or reaches through one"
         )
+    # A fix's record the agent finds from the refusal: the only one holding a value of the
+    # refused call that the fix is accepted on (ground.found_fix), where that value is stated.
+    found = [
+        v
+        for i, s in enumerate(plan)
+        if fixes(plan, i) and s.get("found")
+        and (mentions(instruction, s["found"]) or mentions(refusals, s["found"]))
+        for v in (s.get("params") or {}).values()
+        if not isinstance(v, dict | list)
+    ]  # fmt: skip
     for table, key_field, value in _records(preds):
         if mentions(instruction, value) or mentions(refusals, value):
+            continue
+        if any(same_value(v, value) for v in found):
             continue
         via = [a for a in args if a.lookup is not None and _keys(a.param, key_field, table)]
         if not any(map(named, via)):

@@ -43,6 +43,10 @@ class Step:
     expect: str = "ok"  # ok | error
     node: int = -1
     refusal: str = ""  # an expected error's text, as execution found it (a recovery's first try)
+    # A fix's record is the only one holding this value of the refused call that the fix tool
+    # accepts (synth._probe ran it on the others): the agent finds it, the instruction never
+    # names it (`found_fix`).
+    found: str = ""
 
 
 @dataclass
@@ -864,6 +868,13 @@ def learnable(recovery: Recovery, ix: Index) -> bool:
     too, a word the refusal's text states, or a figure it states that a record it is about
     holds (learned_params' reading)?"""
     call, fix, _ = recovery
+    return not untaught(call, fix, ix)
+
+
+def untaught(call: Step, fix: Step, ix: Index) -> dict[str, Any]:
+    """The fix's parameters whose value the refused call and its refusal do not teach (learnable
+    reads none): not one the call passes too, a word the refusal states, or a figure it states
+    that a record it is about holds."""
     text = call.refusal
     about = [row for _, row in mentioned(ix, text, call.params)]
     figures = [x for x in (float(m) for m in NUMBER.findall(text)) if _held(x, about)]
@@ -873,25 +884,64 @@ def learnable(recovery: Recovery, ix: Index) -> bool:
             return True
         if isinstance(v, int | float) and not isinstance(v, bool):
             return any(abs(x - v) < 1e-9 for x in figures)
-        return isinstance(v, str) and bool(v) and re.search(rf"(?<!\w){re.escape(v)}(?!\w)", text)
+        return (
+            isinstance(v, str)
+            and bool(v)
+            and bool(re.search(rf"(?<!\w){re.escape(v)}(?!\w)", text))
+        )
 
-    return all(taught(v) for v in fix.params.values())
+    return {k: v for k, v in fix.params.items() if not taught(v)}
+
+
+def found_fix(domain: Domain, tables: Tables, recovery: Recovery) -> tuple[str, list[Step]]:
+    """Can the agent find the record this fix changes from the refusal? (the value of the
+    refused call that record holds, the fix on every other record holding it): the fix's record
+    holds a value the call passed (the gift card an order paid with) but is none the call names.
+    Run, the fix must be refused on every other such record (no other pending order the card
+    paid for): then that record is the one, and the instruction need not name it. ("", [])
+    when the fix's record holds none of the call's values."""
+    call, fix, _ = recovery
+    ix = Index.of(tables, domain.keys)
+    keyed = [(p.name, t, f) for p, t, f in key_params(domain.tool(fix.tool), ix)
+             if p.name in fix.params]  # fmt: skip
+    if not keyed:
+        return "", []
+    name, table, key_field = keyed[0]
+    rows = ix.tables.get(table, [])
+    own = next((r for r in rows if r.get(key_field) == fix.params[name]), None)
+    named = {id(r) for _, r in mentioned(ix, "", call.params)}
+    if own is None or id(own) in named:
+        return "", []
+    for v in sorted({v for v in call.params.values() if isinstance(v, str)}):
+        if not reach.holding({table: [own]}, [v]) or v == fix.params[name]:
+            continue
+        others = [r for _, r in reach.holding({table: rows}, [v])
+                  if r is not own and id(r) not in named and r.get(key_field) is not None]  # fmt: skip
+        return v, [replace(fix, params={**fix.params, name: r[key_field]}) for r in others]
+    return "", []
 
 
 LEARNED = 0.75  # how often a recover node takes a fix the refusal teaches, where one ran
 
 
 def _recover(
-    node: Node, rng: random.Random, verified: list[Recovery], ix: Index, learned: float = LEARNED
-) -> list[Step]:
+    node: Node, rng: random.Random, verified: list[Recovery], ix: Index, learned: float = LEARNED,
+    found: list[tuple[Recovery, str]] | None = None,
+) -> list[Step]:  # fmt: skip
     """One of the recoveries execution confirmed (refused, fixed, then accepted), for `node`:
-    with probability `learned` one whose fix the refusal teaches (the instruction then need not
+    with probability `learned` one whose fix the refusal teaches or whose record the agent
+    finds from it (`found`: the fix step is marked, found_fix) (the instruction then need not
     state it), where one ran."""
     if not verified:
         return []
-    taught = [r for r in verified if learnable(r, ix)]
+    held = {id(r): v for r in verified for f, v in found or [] if f == r}
+    taught = [r for r in verified if learnable(r, ix) or id(r) in held]
     pool = taught if taught and rng.random() < learned else verified
-    return [replace(s, node=node.id) for s in rng.choice(pool)]
+    r = rng.choice(pool)
+    steps = [replace(s, node=node.id) for s in r]
+    if id(r) in held and not learnable(r, ix):
+        steps[1] = replace(steps[1], found=held[id(r)])
+    return steps
 
 
 def _condition(ix: Index, step: Step, domain: Domain, rng: random.Random) -> dict[str, Any] | None:
@@ -958,9 +1008,10 @@ def ground_once(
     domain: Domain, graph: TaskGraph, ix: Index, rng: random.Random, recoveries: list[Recovery],
     admitted: Admission | None = None, wide: bool = False,
     taught: dict[str, list[dict[str, Any]]] | None = None,
+    found: list[tuple[Recovery, str]] | None = None,
 ) -> Grounded:  # fmt: skip
     """One grounding of `graph`; `wide` as in `_act`, and a recover node takes a fix the
-    refusal teaches wherever one ran."""
+    refusal teaches (or whose record the agent finds from it: `found`) wherever one ran."""
     g = Grounded(graph=graph, steps=[], wide=wide)
     lookups = [n.id for n in graph.nodes if n.kind == "lookup"]  # they run first, in graph order
     chain = CHAIN if "long_range" in graph.wanted else 0.0
@@ -970,7 +1021,7 @@ def ground_once(
         if node.kind in ("lookup", "branch"):
             continue
         if node.kind == "recover":
-            steps = _recover(node, rng, recoveries, ix, 1.0 if wide else LEARNED)
+            steps = _recover(node, rng, recoveries, ix, 1.0 if wide else LEARNED, found)
             if not steps:
                 raise GroundingError("no error-recovery path (refused, fixed, accepted) ran")
             acts += steps
@@ -1007,6 +1058,7 @@ class Wide:
     recoveries: list[Recovery] = field(default_factory=list)
     admitted: Admission = field(default_factory=dict)
     taught: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # `corrected` calls
+    found: list[tuple[Recovery, str]] = field(default_factory=list)  # found_fix: the agent finds
 
 
 def ground(
@@ -1047,7 +1099,9 @@ def ground(
             break
         try:
             wider.append(
-                ground_once(domain, graph, ix, wide.rng, more, wide.admitted, True, wide.taught)
+                ground_once(
+                    domain, graph, ix, wide.rng, more, wide.admitted, True, wide.taught, wide.found
+                )  # fmt: skip
             )
         except GroundingError as exc:
             why.append(str(exc))

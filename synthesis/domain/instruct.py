@@ -130,7 +130,11 @@ def write_instruction(goal: Goal) -> str:
             "Some of this the domain's rules will refuse at first, and what fixes it is not "
             "listed above: the refusal says what is wrong. Fix that cause as the policy allows"
             + (day if goal.same_day else "")
-            + ", then finish; the records the fix changes are checked too.",
+            + ", then finish; the records the fix changes are checked too."
+            + "".join(
+                f" Where the fix takes `{k}`, give {_value(v)}."
+                for k, v in sorted(goal.fix_values.items())
+            ),  # fmt: skip
         ]
     elif goal.recovery:
         lines += [

@@ -301,6 +301,9 @@ class Goal:
     recovery: bool = False  # a rule refuses a step until its cause is fixed
     taught: bool = False  # the fix is left out: the refusal teaches it (Taught)
     same_day: bool = False  # the fix is dated the day of the change it unblocks
+    # values the fix passes that neither the refusal nor the state teaches (a cancel's reason):
+    # stated, without the record the fix changes, which the agent finds
+    fix_values: dict[str, Any] = field(default_factory=dict)
     constraints: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -388,11 +391,13 @@ class Taught:
     steps: frozenset[int]  # plan indices of those fixes
     tables: frozenset[str]  # tables only they write: a record there is theirs alone
     same_day: bool = False  # a fix's date is the refused call's date
+    records: frozenset[Any] = frozenset()  # keys of records a found fix changes: never named
+    choices: dict[str, Any] = field(default_factory=dict)  # a found fix's untaught values
 
 
 def _untaught(c: Change, g: Grounded, taught: Taught) -> Change | None:
     """The change less what a taught fix alone wrote: None when nothing else is left."""
-    if c.table in taught.tables:
+    if c.table in taught.tables or (c.kind == "changed" and c.key in taught.records):
         return None
     if c.kind != "changed":
         return c
@@ -446,6 +451,7 @@ def goal(
         recovery=any(s.expect == "error" for s in g.steps),
         taught=bool(taught and taught.steps),
         same_day=bool(taught and taught.same_day),
+        fix_values=dict(taught.choices) if taught is not None and taught.steps else {},
         constraints=[
             "change the state only through the skill CLIs in skills/, which apply policy.md",
             "every record the task does not ask to change must stay exactly as it is",

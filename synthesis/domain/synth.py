@@ -41,13 +41,16 @@ from clawloop.synthesis.domain.ground import (
     corrected,
     coverage_problems,
     every_write_plan,
+    found_fix,
     ground,
+    key_params,
     learnable,
     probe_calls,
     recovery_candidates,
     refusal_candidates,
     refusal_kind,
     unsupported,
+    untaught,
 )
 from clawloop.synthesis.domain.instruct import llm_instruction, write_instruction
 from clawloop.synthesis.domain.llm_analysis import refine_with_llm
@@ -60,6 +63,7 @@ from clawloop.synthesis.domain.predicates import (
     goal,
     literals,
     predicates,
+    same_value,
 )
 from clawloop.synthesis.domain.render import TOLERANCE, contract, render_generator
 from clawloop.synthesis.domain.skills import cluster_skills
@@ -105,6 +109,9 @@ class Probed:
     admitted: Admission = field(default_factory=dict)
     refusals: dict[str, int] = field(default_factory=dict)
     taught: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # ground.corrected
+    # wide recoveries whose fix's record the agent finds from the refusal (ground.found_fix),
+    # with the value of the refused call it holds
+    found: list[tuple[Recovery, str]] = field(default_factory=list)
 
     def every(self) -> list[Recovery]:
         return self.recoveries + self.wide
@@ -224,7 +231,7 @@ def _plan_steps(g: Grounded, skills: dict[str, str]) -> list[dict[str, Any]]:
     the agent meets at run time: derivable.py reads a taught fix's values there)."""
     return [
         {"skill": skills[s.tool], "tool": s.tool, "params": s.params, "expect": s.expect,
-         **({"refusal": s.refusal} if s.refusal else {})}
+         **({"refusal": s.refusal} if s.refusal else {}), **({"found": s.found} if s.found else {})}
         for s in g.steps
     ]  # fmt: skip
 
@@ -283,6 +290,29 @@ def _probe(
         _, runs = execute.run_plans(files, [_plan(*g) for g in plain + wide], sandbox)
         out.recoveries = [g for g, r in zip(plain, runs, strict=False) if r.ok]
         out.wide = [g for g, r in zip(wide, runs[len(plain) :], strict=True) if r.ok]
+    out.found = _found(domain, tables, files, sandbox, out.wide)
+    return out
+
+
+def _found(
+    domain: Domain, tables: execute.Tables, files: dict[str, str], sandbox: SandboxConfig,
+    recoveries: list[Recovery],
+) -> list[tuple[Recovery, str]]:  # fmt: skip
+    """The recoveries whose fix's record the agent can find from the refusal (ground.found_fix):
+    one sandbox run tries each such fix on every other record holding the same value of the
+    refused call; a fix no other record accepts is found (with the value), one another accepts
+    is not (the agent could not tell which record the task wants)."""
+    ix = Index.of(tables, domain.keys)
+    asked = [(r, *found_fix(domain, tables, r)) for r in recoveries if not learnable(r, ix)]
+    asked = [(r, v, others) for r, v, others in asked if v]
+    plans = [_plan(replace(o, expect="any")) for _, _, others in asked for o in others]
+    runs = iter(execute.run_plans(files, plans, sandbox)[1] if plans else [])
+    out = []
+    for r, v, others in asked:
+        accepted = [x for x in (next(runs) for _ in others)
+                    if x.ok and x.trace and not x.trace[0].get("error")]  # fmt: skip
+        if not accepted:
+            out.append((r, v))
     return out
 
 
@@ -386,14 +416,27 @@ def make_task(
 
 
 def taught_fixes(domain: Domain, g: Grounded, initial: execute.Tables) -> Taught:
-    """The plan's fixes whose every value the refusal before them teaches (ground.learnable),
-    the tables only they write, and whether one is dated the refused call's day."""
+    """The plan's fixes whose every value the refusal before them teaches (ground.learnable)
+    or whose record the agent finds from it (a fix step marked `found`, ground.found_fix: that
+    record is left unnamed, and the values the fix chooses that nothing teaches, a cancel's
+    reason, are stated as the fix's), the tables only they write, and whether one is dated the
+    refused call's day."""
     ix = Index.of(initial, domain.keys)
-    steps = [
-        i + 1
-        for i, s in enumerate(g.steps[:-2])
-        if s.expect == "error" and learnable((s, g.steps[i + 1], g.steps[i + 2]), ix)
-    ]
+    steps, records, choices = [], set(), {}
+    for i, s in enumerate(g.steps[:-2]):
+        fix = g.steps[i + 1]
+        if s.expect != "error":
+            continue
+        if learnable((s, fix, g.steps[i + 2]), ix):
+            steps.append(i + 1)
+            continue
+        keys = [p.name for p, _, _ in key_params(domain.tool(fix.tool), ix) if p.name in fix.params]
+        rest = [v for j, o in enumerate(g.steps) if j != i + 1 for v in o.params.values()]
+        if not fix.found or not keys or any(same_value(v, fix.params[keys[0]]) for v in rest):
+            continue  # not found, or another step names its record: the goal states it
+        steps.append(i + 1)
+        records.add(fix.params[keys[0]])
+        choices.update({k: v for k, v in untaught(s, fix, ix).items() if k != keys[0]})
     others = {
         t for i, s in enumerate(g.steps) if i not in steps for t in domain.tool(s.tool).writes
     }
@@ -404,7 +447,7 @@ def taught_fixes(domain: Domain, g: Grounded, initial: execute.Tables) -> Taught
         for v in g.steps[i].params.values()
         for c in g.steps[i - 1].params.values()
     )
-    return Taught(frozenset(steps), frozenset(mine - others), day)
+    return Taught(frozenset(steps), frozenset(mine - others), day, frozenset(records), choices)
 
 
 def synthesize_domain(
@@ -595,6 +638,7 @@ def _sample_round(
             ctx.probed.wide,
             ctx.probed.admitted,
             ctx.probed.taught,
+            ctx.probed.found,
         )  # the plain draws stay as they were
         variants, why = ground(domain, graph, ctx.tables, rng, recoveries=ctx.recoveries,
                                wide=wide, usable=lambda v: _usable(ctx, v))  # fmt: skip
