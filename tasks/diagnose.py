@@ -55,7 +55,7 @@ from clawloop.harness.sandbox.pool import with_host_column
 from clawloop.storage import artifacts, schemas
 from clawloop.storage.schemas import FailureSummary, Trajectory
 from clawloop.tasks.episodes import roll_out, verified_tasks
-from clawloop.tasks.heldout import (  # noqa: F401 (eval_rollout_config: re-exported)
+from clawloop.tasks.heldout import (
     BASELINE_TABLE,
     ExternalTask,
     baseline_due,

@@ -6,7 +6,7 @@
 Runs GRPO on the kept groups, then SFT on the successful episodes of kept tasks (or either alone,
 per `cfg.phases`). Each phase starts from the previous phase's folder and writes its own:
 `out_dir/grpo/model`, `out_dir/sft/model` (full weights, servable by vLLM or `transformers serve`)
-and, with LoRA, `.../adapter`.
+and, with LoRA, `.../adapter`. `result.checkpoint_dir` is the last one written.
 
 Why GRPO runs first: its objective is an importance ratio pi_theta / pi_old over episodes that
 pi_old sampled, and PPO's clip only keeps the step in a trust region when pi_old is the policy
@@ -21,10 +21,11 @@ sampler/trainer mismatch (logp diffs ~1e-2), not a training phase. GRPO first is
 start model is the rollout policy, its ratio is 1 at step 0 (up to the sampler's numerics, which
 `tis_cap` corrects), and its frozen logprobs come from the model it already loaded
 (`make_trainer`'s pass), so the rollout policy is never loaded twice. SFT is maximum likelihood on
-the passed episodes: it needs no reference policy, so it is unaffected by running second. `result.checkpoint_dir` is the last one written. Nothing to train on
-is an outcome, not an error: status "nothing_to_train", a reason, and the base model as checkpoint.
-A phase that crashes raises TrainError (never a result), so the stage is not committed as done and
-a resumed run trains it again.
+the passed episodes: it needs no reference policy, so it is unaffected by running second.
+
+Nothing to train on is an outcome, not an error: status "nothing_to_train", a reason, and the
+base model as checkpoint. A phase that crashes raises TrainError (never a result), so the stage is
+not committed as done and a resumed run trains it again.
 
 With `cfg.lora` and `init_adapter` (the previous iteration's adapter when it was not merged), the
 first phase continues training that adapter on `base_model` instead of starting a fresh one, so
