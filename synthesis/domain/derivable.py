@@ -81,10 +81,11 @@ def mentions(text: str, value: Any) -> bool:
 
 def _written(preds: list[dict[str, Any]]) -> list[tuple[str, str, Any]]:
     """(table, field, value) of every value the tests require the end state to hold: changed
-    fields, and the fields a created record is matched by (never its tool-assigned id)."""
+    fields, and the fields a created record is matched by (never its tool-assigned id); a field
+    checked as it started (`unchanged`: alternatives.accept_all) is written by nothing."""
     out = []
     for p in preds:
-        if p.get("kind") == "field":
+        if p.get("kind") == "field" and not p.get("unchanged"):
             out.append((p["table"], p["field"], p["value"]))
         elif p.get("kind") == "count" and p.get("fields") is not None:
             out += [(p["table"], f, v) for f, v in p["match"].items() if f != KEY_FIELD]
@@ -92,10 +93,13 @@ def _written(preds: list[dict[str, Any]]) -> list[tuple[str, str, Any]]:
 
 
 def _records(preds: list[dict[str, Any]]) -> list[tuple[str, str, Any]]:
-    """(table, key field, key) of every existing record the tests require changed or gone."""
+    """(table, key field, key) of every existing record the tests require changed or gone (a
+    field checked as it started asks nothing of the agent)."""
     out: dict[str, tuple[str, str, Any]] = {}
     for p in preds:
         kind, match = p.get("kind"), p.get("match") or {}
+        if p.get("unchanged"):  # a field the task leaves as it was (alternatives.accept_all)
+            continue
         if len(match) == 1 and (kind in ("field", "rest") or (kind == "count" and not p["count"])):
             ((f, v),) = match.items()
             if v is not None:

@@ -130,9 +130,14 @@ def write_instruction(goal: Goal) -> str:
             "Some of this the domain's rules will refuse at first, and what fixes it is not "
             "listed above: the refusal says what is wrong. Fix that cause as the policy allows"
             + (day if goal.same_day else "")
-            + ", then finish; the records the fix changes are checked too."
+            + (
+                ", then finish. Any fix the policy allows that lets the refused change through "
+                "is accepted; records it had no need to change must stay as they were."
+                if goal.any_fix
+                else ", then finish; the records the fix changes are checked too."
+            )
             + "".join(
-                f" Where the fix takes `{k}`, give {_value(v)}."
+                f" Where {'your' if goal.any_fix else 'the'} fix takes `{k}`, give {_value(v)}."
                 for k, v in sorted(goal.fix_values.items())
             ),  # fmt: skip
         ]

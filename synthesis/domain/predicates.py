@@ -304,6 +304,7 @@ class Goal:
     # values the fix passes that neither the refusal nor the state teaches (a cancel's reason):
     # stated, without the record the fix changes, which the agent finds
     fix_values: dict[str, Any] = field(default_factory=dict)
+    any_fix: bool = False  # any fix that lets the refused change through passes (alternatives.py)
     constraints: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -393,6 +394,7 @@ class Taught:
     same_day: bool = False  # a fix's date is the refused call's date
     records: frozenset[Any] = frozenset()  # keys of records a found fix changes: never named
     choices: dict[str, Any] = field(default_factory=dict)  # a found fix's untaught values
+    any_fix: bool = False  # the tests accept every fix that lets the refused call through
 
 
 def _untaught(c: Change, g: Grounded, taught: Taught) -> Change | None:
@@ -452,6 +454,7 @@ def goal(
         taught=bool(taught and taught.steps),
         same_day=bool(taught and taught.same_day),
         fix_values=dict(taught.choices) if taught is not None and taught.steps else {},
+        any_fix=bool(taught and taught.steps and taught.any_fix),
         constraints=[
             "change the state only through the skill CLIs in skills/, which apply policy.md",
             "every record the task does not ask to change must stay exactly as it is",

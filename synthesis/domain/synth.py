@@ -27,6 +27,12 @@ from clawloop.harness.sandbox.base import SandboxConfig
 from clawloop.harness.taskfolder.grader import values_equal
 from clawloop.harness.taskfolder.state_predicates import check_predicate, schema_of_dump
 from clawloop.synthesis.domain import execute
+from clawloop.synthesis.domain.alternatives import (
+    accept_all,
+    candidates,
+    found_steps,
+    still_checked,
+)
 from clawloop.synthesis.domain.derivable import Underivable, underivable, unstated_inputs
 from clawloop.synthesis.domain.ground import (
     FOLD,
@@ -346,12 +352,16 @@ def make_task(
     chat: ChatFn | None,
     all_writes: execute.PlanRun | None = None,
     told: list[Told] | None = None,
+    sandbox: SandboxConfig | None = None,
 ) -> tuple[str, str]:
     """(generator code, note) for one grounded plan whose reference run went as expected;
     ValueError when the run changed nothing or its tests pass the "every write tool" state.
     (instruction, fix left to the refusal) is appended to `told` when given (structure.py
     measures against it). A fix the refusal teaches (taught_fixes) is left out of the goal,
-    unless that would leave a value the agent cannot know: then it is stated as before."""
+    unless that would leave a value the agent cannot know: then it is stated as before. With
+    `sandbox`, a fix the agent finds (ground.found_fix) is graded by its effect: the tests
+    accept the end state of every other fix that lets the refused call through
+    (alternatives.py), and the instruction states only the fix's values still checked."""
     taken, alt = runs
     changes = diff(initial, taken.final, domain.keys)
     if not changes:
@@ -369,13 +379,27 @@ def make_task(
         raise ValueError("applying every write tool once passes the tests")
     plan = _plan_steps(g, skills)
     taught = taught_fixes(domain, g, initial)
+    strict, others = preds, 0  # others: the other fixes whose end state the tests accept
+    left = [i for i in found_steps(g) if i in taught.steps]  # found fixes left to the agent
+    if sandbox is not None and left and (tried := candidates(domain, initial, g, left)):
+        _, ran = execute.run_plans(files, [g.plan(s) for s in tried], sandbox)
+        finals = [r.final for r in ran if r.ok]
+        preds, others = accept_all(preds, taken.final, finals), len(finals)
+        loose = [t for t in (initial, all_writes.final if all_writes else {}) if t]
+        if others and any(passes(preds, t) for t in loose):  # doing nothing (or everything)
+            preds, others = strict, 0  # would pass: too loose, the reference's fix is checked
+        if others:  # a value no check requires any more is the agent's choice
+            kept = {k: v for k, v in taught.choices.items() if still_checked(preds, v)}
+            taught = replace(taught, choices=kept, any_fix=True)
     aim = goal(domain.name, domain.description, g, changes, other, taught)
     if taught.steps and underivable(plan, preds, write_instruction(aim)):
         taught = Taught(frozenset(), frozenset())  # leaving the fix out loses a value: state it
+        preds, others = strict, 0  # the fix is stated: its end state is the one checked
         aim = goal(domain.name, domain.description, g, changes, other)
     note = "deterministic instruction" + (
         "; the fix is left to the refusal" if taught.steps else ""
-    )
+    ) + (f"; the tests accept {others} other fix(es) that let the refused call through"
+         if others else "")  # fmt: skip
     if chat is not None:
         instruction, note = llm_instruction(aim, chat, [t.name for t in domain.tools])
     else:
@@ -741,7 +765,7 @@ def _make_one(
     told: list[Told] = []
     try:
         code, note = make_task(ctx.domain, v, initial, (a, b), ctx.files, ctx.by_tool, chat,
-                               all_writes, told)  # fmt: skip
+                               all_writes, told, ctx.sandbox)  # fmt: skip
     except ValueError as exc:
         stage = "derivability" if isinstance(exc, Underivable) else "end state"
         row["reason"] = f"{stage}: {exc}"
