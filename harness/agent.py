@@ -15,6 +15,7 @@ gathered so far (messages, per-turn token ids / logprobs, timings), so nothing i
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from collections.abc import Callable
@@ -54,6 +55,30 @@ class AgentConfig:
     temperature: float  # sample as in training (GRPO needs on-policy samples)
     want_token_ids: bool  # ask vLLM for token ids + logprobs
     request_timeout_s: float  # per chat request, capped by the remaining episode time
+    # The episode's sampling seed (`episode_seed`: run seed, task id, attempt); turn t's request
+    # sends `turn_seed(seed, t)`. None: no request sends a seed.
+    seed: int | None = None
+
+
+SEED_BITS = 31  # a seed every OpenAI-compatible server takes (vLLM, the local server: any int)
+
+
+def _hashed(*parts: object) -> int:
+    text = "\x1f".join(str(p) for p in parts)
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big") % (1 << SEED_BITS)
+
+
+def episode_seed(run_seed: int | None, task_id: str, attempt: int) -> int | None:
+    """The seed of one episode: a hash of the run seed, the task id and the attempt (None
+    without a run seed). The same task and attempt get the same seed in every stage and
+    iteration (a held-out episode of row base and of row k: common random numbers for the paired
+    test), different attempts of a task different ones."""
+    return None if run_seed is None else _hashed("episode", run_seed, task_id, attempt)
+
+
+def turn_seed(seed: int | None, turn: int) -> int | None:
+    """The seed sent with the episode's `turn`-th request (0-based); None when `seed` is."""
+    return None if seed is None else _hashed("turn", seed, turn)
 
 
 @dataclass
@@ -139,8 +164,10 @@ def _request(
     cfg: AgentConfig,
     remaining: float,
     deadline: float,
+    seed: int | None = None,
 ) -> ChatReply:
-    """One chat request within the episode's remaining time; a server fault ends the episode."""
+    """One chat request within the episode's remaining time, sampled with `seed` (None: the
+    server's own randomness); a server fault ends the episode."""
     # A client-side retry (after a timeout) is allowed only while two full request timeouts
     # fit in the episode's remaining wall time; otherwise it would overrun the deadline.
     retry_ok = remaining > 2 * cfg.request_timeout_s
@@ -155,6 +182,7 @@ def _request(
             temperature=cfg.temperature,
             want_token_ids=cfg.want_token_ids,
             timeout_s=min(cfg.request_timeout_s, remaining),
+            seed=seed,
         )
     except LLMError as exc:
         if exc.kind == "context_full":
@@ -293,10 +321,11 @@ def run_episode(
         return ep
 
     try:
-        for _ in range(cfg.max_turns):
+        for turn in range(cfg.max_turns):
             remaining = deadline - time.monotonic()
             _check_budget(ep.messages, budget, cfg, remaining)
-            reply = _request(client, model, ep.messages, cfg, remaining, deadline)
+            seed = turn_seed(cfg.seed, turn)
+            reply = _request(client, model, ep.messages, cfg, remaining, deadline, seed)
             if _take_turn(sb, ep, reply, budget, deadline):
                 return end("finished")
     except _EpisodeOver as over:

@@ -19,7 +19,8 @@ With `api: tokens` (the managed vLLM, `harness/vllm.py`) the request goes token 
 (`harness/tokens.py`): the prompt rendered here with the served model's tokenizer, each earlier turn
 spliced in as the ids it sampled, sent to `/v1/completions`, so one episode is one exact sequence.
 Every request that asks for token ids pins the sampling parameters (`tokens.PINNED_SAMPLING`);
-no request sends a `seed` (it kills vLLM's CPU engine).
+with `seed` (the agent sends one per turn: `agent.turn_seed`) the request carries it, so a server
+that honours it (vLLM, the local server) samples the same tokens for the same prompt and seed.
 
 Server faults are raised as `LLMError` with a `kind` (timeout, connection, context_full, http,
 bad_response) so callers can record them as data.
@@ -225,21 +226,27 @@ def chat(
     temperature: float = 1.0,
     want_token_ids: bool = True,
     timeout_s: float | None = None,
+    seed: int | None = None,
 ) -> ChatReply:
-    """One chat completion. Raises `LLMError` on any server-side failure."""
+    """One chat completion, sampled with `seed` when given. Raises `LLMError` on any
+    server-side failure."""
     kwargs: dict[str, Any] = {
         "model": model,
         "messages": messages,
         "max_tokens": max_tokens,
         "temperature": temperature,
     }
+    if seed is not None:
+        kwargs["seed"] = int(seed)
     if tools:
         kwargs["tools"] = tools
     options: dict[str, Any] = {} if timeout_s is None else {"timeout": timeout_s}
     base = str(client.base_url)
     route = _TOKEN_ROUTES.get(base)
     if route is not None:
-        return _chat_tokens(client, route, model, messages, tools, max_tokens, temperature, options)
+        return _chat_tokens(
+            client, route, model, messages, tools, max_tokens, temperature, options, seed
+        )
     # The chat API has no cap on the calls of a forced reply: "one" asks for "required" there.
     required = bool(tools) and _TOOL_CHOICES.get(base, "auto") in FORCED_CHOICES
     if required:
@@ -313,15 +320,18 @@ def _chat_tokens(
     max_tokens: int,
     temperature: float,
     options: dict[str, Any],
+    seed: int | None = None,
 ) -> ChatReply:
     """One turn token in, token out (`harness.tokens`): the prompt ids rendered here, sent to
-    /v1/completions; the reply's ids, logprobs and parsed message."""
+    /v1/completions (with `seed` when given); the reply's ids, logprobs and parsed message."""
     base = str(client.base_url)
     try:
         prompt = route.prompt_ids(messages, tools)
     except RenderError as exc:
         raise LLMError("bad_response", f"{exc} (rendering the prompt for {base})") from exc
     body = route.request_body(model, prompt, max_tokens, temperature, tools)
+    if seed is not None:
+        body["seed"] = int(seed)
     start = time.monotonic()
     data = _post(client, "/completions", body, options, ask_tokens=False)
     latency = time.monotonic() - start

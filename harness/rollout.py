@@ -27,7 +27,7 @@ from typing import Any
 import openai
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from clawloop.harness.agent import AgentConfig, Episode, run_episode
+from clawloop.harness.agent import AgentConfig, Episode, episode_seed, run_episode
 from clawloop.harness.llm import PolicyConfig, chat_token_counter, make_client
 from clawloop.harness.prompts import initial_messages
 from clawloop.harness.sandbox.base import SandboxConfig, SandboxError
@@ -61,6 +61,12 @@ class RolloutConfig(BaseModel):
     context_len: int = _opt(32768, "the served model's context window")
     temperature: float = _opt(1.0, "sampling temperature (1.0: on-policy)")
     salt: str = _opt("", "makes episode ids differ between runs of the same policy")
+    seed: int | None = _opt(
+        None,
+        "sampling seed: each request sends a hash of (seed, task id, attempt, turn), so two runs "
+        "of the same episodes on the same weights sample the same tokens; a run's rollouts take "
+        "the run's seed unless this is set; null: no seed sent",
+    )
     band: tuple[int, int] = _opt((1, 5), "keep tasks whose pass count is in [low, high]")
     workers: int = _opt(4, "episodes run concurrently across the whole stage")
     tool_choice: str = _opt(
@@ -156,6 +162,7 @@ def run_attempt(
     agent_cfg = replace(
         cfg.agent_config(request_timeout_s=policy.request_timeout_s),
         episode_timeout_s=min(cfg.episode_timeout_s, task.info.agent_timeout_sec),
+        seed=episode_seed(cfg.seed, task.info.task_id, attempt),
     )
     episode: Episode | None = None
     grade = Grade(0.0, False, reason="not graded")

