@@ -361,7 +361,8 @@ def make_task(
     unless that would leave a value the agent cannot know: then it is stated as before. With
     `sandbox`, a fix the agent finds (ground.found_fix) is graded by its effect: the tests
     accept the end state of every other fix that lets the refused call through
-    (alternatives.py), and the instruction states only the fix's values still checked."""
+    (alternatives.py), and the instruction states only the fix values every accepted fix
+    passes too (or one derivability needs)."""
     taken, alt = runs
     changes = diff(initial, taken.final, domain.keys)
     if not changes:
@@ -394,8 +395,9 @@ def make_task(
     aim = goal(domain.name, domain.description, g, changes, other, taught)
     every = taught_fixes(domain, g, initial).choices if taught.any_fix else taught.choices
     if every != taught.choices and underivable(plan, preds, write_instruction(aim)):
-        taught = replace(taught, choices=every)  # derivability needs one: stated again (other
-        aim = goal(domain.name, domain.description, g, changes, other, taught)  # fixes pass)
+        # derivability needs a value left unstated: state it again (other fixes still pass)
+        taught = replace(taught, choices=every)
+        aim = goal(domain.name, domain.description, g, changes, other, taught)
     if taught.steps and underivable(plan, preds, write_instruction(aim)):
         taught = Taught(frozenset(), frozenset())  # leaving the fix out loses a value: state it
         preds, others = strict, 0  # the fix is stated: its end state is the one checked
