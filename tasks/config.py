@@ -158,8 +158,9 @@ class RunConfig(Section):
         if self.train.merge_lora:
             raise ValueError(
                 "llm.reload: lora needs adapters relative to the base model the server serves, "
-                "but train.merge_lora: true merges each phase and trains the next adapter on top "
-                "of the merged weights: set train.merge_lora: false, or use llm.reload: restart"
+                "but train.merge_lora: true merges each iteration's adapter and trains the next "
+                "one on top of the merged weights: set train.merge_lora: false, or use llm.reload: "
+                "restart"
             )
         return self
 

@@ -148,7 +148,16 @@ class TrainConfig(BaseModel):
     lora_dropout: float = _f(0.0, "LoRA dropout")
     lora_target_modules: str = _f("all-linear", "peft target modules (comma list or all-linear)")
     merge_lora: bool = _f(
-        True, "also write the merged full model (servable by any server); the adapter is kept too"
+        True,
+        "also write the merged full model (servable by any server) after the stage's last phase; "
+        "the adapters are kept too",
+    )
+    merged_dtype: Literal["float32", "bfloat16"] = _f(
+        "float32",
+        "the dtype the merged model is written in (merged in float32 either way): bfloat16 halves "
+        "its disk where the server serves bf16 anyway (vLLM's --dtype auto does for a float32 "
+        "checkpoint) and the next iteration's trainer then starts from the weights it sampled "
+        "with; float32 keeps the delta's bits below bf16's rounding for the next iteration",
     )
     # --- logging
     logging_steps: int = _f(1, "one metrics row every this many optimizer steps")

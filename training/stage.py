@@ -4,9 +4,13 @@
     result = train_stage(..., init_adapter=previous_adapter)  # LoRA: continue that adapter
 
 Runs GRPO on the kept groups, then SFT on the successful episodes of kept tasks (or either alone,
-per `cfg.phases`). Each phase starts from the previous phase's folder and writes its own:
-`out_dir/grpo/model`, `out_dir/sft/model` (full weights, servable by vLLM or `transformers serve`)
-and, with LoRA, `.../adapter`. `result.checkpoint_dir` is the last one written.
+per `cfg.phases`). Each phase starts from the previous phase's result and writes its own folder,
+`out_dir/grpo`, `out_dir/sft`: with LoRA its `adapter` (the phases continue one adapter over the
+stage's start model), and full weights in `model` (servable by vLLM or `transformers serve`) only
+where they are needed: full fine-tuning writes them every phase and deletes an earlier phase's once
+the last has written its own; LoRA merges only after the last phase (`cfg.merge_lora`, written in
+`cfg.merged_dtype`). `result.checkpoint_dir` is the last one written, the one the next rollout
+serves: one full model per stage on disk, not one per phase (7.1 GB each for the 1.5B in fp32).
 
 Why GRPO runs first: its objective is an importance ratio pi_theta / pi_old over episodes that
 pi_old sampled, and PPO's clip only keeps the step in a trust region when pi_old is the policy
@@ -217,14 +221,35 @@ def run_phase(
     cfg: TrainConfig,
     out_dir: Path,
     kept_groups: int = 0,
+    last: bool = True,
 ) -> tuple[PolicyRef, list[dict[str, Any]]]:
-    """Train one phase from `start` on `samples`; returns the written policy and metrics rows."""
+    """Train one phase from `start` on `samples`; returns the written policy and metrics rows.
+    `last`: the stage's last phase, whose checkpoint is served next; with LoRA only it is merged
+    (`train.merge_lora`), an earlier phase writes its adapter alone and the next continues it."""
     from clawloop.training.trainer_base import save_policy
 
     trainer = make_trainer(phase, samples, start, tokenizer, cfg, out_dir, kept_groups)
     trainer.train()
-    policy = save_policy(trainer, tokenizer, out_dir / phase, cfg)
+    policy = save_policy(trainer, tokenizer, out_dir / phase, cfg, merge=last)
     return policy, trainer.metric_rows
+
+
+def drop_intermediate_models(out_dir: Path, keep: Path) -> None:
+    """Delete the full-weight folders an earlier phase of this stage wrote (`out_dir/<phase>/
+    model`, a full fine-tune's start model for the next phase) once the last phase has written
+    `keep`: nothing serves or continues them, and each is a whole model on disk (6 GB for a 1.5B
+    in fp32). One process deletes; the caller has already waited for every rank's save."""
+    import shutil
+
+    from accelerate import PartialState
+
+    if not PartialState().is_main_process:
+        return
+    for phase in ("grpo", "sft"):
+        folder = Path(out_dir) / phase / "model"
+        if folder.is_dir() and folder.resolve() != Path(keep).resolve():
+            shutil.rmtree(folder)
+            log.info("dropped %s: an earlier phase's weights, not served", folder)
 
 
 def train_stage(
@@ -278,7 +303,9 @@ def train_stage(
     reasons: list[str] = []
     phase = "grpo"
     try:
-        # GRPO first, on the policy that sampled the episodes (on-policy); SFT on its result.
+        # Both phases' sequences first, so the phase that runs last is known before any runs:
+        # only its checkpoint is merged (with LoRA) and kept as full weights.
+        grpo_run: tuple[list[TokenSample], int] | None = None
         if cfg.run_grpo:
             samples, grep = grpo_samples(trajectories, band, tokenizer, cfg, tool_call_parser)
             result.counts.update(
@@ -293,11 +320,7 @@ def train_stage(
             reasons += [r for r in [truncation_note("grpo", grep.encode, cfg)] if r]
             result.counts.update(_logprob_counts(samples))
             if samples:
-                policy, rows = run_phase(
-                    "grpo", samples, policy, tokenizer, cfg, out_dir, grep.kept_groups
-                )
-                result.metrics += rows
-                result.phases_run.append("grpo")
+                grpo_run = (samples, grep.kept_groups)
             else:
                 lost = _lost_to_length(grep.encode, cfg)
                 reasons.append(
@@ -310,6 +333,7 @@ def train_stage(
                     f"train.reward={grep.reward})"
                 )
         phase = "sft"
+        sft_run: list[TokenSample] | None = None
         if cfg.run_sft:
             samples, rep = sft_samples(trajectories, band, tokenizer, cfg, tool_call_parser)
             result.counts.update(sft_episodes=rep.episodes, sft_samples=rep.samples)
@@ -317,14 +341,27 @@ def train_stage(
             reasons += [r for r in [_dropped("sft", rep.encode)] if r]
             reasons += [r for r in [truncation_note("sft", rep.encode, cfg)] if r]
             if samples:
-                policy, rows = run_phase("sft", samples, policy, tokenizer, cfg, out_dir)
-                result.metrics += rows
-                result.phases_run.append("sft")
+                sft_run = samples
             else:
                 reasons.append(
                     f"sft: no trainable sequence ({rep.episodes} passed episodes of kept tasks "
                     f"in split {cfg.split!r}{_lost_to_length(rep.encode, cfg)})"
                 )
+        # GRPO first, on the policy that sampled the episodes (on-policy); SFT on its result.
+        if grpo_run is not None:
+            phase = "grpo"
+            policy, rows = run_phase(
+                "grpo", grpo_run[0], policy, tokenizer, cfg, out_dir, grpo_run[1],
+                last=sft_run is None,
+            )  # fmt: skip
+            result.metrics += rows
+            result.phases_run.append("grpo")
+        if sft_run is not None:
+            phase = "sft"
+            policy, rows = run_phase("sft", sft_run, policy, tokenizer, cfg, out_dir, last=True)
+            result.metrics += rows
+            result.phases_run.append("sft")
+        drop_intermediate_models(out_dir, policy.model_dir)
     except Exception as exc:  # a crash is never a trained (or untrained) policy
         detail = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
         raise TrainError(

@@ -176,8 +176,10 @@ def load_policy(ref: PolicyRef, cfg: TrainConfig):
     the Trainer runs the forward and backward under bf16 autocast (accelerate's mixed precision;
     DeepSpeed keeps its own fp32 copy the same way), while AdamW updates the fp32 weights. Loaded
     in bf16 instead, an update below ~1/256 of a weight rounds away: one step at lr 1e-6 changed
-    2 % of the tiny model's parameters (tests/training/test_master_weights.py). The checkpoint is
-    written in float32 too, so the next phase and iteration continue from unrounded weights."""
+    2 % of the tiny model's parameters (tests/training/test_master_weights.py). What is trained
+    is written in float32 too (full weights, adapters), so the next phase and iteration continue
+    from unrounded weights; a merged LoRA model is the next iteration's frozen base, not trained,
+    and is written in train.merged_dtype."""
     plan = precision(cfg)
     dtype = plan.frozen_dtype if cfg.lora else plan.trained_dtype
     try:
@@ -292,21 +294,28 @@ def stamp_dtype(model_dir: Path) -> str:
     return dtype
 
 
-def merge_adapter(base_dir: Path, adapter_dir: Path, out_dir: Path) -> None:
+def merge_adapter(base_dir: Path, adapter_dir: Path, out_dir: Path, dtype: str = "float32") -> None:
     """The adapter merged into its base, from their folders: the base loaded whole in float32
     (so the adapter's delta is not rounded into a 16-bit grid), on this rank alone even under
-    ZeRO-3 (the adapter folder was written gathered), then saved. What the trainer held in
-    memory (a bf16 frozen base, partitioned weights) does not matter."""
+    ZeRO-3 (the adapter folder was written gathered), then saved in `dtype` (train.merged_dtype:
+    bfloat16 rounds the merged sum once, as a server that serves bf16 would at load). What the
+    trainer held in memory (a bf16 frozen base, partitioned weights) does not matter."""
     from peft import PeftModel
 
     with without_zero_init():
         base = AutoModelForCausalLM.from_pretrained(str(base_dir), dtype=torch.float32)
         merged = PeftModel.from_pretrained(base, str(adapter_dir)).merge_and_unload()
-    merged.save_pretrained(str(out_dir))
+    merged.to(getattr(torch, dtype)).save_pretrained(str(out_dir))
 
 
-def save_policy(trainer: Trainer, tokenizer, out_dir: Path, cfg: TrainConfig) -> PolicyRef:
-    """Write `out_dir/model` (servable full weights) and, with LoRA, `out_dir/adapter`."""
+def save_policy(
+    trainer: Trainer, tokenizer, out_dir: Path, cfg: TrainConfig, merge: bool = True
+) -> PolicyRef:
+    """Write `out_dir/model` (servable full weights) and, with LoRA, `out_dir/adapter`.
+
+    With LoRA the merged model is written only when `merge` (the stage's last phase) and
+    `cfg.merge_lora`; otherwise the policy is the adapter on its base, which the next phase
+    continues (a merged copy would be a whole model on disk that nothing serves)."""
     model_dir, adapter_dir = out_dir / "model", None
     if trainer.is_world_process_zero():  # one rank clears; the others wait, then all save
         for d in (model_dir, out_dir / "adapter"):
@@ -324,13 +333,14 @@ def save_policy(trainer: Trainer, tokenizer, out_dir: Path, cfg: TrainConfig) ->
     trainer.save_model(str(adapter_dir))  # the adapter, gathered under ZeRO-3
     base = Path(trainer.accelerator.unwrap_model(trainer.model).peft_config["default"]
                 .base_model_name_or_path)  # fmt: skip
+    merged = cfg.merge_lora and merge
     if trainer.is_world_process_zero():
         tokenizer.save_pretrained(str(adapter_dir))
-        if cfg.merge_lora:
-            merge_adapter(base, adapter_dir, model_dir)
+        if merged:
+            merge_adapter(base, adapter_dir, model_dir, cfg.merged_dtype)
             tokenizer.save_pretrained(str(model_dir))
             stamp_dtype(model_dir)
     trainer.accelerator.wait_for_everyone()  # the merged folder exists before any rank reads it
-    if not cfg.merge_lora:
+    if not merged:
         return PolicyRef(base, adapter_dir)
     return PolicyRef(model_dir, None)

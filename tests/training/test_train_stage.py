@@ -245,6 +245,53 @@ def test_lora_grpo_then_sft_trains_every_adapter_weight(tiny_model_dir, tmp_path
     assert any(not torch.equal(before[k], after[k]) for k in before)  # merged model differs
 
 
+def _model_folders(root):
+    return sorted(
+        f"{d.parent.name}/{d.name}" for d in root.glob("*/*") if d.name in ("model", "adapter")
+    )
+
+
+def test_only_the_served_checkpoint_is_kept_as_full_weights(tiny_model_dir, tmp_path):
+    """GRPO then SFT leaves one full-weight folder, the last phase's (what the next rollout
+    serves): with LoRA the GRPO phase writes its adapter alone and SFT continues it (merged once,
+    at the end); full fine-tuning drops GRPO's weights once SFT has written its own."""
+    traj, band = _frames({"t1": [1.0, 0.0]}, {"t1": True})
+    common = {
+        "sft_max_steps": 1,
+        "grpo_max_steps": 1,
+        "grpo_learning_rate": 1e-2,
+        "sft_learning_rate": 0.0,  # SFT keeps what GRPO left: its adapter is GRPO's, continued
+        "per_device_batch_size": 3,
+    }
+    out = tmp_path / "lora"
+    lora = train_stage(traj, band, TrainConfig(lora=True, lora_r=4, **common), tiny_model_dir, out)
+    assert lora.status == "trained" and lora.phases_run == ["grpo", "sft"], lora.reason
+    assert _model_folders(out) == ["grpo/adapter", "sft/adapter", "sft/model"]
+    assert lora.checkpoint_dir == out / "sft" / "model"
+    assert lora.adapter_dir == out / "sft" / "adapter"
+    grpo = load_file(str(out / "grpo" / "adapter" / "adapter_model.safetensors"))
+    sft = load_file(str(lora.adapter_dir / "adapter_model.safetensors"))
+    assert any(v.abs().sum() > 0 for k, v in grpo.items() if "lora_B" in k)  # GRPO learned
+    assert grpo.keys() == sft.keys() and all(torch.equal(grpo[k], sft[k]) for k in grpo)
+    before, after = _weights(tiny_model_dir), _weights(lora.checkpoint_dir)
+    assert any(not torch.equal(before[k], after[k]) for k in before)  # GRPO's step is merged in
+    # train.merged_dtype bfloat16: the same merge (in float32), rounded once when written
+    out = tmp_path / "bf16"
+    cfg = TrainConfig(lora=True, lora_r=4, merged_dtype="bfloat16", **common)
+    half = train_stage(traj, band, cfg, tiny_model_dir, out)
+    assert half.dtype == "bfloat16" and _model_folders(out) == _model_folders(tmp_path / "lora")
+    config = json.loads((half.checkpoint_dir / "config.json").read_text())
+    assert config["dtype"] == "bfloat16"  # what vLLM's --dtype auto reads
+    rounded = _weights(half.checkpoint_dir)
+    assert all(torch.equal(rounded[k], after[k].to(torch.bfloat16)) for k in after)
+    out = tmp_path / "full"
+    full = train_stage(traj, band, TrainConfig(**common), tiny_model_dir, out)
+    assert full.phases_run == ["grpo", "sft"] and full.checkpoint_dir == out / "sft" / "model"
+    assert _model_folders(out) == ["sft/model"]
+    after = _weights(full.checkpoint_dir)
+    assert any(not torch.equal(before[k], after[k]) for k in before)  # SFT started from GRPO's
+
+
 def test_lora_without_merge_continues_the_previous_adapter(tiny_model_dir, tmp_path):
     traj, band = _frames({"t1": [1.0, 0.0]}, {"t1": True})
     first_cfg = TrainConfig(
