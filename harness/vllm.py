@@ -53,6 +53,11 @@ VENV_ENV = "CLAWLOOP_VLLM_VENV"
 DEFAULT_VENV = Path.home() / ".cache" / "clawloop" / "vllm-venv"
 SERVED_NAME = "policy"
 KV_CACHE_GB_CPU = "2"  # VLLM_CPU_KVCACHE_SPACE when the environment sets none (a shared CPU host)
+# VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS on CPU when the environment sets none. vLLM's default, 300 s
+# for one engine step, is a GPU's budget: on 2 busy cores one step that prefills 8 prompts of
+# ~940 tokens of the 1.5B took longer, and the engine declared itself dead ("RPC call to
+# execute_model timed out", every request in flight HTTP 500; make run, 2026-12-07, load ~10).
+STEP_TIMEOUT_S_CPU = "3600"
 GUARD_POLL_S = 1.0
 EAGER_FLAG = "--enforce-eager"
 Eager = Literal["auto", "on", "off"]
@@ -190,12 +195,13 @@ def whole_prefill_flags(
 
 def vllm_env(lora: bool, gpu: bool) -> dict[str, str]:
     """The server's environment: offline, runtime LoRA updates allowed when LoRA is on, and on
-    CPU a small KV cache unless the environment already sizes it."""
+    CPU a small KV cache and an hour for one engine step, unless the environment sets them."""
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     if lora:
         env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] = "True"
     if not gpu:
         env.setdefault("VLLM_CPU_KVCACHE_SPACE", KV_CACHE_GB_CPU)
+        env.setdefault("VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS", STEP_TIMEOUT_S_CPU)
     return env
 
 

@@ -42,7 +42,7 @@ from clawloop.synthesis.domain.ground import (
     mentioned,
 )
 from clawloop.synthesis.domain.model import Domain
-from clawloop.synthesis.domain.predicates import leaves, same_value
+from clawloop.synthesis.domain.predicates import same_value
 from clawloop.synthesis.domain.render import TOLERANCE
 
 Tables = dict[str, list[dict[str, Any]]]
@@ -60,13 +60,14 @@ def found_steps(g: Grounded) -> list[int]:
 
 def candidates(
     domain: Domain, tables: Tables, g: Grounded, at: list[int] | None = None
-) -> list[list[Step]]:
+) -> list[tuple[int, list[Step]]]:
     """The reference plan with each other fix in place of a found one (`at`: those plan
     indices, found_steps by default): every write tool on every record holding the refused
     call's value the fix was found by (`Step.found`), not a record the call names, with values
-    drawn DRAWS times the wide way (ground.fill). Execution tells which let the call through."""
+    drawn DRAWS times the wide way (ground.fill); each as (the index replaced, the plan).
+    Execution tells which let the call through."""
     ix = Index.of(tables, domain.keys)
-    out: list[list[Step]] = []
+    out: list[tuple[int, list[Step]]] = []
     for i in found_steps(g) if at is None else at:
         call, fix, retry = g.steps[i - 1], g.steps[i], g.steps[i + 1]
         keyed = [
@@ -90,7 +91,7 @@ def candidates(
                         continue
                     seen.append((tool.name, params))
                     other = Step(tool.name, params, "ok", node=fix.node)
-                    out.append([*g.steps[:i], other, *g.steps[i + 1 :]])
+                    out.append((i, [*g.steps[:i], other, *g.steps[i + 1 :]]))
     return out
 
 
@@ -167,10 +168,9 @@ def accept_all(
     return out
 
 
-def still_checked(preds: list[dict[str, Any]], value: Any) -> bool:
-    """Does some field check still require `value` (whole, or inside a nested field)?"""
-    return any(
-        same_value(value, p["value"]) or any(same_value(value, x) for _, x in leaves(p["value"]))
-        for p in preds
-        if p.get("kind") == "field"
-    )
+def chosen(choices: dict[str, Any], fixes: list[Step]) -> dict[str, Any]:
+    """The fix values (parameter -> value the reference's fix passed) that every accepted fix
+    passes too: one some accepted fix does without (another value, or a tool that takes no such
+    parameter) is the agent's choice, so the instruction need not state it."""
+    return {k: v for k, v in choices.items()
+            if all(k in f.params and same_value(f.params[k], v) for f in fixes)}  # fmt: skip

@@ -30,8 +30,8 @@ from clawloop.synthesis.domain import execute
 from clawloop.synthesis.domain.alternatives import (
     accept_all,
     candidates,
+    chosen,
     found_steps,
-    still_checked,
 )
 from clawloop.synthesis.domain.derivable import Underivable, underivable, unstated_inputs
 from clawloop.synthesis.domain.ground import (
@@ -361,7 +361,8 @@ def make_task(
     unless that would leave a value the agent cannot know: then it is stated as before. With
     `sandbox`, a fix the agent finds (ground.found_fix) is graded by its effect: the tests
     accept the end state of every other fix that lets the refused call through
-    (alternatives.py), and the instruction states only the fix's values still checked."""
+    (alternatives.py), and the instruction states only the fix values every accepted fix
+    passes too (or one derivability needs)."""
     taken, alt = runs
     changes = diff(initial, taken.final, domain.keys)
     if not changes:
@@ -382,16 +383,21 @@ def make_task(
     strict, others = preds, 0  # others: the other fixes whose end state the tests accept
     left = [i for i in found_steps(g) if i in taught.steps]  # found fixes left to the agent
     if sandbox is not None and left and (tried := candidates(domain, initial, g, left)):
-        _, ran = execute.run_plans(files, [g.plan(s) for s in tried], sandbox)
-        finals = [r.final for r in ran if r.ok]
-        preds, others = accept_all(preds, taken.final, finals), len(finals)
+        _, ran = execute.run_plans(files, [g.plan(s) for _, s in tried], sandbox)
+        accepted = [(s[i], r.final) for (i, s), r in zip(tried, ran, strict=True) if r.ok]
+        preds, others = accept_all(preds, taken.final, [f for _, f in accepted]), len(accepted)
         loose = [t for t in (initial, all_writes.final if all_writes else {}) if t]
         if others and any(passes(preds, t) for t in loose):  # doing nothing (or everything)
             preds, others = strict, 0  # would pass: too loose, the reference's fix is checked
-        if others:  # a value no check requires any more is the agent's choice
-            kept = {k: v for k, v in taught.choices.items() if still_checked(preds, v)}
+        if others:  # a value some accepted fix does without is the agent's choice: unstated
+            kept = chosen(taught.choices, [f for f, _ in accepted])
             taught = replace(taught, choices=kept, any_fix=True)
     aim = goal(domain.name, domain.description, g, changes, other, taught)
+    every = taught_fixes(domain, g, initial).choices if taught.any_fix else taught.choices
+    if every != taught.choices and underivable(plan, preds, write_instruction(aim)):
+        # derivability needs a value left unstated: state it again (other fixes still pass)
+        taught = replace(taught, choices=every)
+        aim = goal(domain.name, domain.description, g, changes, other, taught)
     if taught.steps and underivable(plan, preds, write_instruction(aim)):
         taught = Taught(frozenset(), frozenset())  # leaving the fix out loses a value: state it
         preds, others = strict, 0  # the fix is stated: its end state is the one checked

@@ -28,7 +28,7 @@ from clawloop.harness.tools import TOOLS
 from clawloop.training.tiny_model import ensure_tiny_model
 
 
-def test_launch_line_is_the_module_entry_point_with_the_flags_training_needs():
+def test_launch_line_is_the_module_entry_point_with_the_flags_training_needs(monkeypatch):
     argv = vllm.vllm_argv("/v/bin/python", "/m", 8123, context_len=4096, lora_rank=16)
     assert argv[:3] == ["/v/bin/python", "-m", "vllm.entrypoints.openai.api_server"]
     line = " ".join(argv)
@@ -43,9 +43,14 @@ def test_launch_line_is_the_module_entry_point_with_the_flags_training_needs():
     ):
         assert flag in line
     assert "--enable-lora" not in " ".join(vllm.vllm_argv("p", "/m", 1))
+    monkeypatch.delenv("VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS", raising=False)
     env = vllm.vllm_env(lora=True, gpu=False)
     assert env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] == "True" and env["HF_HUB_OFFLINE"] == "1"
     assert "VLLM_CPU_KVCACHE_SPACE" in env
+    assert int(env["VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS"]) >= 3600  # a CPU step may take minutes
+    assert "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS" not in vllm.vllm_env(lora=False, gpu=True)
+    monkeypatch.setenv("VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS", "77")  # the user's word stands
+    assert vllm.vllm_env(lora=False, gpu=False)["VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS"] == "77"
 
 
 def test_python_that_serves_is_the_named_venv_and_a_missing_one_says_what_to_do(

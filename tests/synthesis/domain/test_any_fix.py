@@ -49,6 +49,7 @@ REFERENCE = [
     Step(cancel(B).tool, cancel(B).params, found=CARD),
     pay(A, CARD),
 ]
+REPAY = [REFERENCE[0], Step(pay(B, CREDIT).tool, pay(B, CREDIT).params, found=CARD), pay(A, CARD)]
 
 
 @pytest.fixture(scope="module")
@@ -58,14 +59,17 @@ def task() -> dict[str, Any]:
     skills = cluster_skills(domain)
     files = workspace_files(domain, skills)
     sandbox = SandboxConfig(backend="auto")
-    g = Grounded(graph=TaskGraph(nodes=()), steps=REFERENCE)
-    initial, (run,) = execute.run_plans(files, [g.plan()], sandbox)
-    assert run.ok, run.why
-    code, note = make_task(domain, g, initial, (run, None), files, skill_of(skills), None,
-                           sandbox=sandbox)  # fmt: skip
-    ns: dict[str, Any] = {}
-    exec(compile(code, "generator.py", "exec"), ns)  # our own rendered generator: data only
-    built = ns["build"](0)
+    made = {}
+    for name, steps in (("cancel", REFERENCE), ("repay", REPAY)):
+        g = Grounded(graph=TaskGraph(nodes=()), steps=steps)
+        initial, (run,) = execute.run_plans(files, [g.plan()], sandbox)
+        assert run.ok, run.why
+        code, note = make_task(domain, g, initial, (run, None), files, skill_of(skills), None,
+                               sandbox=sandbox)  # fmt: skip
+        ns: dict[str, Any] = {}
+        exec(compile(code, "generator.py", "exec"), ns)  # our own rendered generator: data only
+        made[name] = (ns["build"](0), note)
+    built, note = made["cancel"]
     paths = {
         "reference": [cancel(B), pay(A, CARD)],
         "other reason": [cancel(B, "ordered by mistake"), pay(A, CARD)],
@@ -90,11 +94,11 @@ def task() -> dict[str, Any]:
     for name, r in zip(paths, runs, strict=True):
         assert r.ok, f"{name}: {r.why}"
         finals[name] = r.final if paths[name] else initial
-    return {"built": built, "note": note, "finals": finals, "reference": run.final}
+    return {"built": built, "note": note, "finals": finals, "repay": made["repay"][0]}
 
 
-def _grade(task: dict[str, Any], name: str) -> bool:
-    return passes(task["built"]["answer"]["state"]["predicates"], task["finals"][name])
+def _grade(task: dict[str, Any], name: str, built: str = "built") -> bool:
+    return passes(task[built]["answer"]["state"]["predicates"], task["finals"][name])
 
 
 @pytest.mark.parametrize("name", ["reference", "other reason", "B paid by credit card",
@@ -164,3 +168,17 @@ def test_accept_all_keeps_the_guard_on_records_no_fix_changes():
     assert not guard["digests"] and guard["total"] == 2  # y is no longer guarded ...
     assert {"kind": "field", "table": "t", "match": {"id": "y"}, "field": "n", "value": 2,
             "hidden": [], "unchanged": True} in out  # ... but its field no end state changed is  # fmt: skip
+
+
+def test_a_reference_that_repaid_the_order_accepts_the_cancel_too(task):
+    """The same recovery, its reference fix paying B by credit card: cancelling B, or paying
+    it by paypal, passes too. The instruction still states the card for a fix that takes a
+    payment method: derivability reads the card inside A's payment history (A's own refund to
+    it) as the fix's value and would drop the task otherwise; following it is a valid fix."""
+    for name in ("reference", "other reason", "B paid by credit card", "B paid by paypal"):
+        assert _grade(task, name, "repay"), name
+    for name in ("nothing", "fix only", "every other pending order cancelled", "B also moved"):
+        assert not _grade(task, name, "repay"), name
+    text = task["repay"]["instruction"]
+    assert "Any fix the policy allows" in text and B not in text, text
+    assert "Where your fix takes `payment_method_id`, give `credit_card_9753331`." in text
