@@ -106,7 +106,23 @@ def roll_out(
 ) -> list[dict[str, Any]]:
     """`cfg.n` episodes of every task through `ctx.map`, ordered by task then attempt, in
     `sandbox` (default: the run's sandbox config, checked)."""
-    jobs: list[Job] = [(d, row, a) for d, row in tasks for a in range(cfg.n)]
+    return roll_out_sets(ctx, [(tasks, cfg.n)], policy, cfg, workers, sandbox)[0]
+
+
+def roll_out_sets(
+    ctx: StageContext,
+    sets: list[tuple[list[tuple[Path, dict[str, Any]]], int]],
+    policy: PolicyConfig,
+    cfg: RolloutConfig,
+    workers: int,
+    sandbox: SandboxConfig | None = None,
+) -> list[list[dict[str, Any]]]:
+    """Several sets of tasks, `n` episodes per task of each `(tasks, n)`, in ONE `ctx.map`: at
+    most `workers` episodes of all sets in flight (under a Prefect flow, the stage's runner), so
+    the server batches the requests of every set and no set waits for another's last episode.
+    Each episode runs with `cfg`'s settings but its set's `n` (an episode never reads `n`).
+    Returns each set's rows, ordered by task then attempt."""
+    jobs: list[Job] = [(d, row, a) for tasks, n in sets for d, row in tasks for a in range(n)]
     t0 = time.monotonic()
     rows = ctx.map(
         run_episode,
@@ -129,13 +145,19 @@ def roll_out(
         "and the sandbox engine"
     )
     fail_on_infra(ctx, "episodes", infra, len(rows), fix)
-    log.info(
-        "%s: %d episodes of %d tasks in %.1fs, %d passed (policy %s)",
-        ctx.stage,
-        len(rows),
-        len(tasks),
-        time.monotonic() - t0,
-        sum(bool(r["passed"]) for r in rows),
-        policy.id,
-    )
-    return rows
+    wall = time.monotonic() - t0
+    out: list[list[dict[str, Any]]] = []
+    for tasks, n in sets:
+        part, rows = rows[: len(tasks) * n], rows[len(tasks) * n :]
+        out.append(part)
+        log.info(
+            "%s: %d episodes of %d tasks in %.1fs%s, %d passed (policy %s)",
+            ctx.stage,
+            len(part),
+            len(tasks),
+            wall,
+            f" (in one map with {len(jobs) - len(part)} other episodes)" if len(sets) > 1 else "",
+            sum(bool(r["passed"]) for r in part),
+            policy.id,
+        )
+    return out

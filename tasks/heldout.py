@@ -135,17 +135,18 @@ def roll_out_external(
 
 def roll_out_baseline(
     ctx: StageContext,
-    tasks: list[tuple[Path, dict[str, Any]]],
+    held: list[dict[str, Any]],
     external: list[ExternalTask],
     policy: PolicyConfig,
     workers: int,
 ) -> list[dict[str, Any]]:
     """`diagnose.baseline`: the base policy, as served for iteration 1's rollout, on the held-out
     and external tasks -> its episodes (own held-out first, then external, each by task and
-    attempt); diagnose counts them (`tasks.diagnose.baseline_figures`)."""
+    attempt); diagnose counts them (`tasks.diagnose.baseline_figures`). `held`: the held-out
+    episodes, which the rollout stage runs in its train rollout's map (`roll_out_sets`: one pool,
+    so vLLM batches both); the external tasks run here, each in its own sandbox."""
     cfg = eval_rollout_config(ctx.config)
-    evals = roll_out(ctx, tasks, policy, cfg, workers) if tasks else []
-    rows = evals + roll_out_external(ctx, external, policy, cfg, workers)
+    rows = held + roll_out_external(ctx, external, policy, cfg, workers)
     log.info(
         "row base (the base policy, before train): %d held-out and external episodes, %d passed",
         len(rows),

@@ -3,7 +3,8 @@ filter keeps the tasks whose pass count is in [low, high] for training.
 
 With `diagnose.baseline`, iteration 1's rollout also grades the run's row 0 while the base policy
 is served: the held-out (and external) eval tasks, `diagnose.eval_n` episodes each
-(`baseline_trajectories`; tasks/heldout.py), which diagnose carries over and counts."""
+(`baseline_trajectories`; tasks/heldout.py), which diagnose carries over and counts. The held-out
+episodes run in the same map as the train episodes (`roll_out_sets`), so the server batches both."""
 
 from __future__ import annotations
 
@@ -15,12 +16,13 @@ from clawloop.harness import owned
 from clawloop.harness.rollout import band_filter, pass_rates
 from clawloop.harness.sandbox.pool import with_host_column
 from clawloop.storage import schemas
-from clawloop.tasks.episodes import roll_out, verified_tasks
+from clawloop.tasks.episodes import roll_out_sets, verified_tasks
 from clawloop.tasks.heldout import (
     BASELINE_TABLE,
     ExternalTask,
     baseline_due,
     baseline_slice,
+    eval_rollout_config,
     external_tasks,
     roll_out_baseline,
 )
@@ -59,13 +61,19 @@ def run(ctx: StageContext) -> StageResult:
             if cfg.diagnose.eval_tasks:
                 external = external_tasks(ctx, held / "external")
         traj: list[dict[str, Any]] = []
+        held: list[dict[str, Any]] = []
         served = "no policy served: no verified train task to roll out"
         if tasks or evals or external:
             with serve_policy(ctx, ctx.iteration - 1) as (policy, served):
-                if tasks:
-                    traj = roll_out(ctx, tasks, policy, rcfg, cfg.rollout.workers)
+                # Row 0's own held-out episodes join the train episodes in one map (at most
+                # rollout.workers in flight): vLLM batches both, and neither set waits for the
+                # other's last episode.
+                sets = [(tasks, rcfg.n)] + ([(evals, eval_rollout_config(cfg).n)] if evals else [])
+                if tasks or evals:
+                    traj, *rest = roll_out_sets(ctx, sets, policy, rcfg, cfg.rollout.workers)
+                    held = rest[0] if rest else []
                 if evals or external:  # row 0, on the policy already served
-                    base = roll_out_baseline(ctx, evals, external, policy, cfg.diagnose.workers)
+                    base = roll_out_baseline(ctx, held, external, policy, cfg.diagnose.workers)
     band = band_filter(traj, rcfg.n, rcfg.band_lo, rcfg.band_hi)
     tables = {
         "trajectories": (with_host_column(schemas.TRAJECTORIES), traj),

@@ -8,6 +8,7 @@ base weights are served once, before train; diagnose carries the episodes and co
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 
 import pytest
@@ -23,9 +24,13 @@ RUN = "based"
 
 
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
-def test_row_base_is_graded_by_iteration_1s_rollout_and_reported(tmp_path, capsys):
-    k2 = run_k2(tmp_path, RUN, text_tool_calls=True, baseline=True)
+def test_row_base_is_graded_by_iteration_1s_rollout_and_reported(tmp_path, capsys, caplog):
+    with caplog.at_level(logging.INFO, "clawloop.episodes"):
+        k2 = run_k2(tmp_path, RUN, text_tool_calls=True, baseline=True)
     one = k2.run_dir / "iter-1"
+    # the held-out episodes ran in the train rollout's map (one pool: the server batches both)
+    shared = [r.getMessage() for r in caplog.records if "in one map with" in r.getMessage()]
+    assert len(shared) == 2 and all(m.startswith("rollout: ") for m in shared), shared
     rolled = artifacts.read_table(str(one / "rollout"), "baseline_trajectories")
     carried = artifacts.read_table(str(one / "diagnose"), "baseline_trajectories")
     train = artifacts.read_table(str(one / "rollout"), "trajectories")
