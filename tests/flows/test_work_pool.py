@@ -41,6 +41,13 @@ def _kill_recorded(state_dir: Path) -> None:
             os.killpg(int(entry["pid"]), signal.SIGKILL)
 
 
+def _leads_session(pid: int) -> bool:
+    try:
+        return os.getsid(pid) == pid
+    except ProcessLookupError:
+        return False
+
+
 def test_the_pull_step_works_in_clawloop_home_else_in_this_checkout(tmp_path):
     from clawloop.flows.server import CHECKOUT, checkout_directory
 
@@ -58,7 +65,12 @@ def test_stop_ends_the_recorded_workers_and_their_flow_runs_but_not_a_reused_pid
     worker = subprocess.Popen(["bash", "-c", "setsid sleep 300 & wait"], start_new_session=True)
     stranger = subprocess.Popen(["sleep", "300"], start_new_session=True)
     try:
-        below = wait_for("the worker's child", lambda: _descendants(worker.pid), 10, pause=0.05)
+        # Wait until the child has called setsid: before that it is still in the worker's process
+        # group, and ending the worker's group ends it too (a loaded host made this a flake).
+        def own_session() -> list[dict]:
+            return [d for d in _descendants(worker.pid) if _leads_session(d["pid"])]
+
+        below = wait_for("the worker's child in its own session", own_session, 10, pause=0.05)
         reused = {**_record(stranger.pid), "start": "0", "name": "old", "log": ""}
         state = {
             "pool": "p",
