@@ -366,6 +366,15 @@ def _describe(
                 inside.setdefault(f, {}).setdefault(key or p, v)
             else:
                 inside_referenced.setdefault(f, {}).setdefault(key or p, told(ref))
+    # `args` are the whole plan's: a key one step passed as a literal and another step read from
+    # a record is stated, as `source` has it for a top-level field (else the writer says both:
+    # "`country` = `USA`, `country` = the `address.country` recorded on ...").
+    for f, named in list(inside_referenced.items()):
+        named = {k: r for k, r in named.items() if k not in inside.get(f, {})}
+        if named:
+            inside_referenced[f] = named
+        else:
+            del inside_referenced[f]
     d: dict[str, Any] = {
         "kind": c.kind,
         "table": c.table,

@@ -48,3 +48,26 @@ def test_an_llm_rewrite_naming_a_tool_or_dropping_an_entity_is_refused():
     assert "rejected" in note and text == write_instruction(GOAL)
     text, note = _rewrite("Quarantine the hive and order some honey.")
     assert "dropped identifiers" in note and text == write_instruction(GOAL)
+
+
+def test_a_nested_key_passed_as_a_literal_is_stated_once_not_also_as_a_lookup():
+    """tau_retail, seed 1: one step set a user's address with `country` = "USA" and another read
+    `country` from a record; the writer said both for the same key of the same address."""
+    from clawloop.synthesis.domain.instruct import change_line
+    from clawloop.synthesis.domain.predicates import Change, _describe
+
+    ref = {"table": "users", "key_field": "_key", "key": "isabella", "field": "address.country"}
+    args = [
+        ("address1", "615 Cedar Avenue", None),
+        ("country", "USA", {**ref, "value": "USA"}),  # another step read it
+        ("country", "USA", None),  # this step passed it
+    ]
+    new = {"address": {"address1": "615 Cedar Avenue", "country": "USA"}}
+    c = Change(kind="changed", table="users", key_field="_key", key="mia", new=new)
+    line = change_line(_describe(c, [], [{**ref, "value": "USA"}], args))
+    assert line.count("`country` =") == 1 and "`country` = `USA`" in line, line
+    assert "recorded on" not in line, line
+    # a key only read from a record keeps its lookup
+    only_ref = [("address1", "615 Cedar Avenue", None), ("country", "USA", {**ref, "value": "USA"})]
+    line = change_line(_describe(c, [], [{**ref, "value": "USA"}], only_ref))
+    assert "`country` = the `address.country` recorded on `users` `isabella`" in line, line
