@@ -1,9 +1,12 @@
 """The managed vLLM eager (`--enforce-eager`) against compiled (torch.compile, vLLM's default) on
 one model: start-to-ready and decode throughput, and eager's ratio to compiled. It decides
-`llm.vllm_eager: auto` (eager on CPU, compiled on GPU; harness/vllm.py runs_eager).
+`llm.vllm_eager: auto` (eager on CPU, compiled on GPU; harness/vllm.py runs_eager). Modes `bf16`
+and `fp32` serve eager in that dtype (`--dtype bfloat16` / `float32`) and print fp32's ratio to
+bf16: it decides `cpu_dtype_flags` (float32 on a CPU without bf16 in hardware).
 
     VLLM_CPU_KVCACHE_SPACE=1 .venv/bin/python benchmarks/vllm_eager.py [--model DIR]
-        [--modes compiled,eager] [--max-tokens 512] [--streams 8] [--repeats 3] [--log-dir D]
+        [--modes compiled,eager | bf16,fp32] [--max-tokens 512] [--streams 8] [--repeats 3]
+        [--log-dir D]
 
 Per mode, one after the other (never two servers at once), through ManagedVLLM exactly as a run
 starts it (default model: the tiny offline one): `start s` is serve() until /health answers;
@@ -93,12 +96,16 @@ def decode(server: ManagedVLLM, streams: int, max_tokens: int, tag: str) -> dict
     return {"tokens": sum(counts), "wall_s": wall, "cpu_s": cpu}
 
 
+MODES = ("compiled", "eager", "bf16", "fp32")
+
+
 def run_mode(mode: str, model: Path, args: argparse.Namespace, log_dir: Path) -> dict[str, Any]:
     log = log_dir / f"vllm-{mode}.log"
     log.unlink(missing_ok=True)
-    eager = "on" if mode == "eager" else "off"
+    eager = "off" if mode == "compiled" else "on"
+    dtype = {"bf16": ("--dtype", "bfloat16"), "fp32": ("--dtype", "float32")}.get(mode, ())
     row: dict[str, Any] = {"mode": mode}
-    server = ManagedVLLM(log, context_len=model_len(model, 2048), eager=eager)
+    server = ManagedVLLM(log, context_len=model_len(model, 2048), eager=eager, extra_args=dtype)
     try:
         t0 = time.monotonic()
         server.serve(model)
@@ -140,9 +147,9 @@ def main() -> int:
     log_dir = args.log_dir or Path(tempfile.mkdtemp(prefix="vllm-eager-"))
     log_dir.mkdir(parents=True, exist_ok=True)
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
-    bad = [m for m in modes if m not in ("eager", "compiled")]
+    bad = [m for m in modes if m not in MODES]
     if bad or not modes:
-        print(f"--modes takes eager and/or compiled, got {args.modes!r}", file=sys.stderr)
+        print(f"--modes takes some of {', '.join(MODES)}, got {args.modes!r}", file=sys.stderr)
         return 2
     print(f"model {model}; logs in {log_dir}; {args.streams} streams x {args.max_tokens} tokens")
     rows = {m: run_mode(m, model, args, log_dir) for m in modes}
@@ -169,6 +176,10 @@ def main() -> int:
         print(f"  engine init     {c['init_s'] / e['init_s']:.2f}x faster eager")
         for _, key, _fmt in cols[2:]:
             print(f"  {key:<15} {e[key] / c[key]:.2f}x")
+    if {"bf16", "fp32"} <= rows.keys():
+        print("\nfp32 vs bf16 (ratio fp32 / bf16; above 1: float32 decodes faster here):")
+        for _, key, _fmt in cols[2:]:
+            print(f"  {key:<15} {rows['fp32'][key] / rows['bf16'][key]:.2f}x")
     return 0
 
 

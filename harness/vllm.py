@@ -193,6 +193,34 @@ def whole_prefill_flags(
     return (CHUNKED_FLAGS[1], BATCH_TOKENS_FLAG, str(max(context_len, 2048)))
 
 
+DTYPE_FLAG = "--dtype"
+BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")  # /proc/cpuinfo: bf16 matmuls in hardware
+
+
+def cpu_has_bf16(cpuinfo: str | None = None) -> bool:
+    """Whether this CPU multiplies bf16 in hardware (AVX512-BF16 or AMX-BF16), read from
+    /proc/cpuinfo's flags (`cpuinfo`: its text, for tests). False when it cannot be read."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return False
+    flags = {f for line in cpuinfo.splitlines() if line.startswith("flags") for f in line.split()}
+    return any(f in flags for f in BF16_CPU_FLAGS)
+
+
+def cpu_dtype_flags(gpu: bool, bf16: bool, extra: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """`--dtype float32` on a CPU without bf16 in hardware, else nothing (and nothing when
+    `extra`, llm.vllm_args, says --dtype). vLLM's `--dtype auto` serves the checkpoint's bf16
+    (or a float32 checkpoint in bf16), which a CPU with only AVX2 emulates: on this project's
+    2-core AMD EPYC host (AVX2, no AVX-512) the 1.5B decoded 8 requests at ~2.4-3.2 tok/s in
+    bf16 during `make run` and most episodes ran out of their 600 s (`benchmarks/vllm_eager.py
+    --modes bf16,fp32` measures both)."""
+    if gpu or bf16 or any(a.split("=")[0] == DTYPE_FLAG for a in extra):
+        return ()
+    return (DTYPE_FLAG, "float32")
+
+
 def vllm_env(lora: bool, gpu: bool) -> dict[str, str]:
     """The server's environment: offline, runtime LoRA updates allowed when LoRA is on, and on
     CPU a small KV cache and an hour for one engine step, unless the environment sets them."""
@@ -279,6 +307,7 @@ class ManagedVLLM:
         if runs_eager(self.eager, gpu, extra) and EAGER_FLAG not in extra:
             extra = (*extra, EAGER_FLAG)
         extra = (*extra, *whole_prefill_flags(gpu, self.context_len, extra))
+        extra = (*extra, *cpu_dtype_flags(gpu, cpu_has_bf16(), extra))
         argv = vllm_argv(
             python,
             model_dir,

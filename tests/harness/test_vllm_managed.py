@@ -109,6 +109,19 @@ def test_on_cpu_every_prompt_is_prefilled_whole_so_seeded_requests_live():
     assert vllm.whole_prefill_flags(False, 4096, ("--enable-chunked-prefill",)) == ()
 
 
+def test_a_cpu_without_bf16_hardware_serves_float32():
+    """vLLM's --dtype auto serves bf16, which an AVX2-only CPU emulates (harness/vllm.py)."""
+    epyc = "processor\t: 0\nflags\t\t: fpu sse2 avx avx2 fma f16c\n"
+    sapphire = "processor\t: 0\nflags\t\t: fpu avx2 avx512f avx512_bf16 amx_bf16 amx_tile\n"
+    assert not vllm.cpu_has_bf16(epyc) and vllm.cpu_has_bf16(sapphire)
+    assert vllm.cpu_has_bf16("flags\t\t: avx2 avx512f avx512_bf16\n")  # Zen 4: no AMX
+    assert vllm.cpu_dtype_flags(gpu=False, bf16=False) == ("--dtype", "float32")
+    assert vllm.cpu_dtype_flags(gpu=False, bf16=True) == ()
+    assert vllm.cpu_dtype_flags(gpu=True, bf16=False) == ()
+    assert vllm.cpu_dtype_flags(False, False, ("--dtype=bfloat16",)) == ()  # llm.vllm_args
+    assert vllm.cpu_dtype_flags(False, False, ("--dtype", "half")) == ()
+
+
 def test_eager_is_the_cpu_default_and_gpu_stays_compiled():
     assert vllm.runs_eager("auto", gpu=False) and not vllm.runs_eager("auto", gpu=True)
     assert vllm.runs_eager("on", gpu=True) and not vllm.runs_eager("off", gpu=False)
@@ -135,6 +148,8 @@ def test_the_launch_line_carries_enforce_eager_as_configured(
     line = next(x for x in log.read_text().splitlines() if x.startswith("== clawloop starts"))
     assert ("--enforce-eager" in line.split()) is flag
     assert line.split().count("--enforce-eager") <= 1
+    dtype = () if gpu or vllm.cpu_has_bf16() else ("--dtype", "float32")
+    assert ("--dtype" in line.split()) is bool(dtype)
 
 
 def test_llm_vllm_eager_is_a_config_switch_that_refuses_a_contradiction():
