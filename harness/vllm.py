@@ -212,10 +212,11 @@ def cpu_has_bf16(cpuinfo: str | None = None) -> bool:
 def cpu_dtype_flags(gpu: bool, bf16: bool, extra: tuple[str, ...] = ()) -> tuple[str, ...]:
     """`--dtype float32` on a CPU without bf16 in hardware, else nothing (and nothing when
     `extra`, llm.vllm_args, says --dtype). vLLM's `--dtype auto` serves the checkpoint's bf16
-    (or a float32 checkpoint in bf16), which a CPU with only AVX2 emulates: on this project's
-    2-core AMD EPYC host (AVX2, no AVX-512) the 1.5B decoded 8 requests at ~2.4-3.2 tok/s in
-    bf16 during `make run` and most episodes ran out of their 600 s (`benchmarks/vllm_eager.py
-    --modes bf16,fp32` measures both)."""
+    (or a float32 checkpoint in bf16), which a CPU with only AVX2 emulates. On a 2-core AMD EPYC
+    (AVX2, no AVX-512) the 1.5B decoded 8 streams at 5.3 tok/s in float32 against 2.0 in bf16
+    (2.64x; one stream 1.2 against 1.6: float32 reads twice the bytes a token), and `make run`
+    in bf16 saw most episodes run out of their 600 s (`benchmarks/vllm_eager.py --modes
+    bf16,fp32`). Rollouts keep 8 requests in flight, so float32."""
     if gpu or bf16 or any(a.split("=")[0] == DTYPE_FLAG for a in extra):
         return ()
     return (DTYPE_FLAG, "float32")
